@@ -1,0 +1,27 @@
+"""The Celery app. Queues and the periodic schedule live here, in one place."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("chronicle")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+# Queue names: ingest batches get their own queue so derived work never delays them.
+QUEUE_INGEST = "ingest"
+QUEUE_DEFAULT = "default"
+
+app.conf.task_routes = {
+    "ingest.batch_process": {"queue": QUEUE_INGEST},
+}
+
+app.conf.beat_schedule = {
+    # Batches whose Celery message was lost (Redis restart, crash between commit and publish)
+    # are still pending in PostgreSQL; re-enqueue them so loss of Redis costs latency only.
+    "ingest-sweep-pending": {"task": "ingest.batches_sweep", "schedule": 30.0},
+}

@@ -1,0 +1,68 @@
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from ingest import services
+from ingest.models import IngestBatch, IngestToken
+
+
+@admin.register(IngestToken)
+class IngestTokenAdmin(admin.ModelAdmin):
+    """Tokens are created with `manage.py create_ingest_token` (the plaintext is shown once);
+    here they are listed and revoked."""
+
+    list_display = ["name", "project", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["project"]
+    search_fields = ["name", "prefix", "project__slug"]
+    readonly_fields = ["prefix", "key_hash", "created_at", "last_used_at", "created_by"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Revoke selected tokens (immediately)")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[IngestToken]) -> None:
+        for token in queryset:
+            services.token_revoke(token=token)
+        self.message_user(request, f"Revoked {queryset.count()} token(s).", messages.SUCCESS)
+
+
+@admin.register(IngestBatch)
+class IngestBatchAdmin(admin.ModelAdmin):
+    list_display = [
+        "batch_id",
+        "project",
+        "run_name",
+        "status",
+        "metric_count",
+        "event_count",
+        "received_at",
+        "process_attempts",
+    ]
+    list_filter = ["status", "project"]
+    search_fields = ["batch_id", "run_name"]
+    exclude = ["body"]
+    readonly_fields = [
+        "project",
+        "token",
+        "batch_id",
+        "run_name",
+        "body_sha256",
+        "metric_count",
+        "event_count",
+        "received_at",
+        "processed_at",
+        "process_attempts",
+        "last_error",
+    ]
+    actions = ["requeue"]
+
+    @admin.action(description="Process again (dead batches are set back to pending)")
+    def requeue(self, request: HttpRequest, queryset: QuerySet[IngestBatch]) -> None:
+        pks = list(queryset.exclude(status=IngestBatch.Status.DONE).values_list("pk", flat=True))
+        IngestBatch.objects.filter(pk__in=pks).update(
+            status=IngestBatch.Status.PENDING, process_attempts=0
+        )
+        for pk in pks:
+            services.batch_enqueue(batch_pk=pk)
+        self.message_user(request, f"Re-enqueued {len(pks)} batch(es).", messages.SUCCESS)

@@ -1,0 +1,85 @@
+"""Ingest tokens and the durable record of every accepted batch (the outbox)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from telemetry.models import Project
+
+
+class IngestToken(models.Model):
+    """A project-scoped bearer token for training jobs. Only its SHA-256 is stored; the
+    plaintext is shown once, at creation. `prefix` identifies it in lists and logs."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="ingest_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["project", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.project}:{self.name} ({self.prefix}…)"
+
+    def is_usable(self) -> bool:
+        now = timezone.now()
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > now
+
+
+class IngestBatch(models.Model):
+    """One accepted request body, stored before the 202 is sent: this row is the durability
+    promise. Workers expand it into points and records; the sweeper re-enqueues rows that
+    stay pending, so a lost Celery message costs latency, never data."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DONE = "done", "Done"
+        DEAD = "dead", "Dead (processing kept failing)"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="ingest_batches")
+    token = models.ForeignKey(
+        IngestToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="batches"
+    )
+    batch_id = models.CharField(max_length=128)
+    run_name = models.CharField(max_length=200)
+    body_sha256 = models.CharField(max_length=64)
+    body = models.BinaryField()
+    metric_count = models.PositiveIntegerField(default=0)
+    event_count = models.PositiveIntegerField(default=0)
+    received_at = models.DateTimeField(default=timezone.now)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    process_attempts = models.PositiveSmallIntegerField(default=0)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-received_at"]
+        verbose_name_plural = "ingest batches"
+        constraints = [
+            # The idempotency key: a resent batch finds this row and stores nothing twice.
+            models.UniqueConstraint(fields=["project", "batch_id"], name="batch_unique_id"),
+        ]
+        indexes = [
+            # The sweeper's work queue: only pending rows, oldest first.
+            models.Index(
+                fields=["received_at"],
+                condition=Q(status="pending"),
+                name="batch_pending_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project}:{self.batch_id} ({self.status})"

@@ -1,0 +1,555 @@
+"""The ingest contract: parse a request body and validate it into typed values.
+
+Pure (no database). Every rejection names where it happened (section, item index, field) and
+why, so a job's author can fix the sender from the message alone. See docs/ingest.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from logbook.models import Checkpoint, SdcReplay
+from logbook.models import LogbookEntry as _Entry
+from telemetry.models import Attempt
+
+MAX_NAME_LENGTH = 200
+MAX_BATCH_ID_LENGTH = 128
+MAX_STEP = 2**63 - 1
+MAX_ERRORS_REPORTED = 20
+# Clock skew allowance: a job's clock may run a little ahead of ours, but a time days ahead is
+# a bug in the sender (milliseconds sent as seconds, say) and would corrupt every time axis.
+MAX_FUTURE_SKEW = timedelta(days=1)
+
+_NON_FINITE_STRINGS = {
+    "nan": math.nan,
+    "+nan": math.nan,
+    "-nan": math.nan,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "infinity": math.inf,
+    "+infinity": math.inf,
+    "-inf": -math.inf,
+    "-infinity": -math.inf,
+}
+
+
+class BatchError(Exception):
+    """A request the client must fix. `status` is the HTTP status to answer."""
+
+    def __init__(self, status: int, detail: str, errors: list[dict[str, Any]] | None = None):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.errors = errors or []
+
+
+class _FieldError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class MetricIn:
+    name: str
+    step: int
+    value: float
+    time: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventIn:
+    index: int
+    type: str
+    time: datetime
+    fields: dict[str, Any]
+
+
+@dataclass(slots=True)
+class BatchIn:
+    batch_id: str
+    run: str
+    run_info: dict[str, Any] = field(default_factory=dict)
+    attempt: int | None = None
+    metrics: list[MetricIn] = field(default_factory=list)
+    events: list[EventIn] = field(default_factory=list)
+
+
+# --- JSON --------------------------------------------------------------------------------------
+
+
+def parse_json(body: bytes) -> Any:
+    """orjson first (fast); Python's json as the fallback, because Python's json module and
+    `requests` send NaN and Infinity as bare literals that strict parsers reject."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise BatchError(
+            400, f"Malformed JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise BatchError(400, "Malformed JSON: the body is not valid UTF-8.") from exc
+    except RecursionError as exc:
+        raise BatchError(400, "Malformed JSON: nested too deeply.") from exc
+
+
+# --- Field checkers: each returns the clean value or raises _FieldError(reason) -------------
+
+
+def check_time(raw: Any) -> datetime:
+    """RFC 3339 with an offset, or epoch seconds."""
+    if isinstance(raw, bool):
+        raise _FieldError("must be an RFC 3339 time or epoch seconds, got a boolean")
+    if isinstance(raw, int | float):
+        if not math.isfinite(raw):
+            raise _FieldError("must be a finite number of epoch seconds")
+        try:
+            moment = datetime.fromtimestamp(raw, tz=UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise _FieldError(f"epoch seconds {raw!r} are out of range") from exc
+    elif isinstance(raw, str):
+        try:
+            moment = datetime.fromisoformat(raw)
+        except ValueError as exc:
+            raise _FieldError(
+                f"cannot parse {raw[:40]!r} as a time; use RFC 3339 "
+                "(e.g. 2026-11-21T10:00:00Z) or epoch seconds"
+            ) from exc
+        if moment.tzinfo is None:
+            raise _FieldError(
+                f"{raw[:40]!r} has no UTC offset; RFC 3339 needs one (append Z for UTC)"
+            )
+    else:
+        raise _FieldError(f"must be an RFC 3339 time or epoch seconds, got {type(raw).__name__}")
+    if moment > datetime.now(UTC) + MAX_FUTURE_SKEW:
+        raise _FieldError(f"{raw!r} is more than a day in the future")
+    return moment
+
+
+def check_step(raw: Any) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise _FieldError(f"must be an integer, got {_describe(raw)}")
+    if raw < 0:
+        raise _FieldError(f"must be >= 0, got {raw}")
+    if raw > MAX_STEP:
+        raise _FieldError(f"must be <= {MAX_STEP}, got {raw}")
+    return raw
+
+
+def check_positive_int(raw: Any) -> int:
+    value = check_step(raw)
+    if value < 1:
+        raise _FieldError("must be >= 1")
+    return value
+
+
+def check_value(raw: Any) -> float:
+    """A float; NaN and ±Infinity allowed as JSON literals or as strings ("NaN", "Infinity")."""
+    if isinstance(raw, bool):
+        raise _FieldError("must be a number, NaN or ±Infinity, got a boolean")
+    if isinstance(raw, float):
+        return raw
+    if isinstance(raw, int):
+        try:
+            return float(raw)
+        except OverflowError as exc:
+            raise _FieldError("is too large for a 64-bit float") from exc
+    if isinstance(raw, str):
+        special = _NON_FINITE_STRINGS.get(raw.strip().lower())
+        if special is not None:
+            return special
+    raise _FieldError(f"must be a number, NaN or ±Infinity, got {_describe(raw)}")
+
+
+def check_non_negative_float(raw: Any) -> float:
+    value = check_value(raw)
+    if not math.isfinite(value) or value < 0:
+        raise _FieldError(f"must be a finite number >= 0, got {raw!r}")
+    return value
+
+
+def check_bool(raw: Any) -> bool:
+    if not isinstance(raw, bool):
+        raise _FieldError(f"must be true or false, got {_describe(raw)}")
+    return raw
+
+
+def check_name(raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise _FieldError(f"must be a string, got {_describe(raw)}")
+    if not raw or not raw.strip():
+        raise _FieldError("must not be empty")
+    if len(raw) > MAX_NAME_LENGTH:
+        raise _FieldError(f"is {len(raw)} characters long; the limit is {MAX_NAME_LENGTH}")
+    if any(ord(char) < 32 for char in raw):
+        raise _FieldError("must not contain control characters")
+    return raw
+
+
+def check_text(limit: int) -> Callable[[Any], str]:
+    def checker(raw: Any) -> str:
+        if not isinstance(raw, str):
+            raise _FieldError(f"must be a string, got {_describe(raw)}")
+        if len(raw) > limit:
+            raise _FieldError(f"is {len(raw)} characters long; the limit is {limit}")
+        return raw
+
+    return checker
+
+
+def check_name_list(raw: Any) -> list[str]:
+    if not isinstance(raw, list):
+        raise _FieldError(f"must be a list of strings, got {_describe(raw)}")
+    if len(raw) > 10_000:
+        raise _FieldError(f"has {len(raw)} items; the limit is 10000")
+    return [check_name(item) for item in raw]
+
+
+def check_choice(choices: list[str]) -> Callable[[Any], str]:
+    def checker(raw: Any) -> str:
+        if raw not in choices:
+            raise _FieldError(f"must be one of {', '.join(choices)}; got {_describe(raw)}")
+        return raw  # type: ignore[no-any-return]
+
+    return checker
+
+
+def check_object(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise _FieldError(f"must be an object, got {_describe(raw)}")
+    return raw
+
+
+def _describe(raw: Any) -> str:
+    if raw is None:
+        return "null"
+    if isinstance(raw, str):
+        return f"the string {raw[:40]!r}"
+    if isinstance(raw, int | float):
+        return f"{raw!r}"
+    return type(raw).__name__
+
+
+# --- The contract ------------------------------------------------------------------------------
+
+Checker = Callable[[Any], Any]
+
+RUN_INFO_FIELDS: dict[str, Checker] = {
+    "description": check_text(10_000),
+    "parameter_count": check_step,
+    "n_layers": check_positive_int,
+    "n_heads": check_positive_int,
+    "head_dim": check_positive_int,
+    "seq_len": check_positive_int,
+    "accelerator_type": check_text(64),
+    "accelerator_count": check_positive_int,
+    "config": check_object,
+}
+
+_ENDED_STATUSES = [s for s in Attempt.Status.values if s != Attempt.Status.RUNNING]
+
+# Per event type: its fields and their checkers. Fields marked required are listed separately.
+EVENT_FIELDS: dict[str, dict[str, Checker]] = {
+    "attempt_started": {
+        "attempt": check_positive_int,
+        "resumed_from_step": check_step,
+        "hosts": check_name_list,
+    },
+    "attempt_ended": {
+        "attempt": check_positive_int,
+        "status": check_choice(_ENDED_STATUSES),
+        "reason": check_text(10_000),
+    },
+    "checkpoint_saved": {
+        "attempt": check_positive_int,
+        "step": check_step,
+        "blocking_save_s": check_non_negative_float,
+        "async_save_s": check_non_negative_float,
+        "size_bytes": check_step,
+        "tier": check_choice(Checkpoint.Tier.values),
+        "uri": check_text(1000),
+        "checksum": check_text(200),
+        "status": check_choice(Checkpoint.Status.values),
+    },
+    "checkpoint_restored": {
+        "attempt": check_positive_int,
+        "step": check_step,
+        "restore_s": check_non_negative_float,
+    },
+    "interruption": {
+        "id": check_name,
+        "attempt": check_positive_int,
+        "category": check_text(200),
+        "component": check_text(200),
+        "planned": check_bool,
+        "hosts": check_name_list,
+        "devices": check_name_list,
+        "message": check_text(10_000),
+        "detected_at": check_time,
+        "recovered_at": check_time,
+        "manual_intervention": check_bool,
+        "lost_steps": check_step,
+        "step": check_step,
+    },
+    "sdc_suspected": {
+        "id": check_name,
+        "attempt": check_positive_int,
+        "step": check_step,
+        "device": check_name,
+        "host": check_name,
+        "detection": check_choice(SdcReplay.Detection.values),
+        "value": check_value,
+        "message": check_text(10_000),
+    },
+    "note": {
+        "id": check_name,
+        "attempt": check_positive_int,
+        "title": check_text(300),
+        "body": check_text(100_000),
+        "kind": check_choice(_Entry.Kind.values),
+        "step": check_step,
+    },
+}
+EVENT_REQUIRED: dict[str, tuple[str, ...]] = {
+    "checkpoint_saved": ("step",),
+    "checkpoint_restored": ("step",),
+    "sdc_suspected": ("step",),
+    "note": ("title",),
+}
+EVENT_TYPES = sorted(EVENT_FIELDS)
+
+
+class _Errors:
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+
+    def add(self, section: str, index: int | None, field_name: str | None, reason: str) -> None:
+        if len(self.items) >= MAX_ERRORS_REPORTED:
+            return
+        where = section if index is None else f"{section}[{index}]"
+        if field_name:
+            where = f"{where}.{field_name}" if where else field_name
+        self.items.append(
+            {
+                "section": section,
+                "index": index,
+                "field": field_name,
+                "message": f"{where}: {reason}",
+            }
+        )
+
+    def full(self) -> bool:
+        return len(self.items) >= MAX_ERRORS_REPORTED
+
+
+def validate_batch(doc: Any, *, max_metrics: int, max_events: int) -> BatchIn:
+    """Check a parsed body against the contract; raise BatchError naming every problem found
+    (up to MAX_ERRORS_REPORTED), or return the typed batch."""
+    if not isinstance(doc, dict):
+        raise BatchError(400, f"The body must be a JSON object, got {_describe(doc)}.")
+    errors = _Errors()
+    known = {"batch_id", "run", "run_info", "attempt", "metrics", "events"}
+    for key in doc:
+        if key not in known:
+            errors.add(
+                "", None, str(key)[:60], f"unknown field; allowed: {', '.join(sorted(known))}"
+            )
+
+    batch_id = _top(doc, "batch_id", errors, _check_batch_id, required=True)
+    run = _top(doc, "run", errors, check_name, required=True)
+    attempt = _top(doc, "attempt", errors, check_positive_int, required=False)
+    run_info = _run_info(doc.get("run_info"), errors)
+
+    metrics_raw = doc.get("metrics", [])
+    events_raw = doc.get("events", [])
+    if not isinstance(metrics_raw, list):
+        errors.add("metrics", None, None, f"must be a list, got {_describe(metrics_raw)}")
+        metrics_raw = []
+    if not isinstance(events_raw, list):
+        errors.add("events", None, None, f"must be a list, got {_describe(events_raw)}")
+        events_raw = []
+    if len(metrics_raw) > max_metrics:
+        raise BatchError(
+            413,
+            f"The batch has {len(metrics_raw)} metric points; the limit is {max_metrics} per "
+            "batch. Split it into several batches.",
+        )
+    if len(events_raw) > max_events:
+        raise BatchError(
+            413,
+            f"The batch has {len(events_raw)} events; the limit is {max_events} per batch. "
+            "Split it into several batches.",
+        )
+
+    metrics = _metrics(metrics_raw, errors)
+    events = _events(events_raw, errors)
+    if errors.items:
+        summary = errors.items[0]["message"]
+        more = len(errors.items) - 1
+        if more:
+            summary += f" (and {more} more{'+' if errors.full() else ''} problem(s), see errors)"
+        raise BatchError(400, summary, errors.items)
+    assert isinstance(batch_id, str) and isinstance(run, str)
+    return BatchIn(
+        batch_id=batch_id,
+        run=run,
+        run_info=run_info,
+        attempt=attempt,
+        metrics=metrics,
+        events=events,
+    )
+
+
+def _check_batch_id(raw: Any) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise _FieldError(f"must be a non-empty string, got {_describe(raw)}")
+    if len(raw) > MAX_BATCH_ID_LENGTH:
+        raise _FieldError(f"is {len(raw)} characters long; the limit is {MAX_BATCH_ID_LENGTH}")
+    return raw
+
+
+def _top(doc: dict[str, Any], key: str, errors: _Errors, check: Checker, *, required: bool) -> Any:
+    if key not in doc or doc[key] is None:
+        if required:
+            errors.add("", None, key, "is required")
+        return None
+    try:
+        return check(doc[key])
+    except _FieldError as exc:
+        errors.add("", None, key, str(exc))
+        return None
+
+
+def _run_info(raw: Any, errors: _Errors) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        errors.add("run_info", None, None, f"must be an object, got {_describe(raw)}")
+        return {}
+    clean: dict[str, Any] = {}
+    for key, value in raw.items():
+        check = RUN_INFO_FIELDS.get(key)
+        if check is None:
+            errors.add(
+                "run_info",
+                None,
+                str(key)[:60],
+                f"unknown field; allowed: {', '.join(RUN_INFO_FIELDS)}",
+            )
+            continue
+        if value is None:
+            continue
+        try:
+            clean[key] = check(value)
+        except _FieldError as exc:
+            errors.add("run_info", None, key, str(exc))
+    return clean
+
+
+_METRIC_KEYS = frozenset({"name", "step", "value", "time"})
+
+
+def _metrics(items: list[Any], errors: _Errors) -> list[MetricIn]:
+    metrics: list[MetricIn] = []
+    append = metrics.append
+    for index, item in enumerate(items):
+        if errors.full():
+            break
+        if not isinstance(item, dict):
+            errors.add("metrics", index, None, f"must be an object, got {_describe(item)}")
+            continue
+        try:
+            name = check_name(item.get("name"))
+        except _FieldError as exc:
+            errors.add("metrics", index, "name", str(exc) if "name" in item else "is required")
+            continue
+        try:
+            step = check_step(item.get("step"))
+        except _FieldError as exc:
+            errors.add("metrics", index, "step", str(exc) if "step" in item else "is required")
+            continue
+        if "value" not in item:
+            errors.add("metrics", index, "value", "is required")
+            continue
+        try:
+            value = check_value(item["value"])
+        except _FieldError as exc:
+            errors.add("metrics", index, "value", str(exc))
+            continue
+        raw_time = item.get("time")
+        moment = None
+        if raw_time is not None:
+            try:
+                moment = check_time(raw_time)
+            except _FieldError as exc:
+                errors.add("metrics", index, "time", str(exc))
+                continue
+        if len(item) > 4:
+            extra = sorted(set(item) - {"name", "step", "value", "time"})
+            errors.add(
+                "metrics", index, extra[0][:60], "unknown field; allowed: name, step, value, time"
+            )
+            continue
+        append(MetricIn(name, step, value, moment))
+    return metrics
+
+
+def _events(items: list[Any], errors: _Errors) -> list[EventIn]:
+    events: list[EventIn] = []
+    for index, item in enumerate(items):
+        if errors.full():
+            break
+        if not isinstance(item, dict):
+            errors.add("events", index, None, f"must be an object, got {_describe(item)}")
+            continue
+        event_type = item.get("type")
+        spec = EVENT_FIELDS.get(event_type) if isinstance(event_type, str) else None
+        if spec is None:
+            reason = (
+                "is required"
+                if event_type is None
+                else f"unknown event type {_describe(event_type)}; known: {', '.join(EVENT_TYPES)}"
+            )
+            errors.add("events", index, "type", reason)
+            continue
+        if "time" not in item:
+            errors.add("events", index, "time", "is required")
+            continue
+        try:
+            moment = check_time(item["time"])
+        except _FieldError as exc:
+            errors.add("events", index, "time", str(exc))
+            continue
+        clean: dict[str, Any] = {}
+        for key, value in item.items():
+            if key in ("type", "time"):
+                continue
+            check = spec.get(key)
+            if check is None:
+                errors.add(
+                    "events",
+                    index,
+                    str(key)[:60],
+                    f"unknown field for {event_type}; allowed: type, time, {', '.join(spec)}",
+                )
+                continue
+            if value is None:
+                continue
+            try:
+                clean[key] = check(value)
+            except _FieldError as exc:
+                errors.add("events", index, key, str(exc))
+        for key in EVENT_REQUIRED.get(event_type, ()):
+            if key not in clean and key not in item:
+                errors.add("events", index, key, f"is required for {event_type}")
+        events.append(EventIn(index, event_type, moment, clean))
+    return events

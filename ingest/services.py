@@ -1,0 +1,352 @@
+"""Writes for ingest: tokens, accepting batches (the durable step before the 202) and
+processing them into points and records (the worker's step).
+
+Processing a batch is idempotent: it runs in one transaction, every write is keyed
+(points by (series, step), records by (run, source_key) or (run, step)), and the batch is
+marked done in that same transaction. A worker killed half-way leaves nothing behind; a
+redelivered message finds the batch done and returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Max
+from django.utils import timezone
+
+from ingest.models import IngestBatch, IngestToken
+from ingest.schema import BatchIn, EventIn, parse_json, validate_batch
+from ingest.selectors import TOKEN_PREFIX, batches_pending_before, token_hash
+from logbook import services as logbook_services
+from telemetry import services as telemetry_services
+from telemetry.models import Attempt, Project, Run
+
+logger = logging.getLogger(__name__)
+
+
+# --- Tokens ----------------------------------------------------------------------------------
+
+
+def token_create(
+    *,
+    project: Project,
+    name: str,
+    created_by: object | None = None,
+    expires_at: datetime | None = None,
+) -> tuple[IngestToken, str]:
+    """Create a token; returns it with its plaintext, which is not stored anywhere."""
+    plaintext = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = IngestToken.objects.create(
+        project=project,
+        name=name,
+        prefix=plaintext[: len(TOKEN_PREFIX) + 6],
+        key_hash=token_hash(plaintext),
+        created_by=created_by,
+        expires_at=expires_at,
+    )
+    return token, plaintext
+
+
+def token_revoke(*, token: IngestToken) -> IngestToken:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token
+
+
+def token_touch(*, token: IngestToken) -> None:
+    """Record use at most once a minute: a write per request would double ingest's cost."""
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
+        IngestToken.objects.filter(pk=token.pk).update(last_used_at=now)
+
+
+# --- Accepting a batch (request path) --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    batch: IngestBatch
+    duplicate: bool
+    # Same batch_id, different body: refused, never silently overwritten.
+    conflict: bool
+
+
+def batch_submit(*, token: IngestToken, body: bytes) -> Acceptance:
+    """Parse, validate and durably accept one request body (raises BatchError)."""
+    batch_in = validate_batch(
+        parse_json(body),
+        max_metrics=settings.INGEST_MAX_METRICS_PER_BATCH,
+        max_events=settings.INGEST_MAX_EVENTS_PER_BATCH,
+    )
+    return batch_accept(token=token, batch_in=batch_in, body=body)
+
+
+def batch_accept(*, token: IngestToken, batch_in: BatchIn, body: bytes) -> Acceptance:
+    """Store the batch in the database (the durability promise behind the 202), then hand it
+    to a worker once the row is committed."""
+    digest = hashlib.sha256(body).hexdigest()
+    try:
+        with transaction.atomic():
+            batch = IngestBatch.objects.create(
+                project_id=token.project_id,
+                token=token,
+                batch_id=batch_in.batch_id,
+                run_name=batch_in.run,
+                body_sha256=digest,
+                body=body,
+                metric_count=len(batch_in.metrics),
+                event_count=len(batch_in.events),
+            )
+            transaction.on_commit(lambda: batch_enqueue(batch_pk=batch.pk))
+    except IntegrityError:
+        batch = IngestBatch.objects.get(project_id=token.project_id, batch_id=batch_in.batch_id)
+        return Acceptance(batch=batch, duplicate=True, conflict=batch.body_sha256 != digest)
+    return Acceptance(batch=batch, duplicate=False, conflict=False)
+
+
+def batch_enqueue(*, batch_pk: int) -> None:
+    """Publish the processing task. A failed publish is logged, not raised: the batch is
+    already committed and the sweeper will pick it up."""
+    from ingest.tasks import batch_process_task  # tasks import services; avoid the cycle
+
+    try:
+        batch_process_task.delay(batch_pk)
+    except Exception:
+        logger.exception("could not enqueue ingest batch %s; the sweeper will retry", batch_pk)
+
+
+# --- Processing a batch (worker path) -----------------------------------------------------------
+
+
+def batch_process(*, batch_pk: int) -> str:
+    """Expand a pending batch into points and records. Returns what happened, for logs."""
+    # Count the attempt in its own committed transaction, so a worker killed mid-batch still
+    # leaves a trace: after INGEST_MAX_PROCESS_ATTEMPTS the batch is parked as dead.
+    claimed = IngestBatch.objects.filter(pk=batch_pk, status=IngestBatch.Status.PENDING).update(
+        process_attempts=F("process_attempts") + 1
+    )
+    if not claimed:
+        return "not pending"
+    attempts = IngestBatch.objects.values_list("process_attempts", flat=True).get(pk=batch_pk)
+    if attempts > settings.INGEST_MAX_PROCESS_ATTEMPTS:
+        IngestBatch.objects.filter(pk=batch_pk).update(
+            status=IngestBatch.Status.DEAD,
+            last_error=f"gave up after {attempts - 1} processing attempts",
+        )
+        logger.error("ingest batch %s parked as dead after %s attempts", batch_pk, attempts - 1)
+        return "dead"
+    try:
+        return _batch_process_locked(batch_pk)
+    except Exception as exc:
+        IngestBatch.objects.filter(pk=batch_pk).update(last_error=repr(exc)[:2000])
+        raise
+
+
+@transaction.atomic
+def _batch_process_locked(batch_pk: int) -> str:
+    # SKIP LOCKED: a duplicate delivery running concurrently returns instead of waiting.
+    batch = (
+        IngestBatch.objects.select_for_update(skip_locked=True)
+        .select_related("project")
+        .filter(pk=batch_pk, status=IngestBatch.Status.PENDING)
+        .first()
+    )
+    if batch is None:
+        return "not pending"
+    batch_in = validate_batch(
+        parse_json(bytes(batch.body)),
+        max_metrics=settings.INGEST_MAX_METRICS_PER_BATCH,
+        max_events=settings.INGEST_MAX_EVENTS_PER_BATCH,
+    )
+    _apply(batch, batch_in)
+    batch.status = IngestBatch.Status.DONE
+    batch.processed_at = timezone.now()
+    batch.last_error = ""
+    batch.save(update_fields=["status", "processed_at", "last_error"])
+    return "done"
+
+
+def _apply(batch: IngestBatch, batch_in: BatchIn) -> None:
+    run = telemetry_services.run_upsert(
+        project=batch.project, name=batch_in.run, info=batch_in.run_info
+    )
+    default_number = _default_attempt_number(run, batch_in)
+    context = _BatchContext(batch=batch, run=run, default_number=default_number)
+    # Attempt starts first: the batch's points may belong to the attempt they start.
+    for event in batch_in.events:
+        if event.type == "attempt_started":
+            _attempt_started(context, event)
+    attempt = context.attempt(default_number)
+    telemetry_services.metric_points_insert(
+        run=run,
+        attempt=attempt,
+        points=[(m.name, m.step, m.value, m.time) for m in batch_in.metrics],
+    )
+    for event in batch_in.events:
+        handler = _EVENT_HANDLERS.get(event.type)
+        if handler is not None:
+            handler(context, event)
+    event_times = [event.time for event in batch_in.events]
+    if event_times:
+        telemetry_services.run_progress_record(
+            run=run, last_step=run.last_step or 0, seen_at=max(event_times)
+        )
+
+
+def _default_attempt_number(run: Run, batch_in: BatchIn) -> int:
+    """The batch's attempt: as sent; else the one an attempt_started event in it names;
+    else the run's current (highest) attempt; else a new one after it; else 1."""
+    if batch_in.attempt is not None:
+        return batch_in.attempt
+    current = run.attempts.aggregate(top=Max("number"))["top"]
+    for event in batch_in.events:
+        if event.type == "attempt_started":
+            return int(event.fields.get("attempt") or (current or 0) + 1)
+    return current or 1
+
+
+class _BatchContext:
+    def __init__(self, *, batch: IngestBatch, run: Run, default_number: int) -> None:
+        self.batch = batch
+        self.run = run
+        self.default_number = default_number
+        self._attempts: dict[int, Attempt] = {}
+
+    def attempt(self, number: int | None = None) -> Attempt:
+        number = number or self.default_number
+        if number not in self._attempts:
+            self._attempts[number] = telemetry_services.attempt_ensure(run=self.run, number=number)
+        return self._attempts[number]
+
+    def event_attempt(self, event: EventIn) -> Attempt:
+        return self.attempt(event.fields.get("attempt"))
+
+    def source_key(self, event: EventIn) -> str:
+        # A client-chosen id makes the record idempotent across batches; otherwise the
+        # position in this batch makes it idempotent across redeliveries of the batch.
+        return str(event.fields.get("id") or f"batch-{self.batch.pk}:{event.index}")
+
+
+def _attempt_started(context: _BatchContext, event: EventIn) -> None:
+    number = event.fields.get("attempt") or context.default_number
+    context._attempts[number] = telemetry_services.attempt_ensure(
+        run=context.run,
+        number=number,
+        started_at=event.time,
+        resumed_from_step=event.fields.get("resumed_from_step"),
+        hosts=event.fields.get("hosts", ()),
+    )
+
+
+def _attempt_ended(context: _BatchContext, event: EventIn) -> None:
+    telemetry_services.attempt_end(
+        attempt=context.event_attempt(event),
+        status=event.fields.get("status", Attempt.Status.UNKNOWN),
+        ended_at=event.time,
+        reason=event.fields.get("reason", ""),
+    )
+
+
+def _checkpoint_saved(context: _BatchContext, event: EventIn) -> None:
+    fields = event.fields
+    logbook_services.checkpoint_record(
+        run=context.run,
+        step=fields["step"],
+        attempt=context.event_attempt(event),
+        saved_at=event.time,
+        **{key: fields.get(key) for key in fields if key not in ("step", "attempt")},
+    )
+
+
+def _checkpoint_restored(context: _BatchContext, event: EventIn) -> None:
+    logbook_services.checkpoint_restore_record(
+        attempt=context.event_attempt(event),
+        step=event.fields["step"],
+        restored_at=event.time,
+        restore_s=event.fields.get("restore_s"),
+    )
+
+
+def _interruption(context: _BatchContext, event: EventIn) -> None:
+    fields = event.fields
+    logbook_services.interruption_record(
+        run=context.run,
+        source_key=context.source_key(event),
+        occurred_at=event.time,
+        attempt=context.event_attempt(event),
+        category=fields.get("category", ""),
+        component=fields.get("component", ""),
+        planned=fields.get("planned"),
+        hosts=fields.get("hosts", ()),
+        devices=fields.get("devices", ()),
+        message=fields.get("message", ""),
+        detected_at=fields.get("detected_at"),
+        recovered_at=fields.get("recovered_at"),
+        manual_intervention=fields.get("manual_intervention", False),
+        lost_steps=fields.get("lost_steps"),
+        step=fields.get("step"),
+    )
+
+
+def _sdc_suspected(context: _BatchContext, event: EventIn) -> None:
+    fields = event.fields
+    logbook_services.sdc_record(
+        run=context.run,
+        source_key=context.source_key(event),
+        step=fields["step"],
+        detected_at=event.time,
+        attempt=context.event_attempt(event),
+        device=fields.get("device", ""),
+        host=fields.get("host", ""),
+        detection=fields.get("detection", "other"),
+        observed_value=fields.get("value"),
+        message=fields.get("message", ""),
+    )
+
+
+def _note(context: _BatchContext, event: EventIn) -> None:
+    fields = event.fields
+    logbook_services.logbook_entry_record(
+        run=context.run,
+        source_key=context.source_key(event),
+        title=fields["title"],
+        occurred_at=event.time,
+        attempt=context.event_attempt(event),
+        body=fields.get("body", ""),
+        kind=fields.get("kind", "note"),
+        step=fields.get("step"),
+        author_name=f"token {context.batch.token.name}" if context.batch.token else "ingest",
+        is_automatic=True,
+    )
+
+
+_EVENT_HANDLERS: dict[str, Callable[[_BatchContext, EventIn], None]] = {
+    "attempt_ended": _attempt_ended,
+    "checkpoint_saved": _checkpoint_saved,
+    "checkpoint_restored": _checkpoint_restored,
+    "interruption": _interruption,
+    "sdc_suspected": _sdc_suspected,
+    "note": _note,
+}
+
+
+# --- Sweeper ---------------------------------------------------------------------------------
+
+
+def batches_sweep(*, older_than_s: int | None = None, limit: int = 1000) -> int:
+    """Re-enqueue batches left pending (lost Celery message, Redis restart, crashed publish).
+    Returns how many were re-enqueued."""
+    age = settings.INGEST_SWEEP_AFTER_S if older_than_s is None else older_than_s
+    cutoff = timezone.now() - timedelta(seconds=age)
+    pks = list(batches_pending_before(cutoff=cutoff, limit=limit).values_list("pk", flat=True))
+    for pk in pks:
+        batch_enqueue(batch_pk=pk)
+    return len(pks)

@@ -1,0 +1,79 @@
+from django.contrib import admin
+
+from logbook.models import (
+    Checkpoint,
+    CheckpointRestore,
+    Interruption,
+    LogbookEntry,
+    RootCause,
+    SdcReplay,
+)
+
+
+@admin.register(RootCause)
+class RootCauseAdmin(admin.ModelAdmin):
+    list_display = ["name", "group", "slug", "is_hardware", "is_planned"]
+    list_filter = ["group", "is_hardware", "is_planned"]
+    search_fields = ["name", "slug", "group"]
+
+
+@admin.register(Interruption)
+class InterruptionAdmin(admin.ModelAdmin):
+    list_display = [
+        "occurred_at",
+        "run",
+        "attempt",
+        "root_cause",
+        "planned",
+        "manual_intervention",
+        "lost_steps",
+    ]
+    list_filter = ["planned", "manual_intervention", "root_cause__group", "root_cause", "run"]
+    search_fields = ["run__name", "message", "component", "reported_category"]
+    list_select_related = ["run", "attempt", "root_cause"]
+    autocomplete_fields = ["hosts", "devices"]
+    raw_id_fields = ["attempt"]
+    date_hierarchy = "occurred_at"
+
+
+class CheckpointRestoreInline(admin.TabularInline):
+    model = CheckpointRestore
+    extra = 0
+    raw_id_fields = ["attempt"]
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(admin.ModelAdmin):
+    list_display = [
+        "run",
+        "step",
+        "saved_at",
+        "blocking_save_s",
+        "tier",
+        "status",
+        "restored_count",
+    ]
+    list_filter = ["tier", "status", "run"]
+    search_fields = ["run__name", "uri", "checksum"]
+    list_select_related = ["run"]
+    raw_id_fields = ["attempt"]
+    inlines = [CheckpointRestoreInline]
+
+
+@admin.register(SdcReplay)
+class SdcReplayAdmin(admin.ModelAdmin):
+    list_display = ["detected_at", "run", "step", "device", "detection", "verdict", "action"]
+    list_filter = ["verdict", "action", "detection"]
+    search_fields = ["run__name", "device__uuid", "host__name", "message"]
+    list_select_related = ["run", "device"]
+    raw_id_fields = ["attempt", "device", "host"]
+
+
+@admin.register(LogbookEntry)
+class LogbookEntryAdmin(admin.ModelAdmin):
+    list_display = ["occurred_at", "run", "kind", "title", "author_name", "role", "is_automatic"]
+    list_filter = ["kind", "role", "is_automatic", "run"]
+    search_fields = ["title", "body", "run__name"]
+    list_select_related = ["run"]
+    raw_id_fields = ["attempt", "interruption", "author"]
+    date_hierarchy = "occurred_at"

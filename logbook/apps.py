@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class LogbookConfig(AppConfig):
+    name = "logbook"
+    verbose_name = "Logbook: interruptions, checkpoints, SDC, entries"

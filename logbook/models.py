@@ -1,0 +1,268 @@
+"""Interruptions and their root-cause taxonomy, checkpoints, SDC replays, logbook entries."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from telemetry.models import Attempt, Device, Host, Run
+
+
+class RootCause(models.Model):
+    """One category of the taxonomy (a Table 5 component or one added by admins)."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=100, unique=True)
+    group = models.CharField(max_length=64)
+    is_hardware = models.BooleanField(default=False)
+    is_planned = models.BooleanField(default=False)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["group", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Interruption(models.Model):
+    """An event that stopped the job."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="interruptions")
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.SET_NULL, null=True, blank=True, related_name="interruptions"
+    )
+    root_cause = models.ForeignKey(RootCause, on_delete=models.PROTECT, related_name="+")
+    # What the job said, kept verbatim even when it did not match the taxonomy.
+    reported_category = models.CharField(max_length=200, blank=True)
+    component = models.CharField(max_length=200, blank=True)
+    planned = models.BooleanField(default=False)
+    occurred_at = models.DateTimeField()
+    detected_at = models.DateTimeField(null=True, blank=True)
+    recovered_at = models.DateTimeField(null=True, blank=True)
+    step = models.BigIntegerField(null=True, blank=True)
+    hosts = models.ManyToManyField(Host, blank=True, related_name="interruptions")
+    devices = models.ManyToManyField(Device, blank=True, related_name="interruptions")
+    manual_intervention = models.BooleanField(default=False)
+    lost_steps = models.BigIntegerField(null=True, blank=True)
+    message = models.TextField(blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    # Idempotency key from ingest: the event's own "id" or "<batch pk>:<event index>".
+    source_key = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-occurred_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "source_key"],
+                condition=~Q(source_key=""),
+                name="interruption_unique_source_key",
+            ),
+            models.CheckConstraint(
+                condition=Q(lost_steps__isnull=True) | Q(lost_steps__gte=0),
+                name="interruption_lost_steps_non_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(detected_at__isnull=True) | Q(detected_at__gte=F("occurred_at")),
+                name="interruption_detected_after_occurred",
+            ),
+            models.CheckConstraint(
+                condition=Q(recovered_at__isnull=True) | Q(recovered_at__gte=F("occurred_at")),
+                name="interruption_recovered_after_occurred",
+            ),
+        ]
+        indexes = [
+            # The run page lists a run's interruptions newest first.
+            models.Index(fields=["run", "-occurred_at"], name="interruption_run_time_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} {self.occurred_at:%Y-%m-%d %H:%M} {self.root_cause}"
+
+
+class Checkpoint(models.Model):
+    class Tier(models.TextChoices):
+        PEER_HBM = "peer_hbm", "Peer HBM"
+        HOST_RAM = "host_ram", "Host RAM"
+        LOCAL_NVME = "local_nvme", "Local NVMe"
+        OBJECT_STORE = "object_store", "Object store"
+        SHARED_FS = "shared_fs", "Shared filesystem"
+        UNKNOWN = "unknown", "Unknown"
+
+    class Status(models.TextChoices):
+        SAVED = "saved", "Saved"
+        FAILED = "failed", "Failed"
+        CORRUPT = "corrupt", "Corrupt"
+        DELETED = "deleted", "Deleted"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.SET_NULL, null=True, blank=True, related_name="checkpoints"
+    )
+    step = models.BigIntegerField()
+    saved_at = models.DateTimeField(null=True, blank=True)
+    blocking_save_s = models.FloatField(null=True, blank=True)
+    async_save_s = models.FloatField(null=True, blank=True)
+    size_bytes = models.BigIntegerField(null=True, blank=True)
+    tier = models.CharField(max_length=16, choices=Tier.choices, default=Tier.UNKNOWN)
+    uri = models.CharField(max_length=1000, blank=True)
+    checksum = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.SAVED)
+    # Derived from attempts that resumed from this checkpoint; recomputed, never incremented,
+    # so a reprocessed restore event cannot count twice.
+    restored_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "-step"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "step"], name="checkpoint_unique_step_in_run"),
+            models.CheckConstraint(condition=Q(step__gte=0), name="checkpoint_step_non_negative"),
+            models.CheckConstraint(
+                condition=Q(size_bytes__isnull=True) | Q(size_bytes__gte=0),
+                name="checkpoint_size_non_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} checkpoint@{self.step}"
+
+
+class CheckpointRestore(models.Model):
+    """An attempt restored from a checkpoint (one row per attempt)."""
+
+    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="restores")
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="restores")
+    restored_at = models.DateTimeField(null=True, blank=True)
+    restore_s = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["checkpoint", "attempt"]
+        constraints = [
+            models.UniqueConstraint(fields=["attempt"], name="restore_unique_attempt"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attempt} from {self.checkpoint}"
+
+
+class SdcReplay(models.Model):
+    """A suspected silent data corruption at a step on a device, and what its replay found."""
+
+    class Detection(models.TextChoices):
+        LOSS_SPIKE = "loss_spike", "Loss spike"
+        GRAD_NORM_SPIKE = "grad_norm_spike", "Grad-norm spike"
+        CHECKSUM_MISMATCH = "checksum_mismatch", "Cross-replica checksum mismatch"
+        ATTEMPT_DIVERGENCE = "attempt_divergence", "Attempt-vs-attempt divergence"
+        SCANNER = "scanner", "Scanner on an idle machine"
+        OTHER = "other", "Other"
+
+    class Verdict(models.TextChoices):
+        PENDING = "pending", "Pending replay"
+        CONFIRMED = "confirmed", "Confirmed"
+        NOT_REPRODUCED = "not_reproduced", "Not reproduced"
+        INCONCLUSIVE = "inconclusive", "Inconclusive"
+
+    class Action(models.TextChoices):
+        NONE = "none", "None"
+        QUARANTINED = "quarantined", "Device quarantined"
+        RMA = "rma", "RMA"
+        RESTARTED = "restarted", "Restarted from checkpoint"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="sdc_replays")
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.SET_NULL, null=True, blank=True, related_name="sdc_replays"
+    )
+    step = models.BigIntegerField()
+    detected_at = models.DateTimeField()
+    device = models.ForeignKey(
+        Device, on_delete=models.SET_NULL, null=True, blank=True, related_name="sdc_replays"
+    )
+    host = models.ForeignKey(
+        Host, on_delete=models.SET_NULL, null=True, blank=True, related_name="sdc_replays"
+    )
+    detection = models.CharField(max_length=24, choices=Detection.choices, default=Detection.OTHER)
+    observed_value = models.FloatField(null=True, blank=True)
+    replay_hardware = models.CharField(max_length=200, blank=True)
+    replay_result = models.CharField(max_length=500, blank=True)
+    verdict = models.CharField(max_length=16, choices=Verdict.choices, default=Verdict.PENDING)
+    action = models.CharField(max_length=16, choices=Action.choices, default=Action.NONE)
+    message = models.TextField(blank=True)
+    source_key = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-detected_at"]
+        verbose_name = "SDC replay record"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "source_key"],
+                condition=~Q(source_key=""),
+                name="sdc_unique_source_key",
+            ),
+            models.CheckConstraint(condition=Q(step__gte=0), name="sdc_step_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} SDC@{self.step} ({self.verdict})"
+
+
+class LogbookEntry(models.Model):
+    class Kind(models.TextChoices):
+        NOTE = "note", "Note"
+        RESTART = "restart", "Restart"
+        HARDWARE = "hardware", "Hardware"
+        LOSS_SPIKE = "loss_spike", "Loss spike"
+        HANG = "hang", "Hang"
+        CONFIG_CHANGE = "config_change", "Config change"
+        ANALYSIS = "analysis", "Analysis"
+        DEBRIEF = "debrief", "Debrief"
+        MILESTONE = "milestone", "Milestone"
+
+    class Role(models.TextChoices):
+        ONCALL = "oncall", "On-call"
+        CLUSTER_MANAGER = "cluster_manager", "Cluster manager"
+        AUTOMATION = "automation", "Automation"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="logbook_entries")
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.SET_NULL, null=True, blank=True, related_name="logbook_entries"
+    )
+    interruption = models.ForeignKey(
+        Interruption,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="logbook_entries",
+    )
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    author_name = models.CharField(max_length=150, blank=True)
+    role = models.CharField(max_length=24, choices=Role.choices, default=Role.ONCALL)
+    kind = models.CharField(max_length=24, choices=Kind.choices, default=Kind.NOTE)
+    occurred_at = models.DateTimeField()
+    step = models.BigIntegerField(null=True, blank=True)
+    title = models.CharField(max_length=300)
+    body = models.TextField(blank=True, help_text="Markdown")
+    is_automatic = models.BooleanField(default=False)
+    source_key = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-occurred_at"]
+        verbose_name_plural = "logbook entries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "source_key"],
+                condition=~Q(source_key=""),
+                name="logbook_unique_source_key",
+            ),
+        ]
+        indexes = [
+            # The logbook reads a run's entries newest first.
+            models.Index(fields=["run", "-occurred_at"], name="logbook_run_time_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.occurred_at:%Y-%m-%d %H:%M} {self.title}"

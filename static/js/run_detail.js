@@ -1,0 +1,13 @@
+// Draws the run page's charts from the figures the server embedded with json_script.
+(function () {
+  "use strict";
+  var node = document.getElementById("charts-data");
+  if (!node || typeof Plotly === "undefined") { return; }
+  var charts = JSON.parse(node.textContent);
+  charts.forEach(function (chart) {
+    var target = document.getElementById(chart.id);
+    if (!target) { return; }
+    Plotly.newPlot(target, chart.figure.data, chart.figure.layout,
+      { responsive: true, displaylogo: false });
+  });
+})();

@@ -1,0 +1,125 @@
+"""Read API for runs and series (session auth; ingest tokens are refused here)."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from telemetry import selectors
+from telemetry.models import Run
+
+MAX_POINTS_DEFAULT = 2000
+MAX_POINTS_LIMIT = 20_000
+
+
+class RunSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.slug")
+    current_attempt = serializers.IntegerField(allow_null=True)
+    status = serializers.CharField(source="current_status", allow_null=True)
+    interruption_count = serializers.IntegerField(allow_null=True)
+    last_loss = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "project",
+            "name",
+            "status",
+            "current_attempt",
+            "last_step",
+            "last_seen_at",
+            "interruption_count",
+            "last_loss",
+            "parameter_count",
+            "accelerator_type",
+            "accelerator_count",
+        ]
+
+    def get_last_loss(self, run: Run) -> float | str | None:
+        value = getattr(run, "last_loss", None)
+        return None if value is None else selectors.json_number(value)
+
+
+class RunListApi(generics.ListAPIView):
+    serializer_class = RunSerializer
+    pagination_class = None
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return selectors.runs_for_user(user=self.request.user)
+
+
+class _AttemptSeriesDoc(serializers.Serializer):
+    attempt = serializers.IntegerField()
+    total_points = serializers.IntegerField()
+    steps = serializers.ListField(child=serializers.IntegerField())
+    values = serializers.ListField(child=serializers.JSONField())
+
+
+class _SeriesDoc(serializers.Serializer):
+    run = serializers.IntegerField()
+    name = serializers.CharField()
+    max_points = serializers.IntegerField()
+    total_points = serializers.IntegerField()
+    returned_points = serializers.IntegerField()
+    downsampled = serializers.BooleanField()
+    attempts = _AttemptSeriesDoc(many=True)
+
+
+class SeriesApi(APIView):
+    @extend_schema(
+        operation_id="run_series",
+        parameters=[
+            OpenApiParameter("name", OpenApiTypes.STR, required=True, description="Metric name."),
+            OpenApiParameter(
+                "max_points",
+                OpenApiTypes.INT,
+                description=f"At most this many points in all ({MAX_POINTS_DEFAULT} by default, "
+                f"{MAX_POINTS_LIMIT} at most); each bucket's min and max are kept.",
+            ),
+        ],
+        responses={200: _SeriesDoc},
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = selectors.run_get_for_user(user=request.user, run_id=run_id)
+        name = request.query_params.get("name", "")
+        if not name:
+            raise ValidationError({"name": "is required: the metric to read, e.g. ?name=loss"})
+        max_points = _max_points(request.query_params.get("max_points"))
+        per_attempt = selectors.series_for_run(run=run, name=name, max_points=max_points)
+        total = sum(one.total_points for one in per_attempt)
+        returned = sum(int(one.steps.size) for one in per_attempt)
+        return Response(
+            {
+                "run": run.pk,
+                "name": name,
+                "max_points": max_points,
+                "total_points": total,
+                "returned_points": returned,
+                "downsampled": returned < total,
+                "attempts": [
+                    {
+                        "attempt": one.attempt,
+                        "total_points": one.total_points,
+                        "steps": one.steps.tolist(),
+                        "values": [selectors.json_number(v) for v in one.values.tolist()],
+                    }
+                    for one in per_attempt
+                ],
+            }
+        )
+
+
+def _max_points(raw: str | None) -> int:
+    if raw is None or raw == "":
+        return MAX_POINTS_DEFAULT
+    if not raw.isdigit() or not 10 <= int(raw) <= MAX_POINTS_LIMIT:
+        raise ValidationError(
+            {"max_points": f"must be an integer from 10 to {MAX_POINTS_LIMIT}, got {raw[:20]!r}"}
+        )
+    return int(raw)

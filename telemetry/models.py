@@ -1,0 +1,223 @@
+"""Projects, runs, attempts, metric series and points, and the hardware topology."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Project(models.Model):
+    """A team's space. Runs, tokens and memberships belong to exactly one project."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        VIEWER = "viewer", "Viewer"
+        ONCALL = "oncall", "On-call"
+        ADMIN = "admin", "Admin"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "user"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user"], name="membership_unique_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project} ({self.role})"
+
+
+# --- Topology ----------------------------------------------------------------------------------
+
+
+class Site(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Cluster(models.Model):
+    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="clusters")
+    name = models.CharField(max_length=100)
+
+    class Meta:
+        ordering = ["site__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["site", "name"], name="cluster_unique_name_in_site"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.site}/{self.name}"
+
+
+class Host(models.Model):
+    """A machine, named as the job reports it. Jobs may name hosts before anyone places them
+    in a cluster, so the cluster is optional."""
+
+    name = models.CharField(max_length=255, unique=True)
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.SET_NULL, null=True, blank=True, related_name="hosts"
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Device(models.Model):
+    """One accelerator, identified by its UUID or serial (what dcgm-exporter calls UUID)."""
+
+    uuid = models.CharField(max_length=128, unique=True)
+    serial = models.CharField(max_length=128, blank=True)
+    host = models.ForeignKey(
+        Host, on_delete=models.SET_NULL, null=True, blank=True, related_name="devices"
+    )
+    index_on_host = models.PositiveSmallIntegerField(null=True, blank=True)
+    accelerator_type = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["uuid"]
+
+    def __str__(self) -> str:
+        return self.uuid
+
+
+# --- Runs and attempts -------------------------------------------------------------------------
+
+
+class Run(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    # Model shape, for FLOPs per token: 6N + 12·L·H·Q·T.
+    parameter_count = models.BigIntegerField(null=True, blank=True)
+    n_layers = models.PositiveIntegerField(null=True, blank=True)
+    n_heads = models.PositiveIntegerField(null=True, blank=True)
+    head_dim = models.PositiveIntegerField(null=True, blank=True)
+    seq_len = models.PositiveIntegerField(null=True, blank=True)
+    accelerator_type = models.CharField(max_length=64, blank=True)
+    accelerator_count = models.PositiveIntegerField(null=True, blank=True)
+    config = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Denormalised by the ingest worker (monotonic, so reprocessing is harmless): the run list
+    # must not scan hundreds of millions of points to find the latest step.
+    last_step = models.BigIntegerField(null=True, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="run_unique_name_in_project"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project}/{self.name}"
+
+
+class Attempt(models.Model):
+    """One launch of the job. Steps repeat across attempts after a restart."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        KILLED = "killed", "Killed"
+        PREEMPTED = "preempted", "Preempted"
+        UNKNOWN = "unknown", "Unknown"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    resumed_from_step = models.BigIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    end_reason = models.TextField(blank=True)
+    hosts = models.ManyToManyField(Host, blank=True, related_name="attempts")
+
+    class Meta:
+        ordering = ["run", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "number"], name="attempt_unique_number_in_run"),
+            models.CheckConstraint(condition=Q(number__gte=1), name="attempt_number_positive"),
+            models.CheckConstraint(
+                condition=Q(resumed_from_step__isnull=True) | Q(resumed_from_step__gte=0),
+                name="attempt_resumed_from_step_non_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} attempt {self.number}"
+
+
+class MetricSeries(models.Model):
+    """(run, attempt, name): the key every point hangs off, so a point row stays narrow."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="series")
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="series")
+    name = models.CharField(max_length=200)
+
+    class Meta:
+        ordering = ["run", "name", "attempt__number"]
+        verbose_name_plural = "metric series"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "attempt", "name"], name="series_unique_name_in_attempt"
+            ),
+        ]
+        indexes = [
+            # The run page and the series API look up every attempt's series of one metric name.
+            models.Index(fields=["run", "name"], name="series_run_name_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} #{self.attempt.number} {self.name}"
+
+
+class MetricPoint(models.Model):
+    """One value of one series at one step. The largest table by far (hundreds of millions of
+    rows): the composite primary key (series, step) is the only index, it serves every read
+    (a range scan of one series in step order) and it is the conflict target that makes a
+    redelivered batch insert nothing. No surrogate id, no foreign-key index of its own.
+
+    `value` is NULL only on SQLite, which cannot store NaN and turns it into NULL; readers
+    treat NULL as NaN. PostgreSQL stores NaN and ±Infinity natively in float8."""
+
+    pk = models.CompositePrimaryKey("series", "step")
+    series = models.ForeignKey(
+        MetricSeries, on_delete=models.CASCADE, related_name="points", db_index=False
+    )
+    step = models.BigIntegerField()
+    value = models.FloatField(null=True)
+    wall_time = models.DateTimeField(null=True)
+
+    class Meta:
+        ordering = ["series", "step"]
+        constraints = [
+            models.CheckConstraint(condition=Q(step__gte=0), name="point_step_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.series_id}@{self.step}={self.value}"

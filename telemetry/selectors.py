@@ -1,0 +1,130 @@
+"""Reads for runs and series, always scoped to what the user may see.
+
+Interruption and checkpoint counts are reached through the reverse relations logbook
+declares (by name, without importing logbook), so telemetry stays at the bottom of the
+dependency order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
+from django.http import Http404
+
+from telemetry.downsample import minmax_indices, split_budget
+from telemetry.models import Attempt, MetricPoint, MetricSeries, Project, Run
+
+User = AbstractBaseUser | AnonymousUser
+
+
+def projects_for_user(*, user: User) -> QuerySet[Project]:
+    if not user.is_authenticated:
+        return Project.objects.none()
+    if getattr(user, "is_superuser", False):
+        return Project.objects.all()
+    return Project.objects.filter(memberships__user=user)
+
+
+def runs_for_user(*, user: User) -> QuerySet[Run]:
+    """The user's runs with what the run list shows, in a fixed number of queries."""
+    latest_attempt = Attempt.objects.filter(run=OuterRef("pk")).order_by("-number")
+    latest_loss_series = MetricSeries.objects.filter(run=OuterRef(OuterRef("pk")), name="loss")
+    last_loss = (
+        MetricPoint.objects.filter(
+            series=Subquery(latest_loss_series.order_by("-attempt__number").values("pk")[:1])
+        )
+        .order_by("-step")
+        .values("value")[:1]
+    )
+    interruption_count = (
+        Run.objects.filter(pk=OuterRef("pk")).annotate(n=Count("interruptions")).values("n")[:1]
+    )
+    return (
+        Run.objects.filter(project__in=projects_for_user(user=user))
+        .select_related("project")
+        .annotate(
+            current_attempt=Subquery(latest_attempt.values("number")[:1]),
+            current_status=Subquery(latest_attempt.values("status")[:1]),
+            interruption_count=Subquery(interruption_count, output_field=IntegerField()),
+            last_loss=Subquery(last_loss),
+        )
+        .order_by("-last_seen_at", "project__slug", "name")
+    )
+
+
+def run_get_for_user(*, user: User, run_id: int) -> Run:
+    """The run, if the user may see it; 404 otherwise (never 403: do not confirm it exists)."""
+    run = (
+        Run.objects.filter(pk=run_id, project__in=projects_for_user(user=user))
+        .select_related("project")
+        .first()
+    )
+    if run is None:
+        raise Http404("No such run.")
+    return run
+
+
+def run_metric_names(*, run: Run) -> list[str]:
+    names = set(MetricSeries.objects.filter(run=run).values_list("name", flat=True))
+    # The loss first: it is what everyone looks at.
+    return sorted(names, key=lambda name: (name != "loss", name))
+
+
+def run_attempts(*, run: Run) -> QuerySet[Attempt]:
+    return run.attempts.order_by("number").prefetch_related("hosts")
+
+
+@dataclass(frozen=True)
+class AttemptSeries:
+    attempt: int
+    total_points: int
+    steps: npt.NDArray[np.int64]
+    values: npt.NDArray[np.float64]
+
+
+def series_for_run(*, run: Run, name: str, max_points: int) -> list[AttemptSeries]:
+    """One metric of a run, per attempt, downsampled together to at most about `max_points`
+    points with every bucket's minimum and maximum kept."""
+    series = list(
+        MetricSeries.objects.filter(run=run, name=name)
+        .select_related("attempt")
+        .order_by("attempt__number")
+    )
+    raw: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
+    for one in series:
+        rows = MetricPoint.objects.filter(series=one).order_by("step").values_list("step", "value")
+        steps, values = _arrays(rows)
+        raw.append((one.attempt.number, steps, values))
+    budgets = split_budget([steps.size for _, steps, _ in raw], max_points)
+    result = []
+    for (number, steps, values), budget in zip(raw, budgets, strict=True):
+        keep = minmax_indices(values, max(budget, 2))
+        result.append(AttemptSeries(number, int(steps.size), steps[keep], values[keep]))
+    return result
+
+
+def _arrays(rows: Any) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    pairs = list(rows)
+    if not pairs:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+    steps = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
+    # NULL is how SQLite stores NaN.
+    values = np.fromiter(
+        (math.nan if p[1] is None else p[1] for p in pairs), dtype=np.float64, count=len(pairs)
+    )
+    return steps, values
+
+
+def json_number(value: float) -> float | str:
+    """JSON has no NaN or Infinity: send them as the strings ingest accepts."""
+    if math.isfinite(value):
+        return value
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"

@@ -1,0 +1,193 @@
+"""Writes for runs, attempts, topology and metric points. Every function is idempotent on its
+natural key, because an ingest batch may be processed more than once."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce, Greatest
+
+from telemetry.models import Attempt, Device, Host, MetricPoint, MetricSeries, Project, Run
+
+RUN_INFO_FIELDS = (
+    "description",
+    "parameter_count",
+    "n_layers",
+    "n_heads",
+    "head_dim",
+    "seq_len",
+    "accelerator_type",
+    "accelerator_count",
+    "config",
+)
+
+
+def run_upsert(*, project: Project, name: str, info: dict[str, Any] | None = None) -> Run:
+    """The run named `name` in `project`, created on first sight; `info` fields that are
+    present overwrite the stored ones (a job may correct its own description)."""
+    info = {key: value for key, value in (info or {}).items() if key in RUN_INFO_FIELDS}
+    run, created = Run.objects.get_or_create(project=project, name=name, defaults=info)
+    if not created and info:
+        changed = [key for key, value in info.items() if getattr(run, key) != value]
+        for key in changed:
+            setattr(run, key, info[key])
+        if changed:
+            run.save(update_fields=changed)
+    return run
+
+
+def hosts_ensure(*, names: Iterable[str]) -> list[Host]:
+    wanted = sorted(set(names))
+    if not wanted:
+        return []
+    Host.objects.bulk_create([Host(name=name) for name in wanted], ignore_conflicts=True)
+    return list(Host.objects.filter(name__in=wanted))
+
+
+def devices_ensure(*, uuids: Iterable[str]) -> list[Device]:
+    wanted = sorted(set(uuids))
+    if not wanted:
+        return []
+    Device.objects.bulk_create([Device(uuid=uuid) for uuid in wanted], ignore_conflicts=True)
+    return list(Device.objects.filter(uuid__in=wanted))
+
+
+def attempt_ensure(
+    *,
+    run: Run,
+    number: int,
+    started_at: datetime | None = None,
+    resumed_from_step: int | None = None,
+    hosts: Sequence[str] = (),
+) -> Attempt:
+    """Attempt `number` of `run`, created if needed. Start details fill in blanks only, so a
+    late or repeated attempt_started event never moves a known start."""
+    attempt, _ = Attempt.objects.get_or_create(run=run, number=number)
+    changed: list[str] = []
+    if started_at is not None and (attempt.started_at is None or started_at < attempt.started_at):
+        attempt.started_at = started_at
+        changed.append("started_at")
+    if resumed_from_step is not None and attempt.resumed_from_step != resumed_from_step:
+        attempt.resumed_from_step = resumed_from_step
+        changed.append("resumed_from_step")
+    if changed:
+        attempt.save(update_fields=changed)
+    if hosts:
+        attempt.hosts.add(*hosts_ensure(names=hosts))
+    return attempt
+
+
+def attempt_end(*, attempt: Attempt, status: str, ended_at: datetime, reason: str = "") -> Attempt:
+    attempt.status = status
+    attempt.ended_at = ended_at
+    attempt.end_reason = reason
+    attempt.save(update_fields=["status", "ended_at", "end_reason"])
+    return attempt
+
+
+def series_ensure(*, run: Run, attempt: Attempt, names: Iterable[str]) -> dict[str, int]:
+    """Series ids by metric name for one attempt, created where missing."""
+    wanted = set(names)
+    found = dict(
+        MetricSeries.objects.filter(run=run, attempt=attempt, name__in=wanted).values_list(
+            "name", "id"
+        )
+    )
+    missing = wanted - found.keys()
+    if missing:
+        MetricSeries.objects.bulk_create(
+            [MetricSeries(run=run, attempt=attempt, name=name) for name in sorted(missing)],
+            ignore_conflicts=True,
+        )
+        found.update(
+            MetricSeries.objects.filter(run=run, attempt=attempt, name__in=missing).values_list(
+                "name", "id"
+            )
+        )
+    return found
+
+
+@transaction.atomic
+def metric_points_insert(
+    *,
+    run: Run,
+    attempt: Attempt,
+    points: Sequence[tuple[str, int, float, datetime | None]],
+) -> int:
+    """Store (name, step, value, wall_time) points of one attempt. A point already stored at
+    the same (series, step) is kept as it was (first write wins), so a redelivered batch
+    inserts nothing. Returns how many rows were new."""
+    if not points:
+        return 0
+    series_ids = series_ensure(run=run, attempt=attempt, names={p[0] for p in points})
+    if connection.vendor == "postgresql":
+        inserted = _points_insert_postgresql(series_ids, points)
+    else:
+        inserted = _points_insert_portable(series_ids, points)
+    run_progress_record(run=run, last_step=max(p[1] for p in points), seen_at=_latest(points))
+    return inserted
+
+
+def _points_insert_postgresql(
+    series_ids: dict[str, int], points: Sequence[tuple[str, int, float, datetime | None]]
+) -> int:
+    # One statement over arrays: far cheaper than one parameter set per row, and the conflict
+    # target is the primary key, so duplicates inside the batch are skipped too.
+    table = MetricPoint._meta.db_table
+    sql = (
+        f"INSERT INTO {table} (series_id, step, value, wall_time) "
+        "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::float8[], %s::timestamptz[]) "
+        "ON CONFLICT (series_id, step) DO NOTHING"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            [
+                [series_ids[p[0]] for p in points],
+                [p[1] for p in points],
+                [p[2] for p in points],
+                [p[3] for p in points],
+            ],
+        )
+        return cursor.rowcount
+
+
+def _points_insert_portable(
+    series_ids: dict[str, int], points: Sequence[tuple[str, int, float, datetime | None]]
+) -> int:
+    # SQLite (the embedded demo) cannot store NaN: it becomes NULL, which readers show as NaN.
+    before = MetricPoint.objects.filter(series_id__in=series_ids.values()).count()
+    MetricPoint.objects.bulk_create(
+        [
+            MetricPoint(
+                series_id=series_ids[name],
+                step=step,
+                value=None if math.isnan(value) else value,
+                wall_time=moment,
+            )
+            for name, step, value, moment in points
+        ],
+        ignore_conflicts=True,
+        batch_size=500,
+    )
+    return MetricPoint.objects.filter(series_id__in=series_ids.values()).count() - before
+
+
+def _latest(points: Sequence[tuple[str, int, float, datetime | None]]) -> datetime | None:
+    times = [p[3] for p in points if p[3] is not None]
+    return max(times) if times else None
+
+
+def run_progress_record(*, run: Run, last_step: int, seen_at: datetime | None) -> None:
+    """Move the run's latest step and time forward only (monotonic, so order-independent)."""
+    updates: dict[str, Any] = {
+        "last_step": Greatest(Coalesce(F("last_step"), Value(-1)), last_step)
+    }
+    if seen_at is not None:
+        updates["last_seen_at"] = Greatest(Coalesce(F("last_seen_at"), Value(seen_at)), seen_at)
+    Run.objects.filter(pk=run.pk).update(**updates)
