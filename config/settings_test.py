@@ -6,7 +6,7 @@ import os
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-0123456789abcdef")
 
 from config.settings import *  # noqa: F403
-from config.settings import STORAGES
+from config.settings import STATIC_ROOT, STORAGES
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 SECURE_SSL_REDIRECT = False
@@ -19,3 +19,5 @@ STORAGES = {
     **STORAGES,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# WhiteNoise warns on every request when the collectstatic directory is missing.
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)

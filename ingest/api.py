@@ -6,7 +6,7 @@ import zlib
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
-from rest_framework import serializers, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -62,6 +62,14 @@ class IngestView(APIView):
     # The body is read raw and validated by ingest.schema: DRF parsers would reject the NaN
     # literals Python clients send, and parse the body twice.
     parser_classes: list[type] = []
+
+    def permission_denied(
+        self, request: Request, message: str | None = None, code: str | None = None
+    ) -> None:
+        if not request.successful_authenticator:
+            # Say what is missing rather than DRF's generic "credentials were not provided".
+            raise exceptions.NotAuthenticated(HasIngestToken.message)
+        super().permission_denied(request, message=message, code=code)
 
     @extend_schema(
         operation_id="ingest_batch",

@@ -493,11 +493,9 @@ def _metrics(items: list[Any], errors: _Errors) -> list[MetricIn]:
             except _FieldError as exc:
                 errors.add("metrics", index, "time", str(exc))
                 continue
-        if len(item) > 4:
-            extra = sorted(set(item) - {"name", "step", "value", "time"})
-            errors.add(
-                "metrics", index, extra[0][:60], "unknown field; allowed: name, step, value, time"
-            )
+        if len(item) > 3 and not _METRIC_KEYS.issuperset(item):
+            extra = sorted(set(item) - _METRIC_KEYS)[0][:60]
+            errors.add("metrics", index, extra, "unknown field; allowed: name, step, value, time")
             continue
         append(MetricIn(name, step, value, moment))
     return metrics

@@ -1,0 +1,201 @@
+"""Shared fixtures: service checks, a real Celery worker on real Redis, personas, tokens.
+
+The suite runs against real PostgreSQL and Redis (no mocks of either). `make test` points
+DATABASE_URL and REDIS_URL at the local servers; if either is missing the run stops at once
+with a message saying what to start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER_READY_TIMEOUT_S = 60
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    problems = []
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] != "django.db.backends.postgresql":
+        problems.append(
+            "DATABASE_URL must point at PostgreSQL (e.g. postgres://postgres@127.0.0.1:5432/"
+            f"chronicle); got engine {database['ENGINE']}."
+        )
+    else:
+        import psycopg
+
+        try:
+            psycopg.connect(
+                host=database["HOST"] or "127.0.0.1",
+                port=int(database["PORT"] or 5432),
+                user=database["USER"],
+                password=database["PASSWORD"] or None,
+                dbname="postgres",
+                connect_timeout=3,
+            ).close()
+        except psycopg.Error as exc:
+            problems.append(
+                f"PostgreSQL is not reachable at {database['HOST']}:{database['PORT']} as "
+                f"{database['USER']!r} ({str(exc).strip()}). Start it (Debian: "
+                "pg_ctlcluster <version> main start) or set DATABASE_URL."
+            )
+    if not settings.REDIS_URL:
+        problems.append("REDIS_URL is not set; the tests need a real Redis for Celery.")
+    else:
+        import redis
+
+        try:
+            redis.Redis.from_url(settings.REDIS_URL, socket_timeout=3).ping()
+        except redis.RedisError as exc:
+            problems.append(
+                f"Redis is not reachable at {settings.REDIS_URL} ({exc}). Start it "
+                "(redis-server --daemonize yes) or set REDIS_URL."
+            )
+    if problems:
+        pytest.exit("Cannot run the tests:\n  - " + "\n  - ".join(problems), returncode=3)
+
+
+def _database_url(settings_dict: dict[str, Any]) -> str:
+    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or 5432
+    return f"postgres://{settings_dict['USER']}{password}@{host}:{port}/{settings_dict['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def celery_worker(
+    django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """A real `celery worker` process (prefork pool) on the test database and real Redis.
+    Yields the path of its log. It depends on django_db_setup, so it stops before the test
+    database is dropped."""
+    import redis
+    from django.db import connection
+
+    # Messages left from an interrupted earlier run would point at rows that do not exist.
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete("ingest", "default")
+    log_path = tmp_path_factory.mktemp("worker") / "celery.log"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings_test",
+        "DATABASE_URL": _database_url(connection.settings_dict),
+        "REDIS_URL": settings.REDIS_URL,
+        "CELERY_TASK_ALWAYS_EAGER": "0",
+    }
+    command = [
+        sys.executable, "-m", "celery", "-A", "config", "worker",
+        "--queues", "ingest,default", "--concurrency", "2", "--pool", "prefork",
+        "--loglevel", "INFO", "--hostname", f"test-{os.getpid()}@%h",
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+    ]  # fmt: skip
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
+    deadline = time.monotonic() + WORKER_READY_TIMEOUT_S
+    while b"ready." not in log_path.read_bytes():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"The Celery worker did not start:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+    yield log_path
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def wait_for(predicate: Callable[[], Any], *, timeout_s: float = 30, what: str = "") -> Any:
+    """Poll until `predicate()` is truthy; fail with `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s}s waiting for {what or predicate}")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def wait() -> Callable[..., Any]:
+    return wait_for
+
+
+# --- Personas and tokens -------------------------------------------------------------------
+
+
+@pytest.fixture
+def project(db: None) -> Any:
+    from telemetry.models import Project
+
+    return Project.objects.create(slug="pretrain", name="Pre-training")
+
+
+@pytest.fixture
+def other_project(db: None) -> Any:
+    from telemetry.models import Project
+
+    return Project.objects.create(slug="other-team", name="Another team")
+
+
+def _member(username: str, project: Any, role: str | None) -> Any:
+    from django.contrib.auth import get_user_model
+
+    from telemetry.models import Membership
+
+    user = get_user_model().objects.create_user(username=username, password=f"{username}-pw-1")
+    if role is not None:
+        Membership.objects.create(project=project, user=user, role=role)
+    return user
+
+
+@pytest.fixture
+def alice(project: Any) -> Any:
+    """On-call in the project."""
+    return _member("alice", project, "oncall")
+
+
+@pytest.fixture
+def bob(project: Any) -> Any:
+    """Viewer in the project."""
+    return _member("bob", project, "viewer")
+
+
+@pytest.fixture
+def charlie(other_project: Any) -> Any:
+    """A member of another project only: an outsider here."""
+    return _member("charlie", other_project, "admin")
+
+
+@pytest.fixture
+def ingest_token(project: Any) -> str:
+    from ingest import services
+
+    _, plaintext = services.token_create(project=project, name="test")
+    return plaintext
+
+
+@pytest.fixture
+def post_batch(client: Any, ingest_token: str) -> Callable[..., Any]:
+    """POST a batch document (dict, encoded with Python's json: NaN as a bare literal)."""
+
+    def post(document: Any, *, token: str | None = None, **extra: Any) -> Any:
+        body = document if isinstance(document, bytes) else json.dumps(document).encode()
+        headers = {"HTTP_AUTHORIZATION": f"Bearer {token or ingest_token}"}
+        headers.update(extra)
+        content_type = headers.pop("content_type", "application/json")
+        return client.post("/api/v1/ingest", data=body, content_type=content_type, **headers)
+
+    return post
