@@ -6,7 +6,7 @@ import os
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-0123456789abcdef")
 
 from config.settings import *  # noqa: F403
-from config.settings import STATIC_ROOT, STORAGES
+from config.settings import DATABASES, STATIC_ROOT, STORAGES
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 SECURE_SSL_REDIRECT = False
@@ -21,3 +21,6 @@ STORAGES = {
 }
 # WhiteNoise warns on every request when the collectstatic directory is missing.
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# Live-server request threads must not keep connections open, or the test database cannot
+# be dropped at the end of the run.
+DATABASES["default"]["CONN_MAX_AGE"] = 0

@@ -61,6 +61,9 @@ class IngestBatch(models.Model):
     event_count = models.PositiveIntegerField(default=0)
     received_at = models.DateTimeField(default=timezone.now)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    # The attempt the batch's points went to, fixed when it was first processed: a batch that
+    # only says "a new attempt started" must not start yet another one if processed again.
+    attempt_number = models.PositiveIntegerField(null=True, blank=True)
     process_attempts = models.PositiveSmallIntegerField(default=0)
     processed_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)

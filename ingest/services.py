@@ -153,32 +153,35 @@ def batch_process(*, batch_pk: int) -> str:
 @transaction.atomic
 def _batch_process_locked(batch_pk: int) -> str:
     # SKIP LOCKED: a duplicate delivery running concurrently returns instead of waiting.
+    # of=("self",): lock the batch row only; locking the joined project row too would make
+    # every other batch of the project skip itself while this one runs.
     batch = (
-        IngestBatch.objects.select_for_update(skip_locked=True)
+        IngestBatch.objects.select_for_update(skip_locked=True, of=("self",))
         .select_related("project")
         .filter(pk=batch_pk, status=IngestBatch.Status.PENDING)
         .first()
     )
     if batch is None:
-        return "not pending"
+        return "not pending, or being processed by another worker"
     batch_in = validate_batch(
         parse_json(bytes(batch.body)),
         max_metrics=settings.INGEST_MAX_METRICS_PER_BATCH,
         max_events=settings.INGEST_MAX_EVENTS_PER_BATCH,
     )
-    _apply(batch, batch_in)
+    batch.attempt_number = _apply(batch, batch_in)
     batch.status = IngestBatch.Status.DONE
     batch.processed_at = timezone.now()
     batch.last_error = ""
-    batch.save(update_fields=["status", "processed_at", "last_error"])
+    batch.save(update_fields=["status", "processed_at", "last_error", "attempt_number"])
     return "done"
 
 
-def _apply(batch: IngestBatch, batch_in: BatchIn) -> None:
+def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
+    """Write the batch's points and records; returns the attempt number its points went to."""
     run = telemetry_services.run_upsert(
         project=batch.project, name=batch_in.run, info=batch_in.run_info
     )
-    default_number = _default_attempt_number(run, batch_in)
+    default_number = batch.attempt_number or _default_attempt_number(run, batch_in)
     context = _BatchContext(batch=batch, run=run, default_number=default_number)
     # Attempt starts first: the batch's points may belong to the attempt they start.
     for event in batch_in.events:
@@ -199,6 +202,7 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> None:
         telemetry_services.run_progress_record(
             run=run, last_step=run.last_step or 0, seen_at=max(event_times)
         )
+    return default_number
 
 
 def _default_attempt_number(run: Run, batch_in: BatchIn) -> int:

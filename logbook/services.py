@@ -101,6 +101,15 @@ def interruption_record(
         message=message,
         source_key=source_key,
     )
+    if attempt is not None and attempt.status == Attempt.Status.RUNNING:
+        # An interruption stops the job: the attempt it hit is over, whether or not the job
+        # lived to send its own attempt_ended (which, if it comes, has the last word).
+        telemetry_services.attempt_end(
+            attempt=attempt,
+            status=Attempt.Status.KILLED if interruption.planned else Attempt.Status.FAILED,
+            ended_at=occurred_at,
+            reason=f"Interrupted: {root_cause.name}" + (f" ({message[:200]})" if message else ""),
+        )
     if hosts:
         interruption.hosts.add(*telemetry_services.hosts_ensure(names=hosts))
     if devices:

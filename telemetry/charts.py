@@ -35,16 +35,19 @@ def metric_figure(
     for index, (attempt, group) in enumerate(points.groupby("attempt", sort=True)):
         colour = ATTEMPT_COLOURS[index % len(ATTEMPT_COLOURS)]
         finite = np.isfinite(group["value"].to_numpy(dtype=float))
-        figure.add_trace(
-            go.Scattergl(
-                x=group["step"][finite],
-                y=group["value"][finite],
-                mode="lines",
-                name=f"attempt {attempt}",
-                line={"color": colour, "width": 1.2},
-                hovertemplate="step %{x}<br>%{y:.4g}<extra>attempt " + str(attempt) + "</extra>",
+        if finite.any():
+            figure.add_trace(
+                go.Scattergl(
+                    x=group["step"][finite],
+                    y=group["value"][finite],
+                    mode="lines",
+                    name=f"attempt {attempt}",
+                    line={"color": colour, "width": 1.2},
+                    hovertemplate="step %{x}<br>%{y:.4g}<extra>attempt "
+                    + str(attempt)
+                    + "</extra>",
+                )
             )
-        )
         if (~finite).any():
             bad = group[~finite]
             # Plot non-finite values where the curve was, labelled, so a NaN is seen, not hidden.

@@ -16,12 +16,14 @@ def minmax_indices(values: npt.ArrayLike, max_points: int) -> npt.NDArray[np.int
     """Sorted indices of the points to keep from `values` (already in step order)."""
     data = np.asarray(values, dtype=np.float64)
     n = data.size
-    if max_points < 2:
-        raise ValueError("max_points must be at least 2")
+    if max_points < 1:
+        raise ValueError("max_points must be at least 1")
     if n <= max_points:
         return np.arange(n)
     finite = np.isfinite(data)
     has_non_finite = not bool(finite.all())
+    if max_points < (3 if has_non_finite else 2):
+        return _most_telling(data, finite, max_points)
     n_buckets = max(1, max_points // (3 if has_non_finite else 2))
     bucket = (np.arange(n, dtype=np.int64) * n_buckets) // n  # non-decreasing, contiguous
     starts = np.searchsorted(bucket, np.arange(n_buckets), side="left")
@@ -40,11 +42,36 @@ def minmax_indices(values: npt.ArrayLike, max_points: int) -> npt.NDArray[np.int
     return np.unique(np.concatenate(keep))
 
 
+def _most_telling(
+    data: npt.NDArray[np.float64], finite: npt.NDArray[np.bool_], max_points: int
+) -> npt.NDArray[np.intp]:
+    """For budgets too small for min and max per bucket: the first non-finite value (the
+    signal), then the finite value farthest from the median (the spike)."""
+    keep: list[int] = []
+    if not finite.all():
+        keep.append(int(np.flatnonzero(~finite)[0]))
+    if finite.any() and len(keep) < max_points:
+        finite_idx = np.flatnonzero(finite)
+        deviation = np.abs(data[finite_idx] - np.median(data[finite_idx]))
+        keep.append(int(finite_idx[np.argmax(deviation)]))
+    return np.unique(np.array(keep[:max_points], dtype=np.intp))
+
+
 def split_budget(counts: list[int], max_points: int) -> list[int]:
-    """Share `max_points` between series (one per attempt) in proportion to their sizes, at
-    least 2 each, never more than a series has."""
+    """Share `max_points` between series (one per attempt): first up to 2 each (a series needs
+    its min and max), then the rest in proportion to their sizes; never more than a series
+    has. The sum stays within `max_points` unless there are more series than points."""
     total = sum(counts)
     if total <= max_points:
         return list(counts)
-    shares = [max(2, (max_points * count) // total) for count in counts]
-    return [min(share, count) for share, count in zip(shares, counts, strict=True)]
+    floors = [min(2, count) for count in counts]
+    if sum(floors) > max_points:
+        # Many short attempts and a small budget: one point each still shows every attempt.
+        floors = [min(1, count) for count in counts]
+    spare = max(0, max_points - sum(floors))
+    extra = [count - floor for count, floor in zip(counts, floors, strict=True)]
+    extra_total = sum(extra)
+    return [
+        floor + (spare * more) // extra_total if extra_total else floor
+        for floor, more in zip(floors, extra, strict=True)
+    ]

@@ -104,7 +104,7 @@ def series_for_run(*, run: Run, name: str, max_points: int) -> list[AttemptSerie
     budgets = split_budget([steps.size for _, steps, _ in raw], max_points)
     result = []
     for (number, steps, values), budget in zip(raw, budgets, strict=True):
-        keep = minmax_indices(values, max(budget, 2))
+        keep = minmax_indices(values, budget) if budget else np.arange(0)
         result.append(AttemptSeries(number, int(steps.size), steps[keep], values[keep]))
     return result
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -63,7 +65,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                 "id": f"chart-{len(figures)}",
                 "name": name,
                 "total_points": sum(one.total_points for one in per_attempt),
-                "figure": figure.to_plotly_json(),
+                # Through plotly's encoder: it turns numpy arrays into lists.
+                "figure": json.loads(figure.to_json()),
             }
         )
     return render(

@@ -1,0 +1,554 @@
+"""Processing accepted batches (ingest.services.batch_process), called directly: idempotency,
+where every event type lands, attempt resolution, first-write-wins points, the seeded
+root-cause taxonomy, poison batches, and the sweeper with the real worker."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from ingest import services
+from ingest.models import IngestBatch
+from logbook.models import (
+    Checkpoint,
+    CheckpointRestore,
+    Interruption,
+    LogbookEntry,
+    RootCause,
+    SdcReplay,
+)
+from logbook.taxonomy import EXTRA_CATEGORIES, ROOT_CAUSE_SEEDS, TABLE5_COMPONENTS
+from telemetry.models import Attempt, Host, MetricPoint, MetricSeries, Run
+
+EPOCH = 1_763_600_000  # 2025-11-20, safely in the past
+
+
+def at(hour: int, minute: int = 0) -> str:
+    return f"2026-11-20T{hour:02d}:{minute:02d}:00Z"
+
+
+def moment(hour: int, minute: int = 0) -> datetime:
+    return datetime(2026, 11, 20, hour, minute, tzinfo=UTC)
+
+
+@pytest.fixture
+def token(project: Any) -> Any:
+    row, _ = services.token_create(project=project, name="t")
+    return row
+
+
+def submit(token: Any, document: dict[str, Any]) -> IngestBatch:
+    acceptance = services.batch_submit(token=token, body=json.dumps(document).encode())
+    assert not acceptance.duplicate and not acceptance.conflict
+    return acceptance.batch
+
+
+def process(token: Any, document: dict[str, Any]) -> IngestBatch:
+    batch = submit(token, document)
+    assert services.batch_process(batch_pk=batch.pk) == "done"
+    batch.refresh_from_db()
+    return batch
+
+
+def losses(start: int, stop: int, *, base: float = 3.0) -> list[dict[str, Any]]:
+    return [
+        {"name": "loss", "step": step, "value": base - step / 1000, "time": EPOCH + step}
+        for step in range(start, stop)
+    ]
+
+
+def full_batch(batch_id: str = "full-1") -> dict[str, Any]:
+    """Attempt 2 of a run: one batch with every event type."""
+    return {
+        "batch_id": batch_id,
+        "run": "llama",
+        "attempt": 2,
+        "metrics": losses(100, 120),
+        "events": [
+            {"type": "attempt_started", "time": at(8), "resumed_from_step": 100,
+             "hosts": ["h001", "h002"]},
+            {"type": "checkpoint_restored", "time": at(8, 1), "step": 100, "restore_s": 42.5},
+            {"type": "checkpoint_saved", "time": at(8, 30), "step": 110, "blocking_save_s": 3.5,
+             "async_save_s": 20.0, "size_bytes": 5 * 10**9, "tier": "local_nvme",
+             "uri": "s3://ckpt/110", "checksum": "sha256:abc", "status": "saved"},
+            {"type": "interruption", "time": at(9), "category": "faulty-gpu",
+             "hosts": ["h002"], "devices": ["GPU-aaaa"], "message": "Xid 79 on h002",
+             "detected_at": at(9, 2), "recovered_at": at(9, 40), "manual_intervention": True,
+             "lost_steps": 9, "step": 119},
+            {"type": "sdc_suspected", "time": at(8, 45), "step": 115, "device": "GPU-bbbb",
+             "host": "h001", "detection": "loss_spike", "value": 9.5,
+             "message": "loss 9.5 at step 115"},
+            {"type": "note", "time": at(9, 5), "title": "Restart after Xid 79",
+             "body": "Drained h002.", "kind": "restart", "step": 119},
+            {"type": "attempt_ended", "time": at(9), "status": "failed",
+             "reason": "Xid 79 on h002"},
+        ],
+    }  # fmt: skip
+
+
+def counts() -> dict[str, int]:
+    return {
+        "runs": Run.objects.count(),
+        "attempts": Attempt.objects.count(),
+        "series": MetricSeries.objects.count(),
+        "points": MetricPoint.objects.count(),
+        "interruptions": Interruption.objects.count(),
+        "checkpoints": Checkpoint.objects.count(),
+        "restores": CheckpointRestore.objects.count(),
+        "sdc": SdcReplay.objects.count(),
+        "entries": LogbookEntry.objects.count(),
+        "hosts": Host.objects.count(),
+        "attempt_hosts": Attempt.hosts.through.objects.count(),
+        "interruption_hosts": Interruption.hosts.through.objects.count(),
+    }
+
+
+# --- Idempotency -----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_processing_the_same_batch_twice_changes_nothing(token):
+    # given a processed batch with points and every kind of event
+    batch = process(token, full_batch())
+    before = counts()
+    assert before["points"] == 20 and before["interruptions"] == 1 and before["entries"] == 1
+
+    # when it is processed again
+    result = services.batch_process(batch_pk=batch.pk)
+
+    # then it is refused by status and nothing was written twice
+    assert result == "not pending"
+    assert counts() == before
+    batch.refresh_from_db()
+    assert batch.status == "done" and batch.process_attempts == 1
+
+
+@pytest.mark.django_db
+def test_reprocessing_a_batch_forced_back_to_pending_adds_no_duplicates(token):
+    # given a processed batch with points and every kind of event
+    batch = process(token, full_batch())
+    before = counts()
+
+    # when its status is forced back to pending and it is processed again, twice
+    for _ in range(2):
+        IngestBatch.objects.filter(pk=batch.pk).update(status="pending")
+        assert services.batch_process(batch_pk=batch.pk) == "done"
+
+    # then every write was keyed: no new rows, and the restore is still counted once
+    assert counts() == before
+    assert Checkpoint.objects.get(step=100).restored_count == 1
+    assert Attempt.objects.get(number=2).resumed_from_step == 100
+
+
+@pytest.mark.django_db
+def test_reprocessing_an_unnumbered_attempt_started_batch_adds_no_attempt(token):
+    # given a batch that starts an attempt without naming its number
+    document = {
+        "batch_id": "start-1",
+        "run": "llama",
+        "metrics": losses(0, 10),
+        "events": [{"type": "attempt_started", "time": at(8), "hosts": ["h001"]}],
+    }
+    batch = process(token, document)
+    before = counts()
+    assert list(Attempt.objects.values_list("number", flat=True)) == [1]
+
+    # when it is forced back to pending and processed again
+    IngestBatch.objects.filter(pk=batch.pk).update(status="pending")
+    assert services.batch_process(batch_pk=batch.pk) == "done"
+
+    # then it still has one attempt and ten points
+    assert list(Attempt.objects.values_list("number", flat=True)) == [1]
+    assert counts() == before
+
+
+# --- Every event type lands in its model -------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_each_event_type_lands_in_its_model(token, project):
+    process(token, full_batch())
+
+    run = Run.objects.get(project=project, name="llama")
+    attempt = run.attempts.get()
+    # attempt_started then attempt_ended
+    assert attempt.number == 2
+    assert attempt.started_at == moment(8)
+    assert attempt.resumed_from_step == 100
+    assert sorted(attempt.hosts.values_list("name", flat=True)) == ["h001", "h002"]
+    assert attempt.status == "failed"
+    assert attempt.end_reason == "Xid 79 on h002"
+    assert attempt.ended_at == moment(9)
+    # the batch's points went to that attempt
+    assert MetricPoint.objects.filter(series__attempt=attempt, series__name="loss").count() == 20
+    assert run.last_step == 119
+    # checkpoint_saved
+    saved = run.checkpoints.get(step=110)
+    assert (saved.attempt, saved.saved_at) == (attempt, moment(8, 30))
+    assert (saved.blocking_save_s, saved.async_save_s) == (3.5, 20.0)
+    assert (saved.size_bytes, saved.tier, saved.status) == (5 * 10**9, "local_nvme", "saved")
+    assert (saved.uri, saved.checksum) == ("s3://ckpt/110", "sha256:abc")
+    assert saved.restored_count == 0
+    # checkpoint_restored: a placeholder checkpoint at 100 with one restore
+    restore = CheckpointRestore.objects.get()
+    assert (restore.attempt, restore.checkpoint.step) == (attempt, 100)
+    assert (restore.restored_at, restore.restore_s) == (moment(8, 1), 42.5)
+    assert run.checkpoints.get(step=100).restored_count == 1
+    # interruption
+    interruption = run.interruptions.get()
+    assert interruption.root_cause.slug == "faulty-gpu"
+    assert interruption.reported_category == "faulty-gpu"
+    assert interruption.component == "Faulty GPU"
+    assert interruption.planned is False
+    assert interruption.attempt == attempt
+    assert interruption.occurred_at == moment(9)
+    assert (interruption.detected_at, interruption.recovered_at) == (moment(9, 2), moment(9, 40))
+    assert interruption.manual_intervention is True
+    assert (interruption.lost_steps, interruption.step) == (9, 119)
+    assert interruption.message == "Xid 79 on h002"
+    assert list(interruption.hosts.values_list("name", flat=True)) == ["h002"]
+    assert list(interruption.devices.values_list("uuid", flat=True)) == ["GPU-aaaa"]
+    # sdc_suspected
+    sdc = run.sdc_replays.get()
+    assert (sdc.step, sdc.detected_at, sdc.attempt) == (115, moment(8, 45), attempt)
+    assert (sdc.device.uuid, sdc.host.name) == ("GPU-bbbb", "h001")
+    assert (sdc.detection, sdc.observed_value, sdc.verdict) == ("loss_spike", 9.5, "pending")
+    assert sdc.message == "loss 9.5 at step 115"
+    # note
+    entry = run.logbook_entries.get()
+    assert entry.is_automatic is True
+    assert (entry.title, entry.body, entry.kind, entry.step) == (
+        "Restart after Xid 79",
+        "Drained h002.",
+        "restart",
+        119,
+    )
+    assert (entry.occurred_at, entry.attempt, entry.role) == (moment(9, 5), attempt, "automation")
+    assert entry.author_name == "token t"
+
+
+def _interruption_from(token: Any, **fields: Any) -> Interruption:
+    process(
+        token,
+        {
+            "batch_id": "int-1",
+            "run": "llama",
+            "attempt": 1,
+            "events": [{"type": "interruption", "time": at(9), **fields}],
+        },
+    )
+    return Interruption.objects.select_related("root_cause").get()
+
+
+@pytest.mark.parametrize(
+    ("category", "slug", "component"),
+    [
+        ("faulty-gpu", "faulty-gpu", "Faulty GPU"),
+        ("GPU HBM3 Memory", "gpu-hbm3-memory", "GPU HBM3 Memory"),
+        ("gpu hbm3 MEMORY", "gpu-hbm3-memory", "GPU HBM3 Memory"),
+        ("  NIC  ", "nic", "NIC"),
+        ("Cosmic rays", "unknown", "Unknown, under investigation"),
+    ],
+)
+@pytest.mark.django_db
+def test_interruption_root_cause_is_resolved_from_slug_or_name(token, category, slug, component):
+    interruption = _interruption_from(token, category=category)
+
+    assert interruption.root_cause.slug == slug
+    assert interruption.reported_category == category
+    assert interruption.component == component
+
+
+@pytest.mark.django_db
+def test_interruption_without_category_is_unknown_and_keeps_its_component(token):
+    interruption = _interruption_from(token, component="rack 12 PDU")
+
+    assert interruption.root_cause.slug == "unknown"
+    assert interruption.reported_category == ""
+    assert interruption.component == "rack 12 PDU"
+
+
+@pytest.mark.parametrize(
+    ("fields", "planned"),
+    [
+        ({"category": "planned-maintenance"}, True),
+        ({"category": "Config or Dataset Change"}, True),
+        ({"category": "faulty-gpu"}, False),
+        ({"category": "unknown-thing"}, False),
+        ({"category": "planned-maintenance", "planned": False}, False),
+        ({"category": "faulty-gpu", "planned": True}, True),
+    ],
+)
+@pytest.mark.django_db
+def test_interruption_planned_defaults_from_root_cause_unless_sent(token, fields, planned):
+    assert _interruption_from(token, **fields).planned is planned
+
+
+@pytest.mark.django_db
+def test_interruption_times_before_occurrence_are_clamped(token):
+    interruption = _interruption_from(token, detected_at=at(8), recovered_at=at(7))
+
+    assert interruption.detected_at == moment(9)
+    assert interruption.recovered_at == moment(9)
+
+
+# --- Attempt resolution --------------------------------------------------------------------
+
+
+def _attempt_of_points(batch_id: str) -> set[int]:
+    batch = IngestBatch.objects.get(batch_id=batch_id)
+    document = json.loads(bytes(batch.body))
+    steps = [m["step"] for m in document["metrics"]]
+    return set(
+        MetricPoint.objects.filter(step__in=steps).values_list("series__attempt__number", flat=True)
+    )
+
+
+@pytest.mark.django_db
+def test_batch_without_attempt_on_a_new_run_is_attempt_one(token):
+    process(token, {"batch_id": "a", "run": "llama", "metrics": losses(0, 5)})
+
+    assert list(Attempt.objects.values_list("number", flat=True)) == [1]
+    assert _attempt_of_points("a") == {1}
+
+
+@pytest.mark.django_db
+def test_unnumbered_attempt_started_after_attempt_one_opens_attempt_two(token):
+    # given attempt 1 with points
+    process(token, {"batch_id": "a", "run": "llama", "metrics": losses(0, 5)})
+
+    # when a batch starts an attempt without naming it, with points after the restart
+    process(
+        token,
+        {
+            "batch_id": "b",
+            "run": "llama",
+            "metrics": losses(1000, 1005),
+            "events": [{"type": "attempt_started", "time": at(10), "resumed_from_step": 3}],
+        },
+    )
+    # and a later batch names neither attempt nor start
+    process(token, {"batch_id": "c", "run": "llama", "metrics": losses(2000, 2005)})
+
+    # then the start opened attempt 2, which got both batches' points
+    assert list(Attempt.objects.order_by("number").values_list("number", flat=True)) == [1, 2]
+    second = Attempt.objects.get(number=2)
+    assert (second.started_at, second.resumed_from_step) == (moment(10), 3)
+    assert _attempt_of_points("a") == {1}
+    assert _attempt_of_points("b") == {2}
+    assert _attempt_of_points("c") == {2}
+
+
+@pytest.mark.django_db
+def test_explicit_attempt_number_wins(token):
+    process(token, {"batch_id": "a", "run": "llama", "metrics": losses(0, 5)})
+
+    process(
+        token,
+        {
+            "batch_id": "b",
+            "run": "llama",
+            "attempt": 3,
+            "metrics": losses(10, 15),
+            "events": [{"type": "attempt_started", "time": at(10)}],
+        },
+    )
+
+    assert list(Attempt.objects.order_by("number").values_list("number", flat=True)) == [1, 3]
+    assert Attempt.objects.get(number=3).started_at == moment(10)
+    assert _attempt_of_points("b") == {3}
+
+
+@pytest.mark.django_db
+def test_attempt_named_by_the_start_event_is_used(token):
+    process(
+        token,
+        {
+            "batch_id": "a",
+            "run": "llama",
+            "metrics": losses(0, 5),
+            "events": [{"type": "attempt_started", "time": at(10), "attempt": 4}],
+        },
+    )
+
+    assert list(Attempt.objects.values_list("number", flat=True)) == [4]
+    assert _attempt_of_points("a") == {4}
+
+
+# --- Points --------------------------------------------------------------------------------
+
+
+def _points(batch_id: str, attempt: int, *items: tuple[int, float]) -> dict[str, Any]:
+    return {
+        "batch_id": batch_id,
+        "run": "llama",
+        "attempt": attempt,
+        "metrics": [{"name": "loss", "step": step, "value": value} for step, value in items],
+    }
+
+
+@pytest.mark.django_db
+def test_same_step_in_one_attempt_first_write_wins(token):
+    # given step 10 stored in attempt 1
+    process(token, _points("a", 1, (10, 1.0)))
+
+    # when another batch sends step 10 again with another value, and a new step 11
+    process(token, _points("b", 1, (10, 99.0), (11, 1.1)))
+
+    # then step 10 kept its first value and step 11 was added
+    values = dict(MetricPoint.objects.values_list("step", "value"))
+    assert values == {10: 1.0, 11: 1.1}
+
+
+@pytest.mark.django_db
+def test_same_step_inside_one_batch_keeps_the_first(token):
+    process(token, _points("a", 1, (10, 1.0), (10, 2.0)))
+
+    assert list(MetricPoint.objects.values_list("step", "value")) == [(10, 1.0)]
+
+
+@pytest.mark.django_db
+def test_same_step_in_different_attempts_is_kept_separately(token):
+    process(token, _points("a", 1, (10, 1.0), (11, 1.1)))
+
+    process(token, _points("b", 2, (10, 5.0)))
+
+    by_attempt = set(MetricPoint.objects.values_list("series__attempt__number", "step", "value"))
+    assert by_attempt == {(1, 10, 1.0), (1, 11, 1.1), (2, 10, 5.0)}
+
+
+# --- Taxonomy ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_root_cause_taxonomy_is_seeded_by_the_migration():
+    rows = {row.slug: row for row in RootCause.objects.all()}
+
+    assert len(TABLE5_COMPONENTS) == 18
+    for seed in ROOT_CAUSE_SEEDS:
+        row = rows[seed.slug]
+        assert (row.name, row.group, row.is_hardware, row.is_planned) == (
+            seed.name,
+            seed.group,
+            seed.is_hardware,
+            seed.is_planned,
+        ), seed.slug
+    by_name = {row.name: row.group for row in rows.values()}
+    assert by_name["Faulty GPU"] == "GPU"
+    assert by_name["NIC"] == "Host"
+    assert by_name["NCCL Watchdog Timeouts"] == "Unknown"
+    extras = {seed.slug for seed in EXTRA_CATEGORIES}
+    assert {
+        "planned-maintenance",
+        "loss-divergence",
+        "data-pipeline",
+        "storage",
+        "scheduler-preemption",
+        "unknown",
+    } <= extras
+    assert rows["planned-maintenance"].is_planned is True
+    assert sum(1 for row in rows.values() if row.is_planned) == 2
+
+
+# --- Poison batches ------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_poison_batch_is_parked_as_dead_after_max_attempts(token, monkeypatch):
+    # given a batch whose processing fails every time
+    batch = submit(token, _points("poison", 1, (1, 1.0)))
+
+    def explode(batch: IngestBatch, batch_in: Any) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(services, "_apply", explode)
+    limit = settings.INGEST_MAX_PROCESS_ATTEMPTS
+    assert limit >= 1
+
+    # when it is processed up to the limit, each attempt fails and is counted
+    for attempt in range(1, limit + 1):
+        with pytest.raises(RuntimeError, match="disk on fire"):
+            services.batch_process(batch_pk=batch.pk)
+        batch.refresh_from_db()
+        assert (batch.status, batch.process_attempts) == ("pending", attempt)
+        assert "disk on fire" in batch.last_error
+
+    # then the next call parks it as dead, and later calls do nothing
+    assert services.batch_process(batch_pk=batch.pk) == "dead"
+    batch.refresh_from_db()
+    assert batch.status == "dead"
+    assert f"gave up after {limit} processing attempts" in batch.last_error
+    assert services.batch_process(batch_pk=batch.pk) == "not pending"
+    assert not MetricPoint.objects.exists()
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_failed_processing_leaves_nothing_behind(token, monkeypatch):
+    # given a batch whose processing fails after its points were written
+    batch = submit(token, full_batch())
+    real_apply = services._apply
+
+    def apply_then_fail(batch: IngestBatch, batch_in: Any) -> None:
+        real_apply(batch, batch_in)
+        raise RuntimeError("killed half-way")
+
+    monkeypatch.setattr(services, "_apply", apply_then_fail)
+    with pytest.raises(RuntimeError):
+        services.batch_process(batch_pk=batch.pk)
+
+    # then the transaction rolled everything back, and a later attempt stores it once
+    assert counts()["points"] == 0 and not Run.objects.exists()
+    monkeypatch.setattr(services, "_apply", real_apply)
+    assert services.batch_process(batch_pk=batch.pk) == "done"
+    batch.refresh_from_db()
+    assert (batch.status, batch.process_attempts, batch.last_error) == ("done", 2, "")
+    assert counts()["points"] == 20
+
+
+# --- Sweeper with the real worker --------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sweeper_recovers_a_batch_whose_message_was_lost(celery_worker, token, monkeypatch, wait):
+    # given a batch accepted while publishing was broken (no message ever reached Redis)
+    real_enqueue = services.batch_enqueue
+    lost: list[int] = []
+    monkeypatch.setattr(services, "batch_enqueue", lambda *, batch_pk: lost.append(batch_pk))
+    with transaction.atomic():
+        batch = submit(token, _points("lost", 1, (1, 1.0), (2, 0.9)))
+    assert lost == [batch.pk]
+    IngestBatch.objects.filter(pk=batch.pk).update(
+        received_at=timezone.now() - timedelta(minutes=5)
+    )
+    monkeypatch.setattr(services, "batch_enqueue", real_enqueue)
+
+    # when a later batch is published normally and the worker processes it
+    marker = submit(token, _points("marker", 1, (100, 0.5)))
+    wait(
+        lambda: IngestBatch.objects.get(pk=marker.pk).status == "done",
+        timeout_s=15,
+        what="the worker to process the marker batch",
+    )
+
+    # then the lost batch is still pending, and a sweep with a longer cutoff ignores it
+    assert IngestBatch.objects.get(pk=batch.pk).status == "pending"
+    assert services.batches_sweep(older_than_s=600) == 0
+
+    # when the sweeper runs
+    assert services.batches_sweep() == 1
+
+    # then the worker stores it
+    wait(
+        lambda: IngestBatch.objects.get(pk=batch.pk).status == "done",
+        timeout_s=15,
+        what="the worker to process the swept batch",
+    )
+    assert set(MetricPoint.objects.values_list("step", "value")) == {(1, 1.0), (2, 0.9), (100, 0.5)}
+    assert IngestBatch.objects.get(pk=batch.pk).process_attempts == 1

@@ -1,0 +1,138 @@
+"""The dashboard in a real browser (Debian's chromium driven by Playwright), against a live
+server, with a batch posted over HTTP and stored by the real Celery worker."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ingest.models import IngestBatch
+from telemetry.models import Run
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.fail(
+            "The page tests drive Debian's chromium at /usr/bin/chromium: "
+            "apt-get install chromium (.ci/run does this)."
+        )
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop running in this thread; Django's ORM would
+    # then refuse synchronous queries from the test body. The tests are synchronous code.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield browser
+        browser.close()
+
+
+def _post(url: str, token: str, document: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(document).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.status, json.loads(response.read())
+
+
+def _login(page: Any, base_url: str, username: str) -> None:
+    page.goto(f"{base_url}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", f"{username}-pw-1")
+    page.click("button[type=submit]")
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_posted_batch_shows_up_on_the_run_page(
+    browser, live_server, celery_worker, alice, charlie, ingest_token, wait
+):
+    # given a job that posts two attempts over HTTP, with a restart and an interruption
+    metrics_1 = [{"name": "loss", "step": s, "value": 5 - s / 100} for s in range(0, 300)]
+    metrics_2 = [{"name": "loss", "step": s, "value": 4.2 - s / 200} for s in range(200, 400)]
+    metrics_2.append({"name": "grad_norm", "step": 399, "value": math.nan})
+    status_1, _ = _post(
+        f"{live_server.url}/api/v1/ingest",
+        ingest_token,
+        {"batch_id": "p-1", "run": "browser-run", "attempt": 1, "metrics": metrics_1,
+         "events": [{"type": "interruption", "time": 1_763_700_000, "category": "faulty-gpu",
+                     "step": 299, "hosts": ["h042"], "lost_steps": 99}]},
+    )  # fmt: skip
+    status_2, _ = _post(
+        f"{live_server.url}/api/v1/ingest",
+        ingest_token,
+        {"batch_id": "p-2", "run": "browser-run", "attempt": 2, "metrics": metrics_2,
+         "events": [{"type": "attempt_started", "time": 1_763_701_000, "attempt": 2,
+                     "resumed_from_step": 200},
+                    {"type": "checkpoint_saved", "time": 1_763_701_500, "step": 300}]},
+    )  # fmt: skip
+    assert (status_1, status_2) == (202, 202)
+    wait(lambda: IngestBatch.objects.filter(status="done").count() == 2, what="the worker")
+
+    # when on-call logs in and opens the run from the run list
+    page = browser.new_page()
+    _login(page, live_server.url, "alice")
+    row = page.locator("#run-list tbody tr", has_text="browser-run")
+    assert row.count() == 1
+    assert "Faulty" not in row.inner_text()  # the list shows counts, not categories
+    row.locator("a").click()
+
+    # then the charts are drawn with both attempts, and the tables show the story
+    page.wait_for_selector("#chart-0 .main-svg")
+    assert page.locator("#run-name").inner_text() == "browser-run"
+    legend = page.locator('[data-metric="loss"] .legend').text_content() or ""
+    assert "attempt 1" in legend and "attempt 2" in legend
+    # the NaN grad norm is drawn as a marked point, not dropped
+    traces = page.evaluate(
+        "document.querySelector('[data-metric=grad_norm]').data.map(t => [t.name, t.text])"
+    )
+    assert ["attempt 2: non-finite", ["nan"]] in traces
+    assert page.locator("#attempts tbody tr").count() == 2
+    assert "Faulty GPU" in page.locator("#interruptions").inner_text()
+    assert "h042" in page.locator("#interruptions").inner_text()
+    assert "300" in page.locator("#checkpoints").inner_text()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "run-page.png"), full_page=True)
+    page.close()
+
+    # and an outsider sees neither the run in the list nor the page
+    other = browser.new_page()
+    _login(other, live_server.url, "charlie")
+    assert "browser-run" not in other.locator("main").inner_text()
+    run = Run.objects.get(name="browser-run")
+    response = other.goto(f"{live_server.url}/runs/{run.pk}/")
+    assert response is not None and response.status == 404
+    other.close()
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_login_is_required_and_wrong_password_is_explained(browser, live_server, alice):
+    page = browser.new_page()
+
+    page.goto(f"{live_server.url}/")
+    assert "/login/" in page.url
+
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "wrong")
+    page.click("button[type=submit]")
+    assert "didn't match" in page.locator(".error").inner_text()
+    page.close()
