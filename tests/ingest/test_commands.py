@@ -1,0 +1,99 @@
+"""The management commands: load_demo (the demo behind `make demo`) and create_ingest_token."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from ingest.demo import demo_batches
+from ingest.models import IngestBatch, IngestToken
+from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
+from telemetry.models import Attempt, MetricPoint, Run
+
+
+def _run_command(*args: str) -> str:
+    out = io.StringIO()
+    call_command(*args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_demo_loader_stores_the_whole_demo_and_prints_a_working_token(client):
+    # given the documents the demo is made of
+    documents = demo_batches()
+    sent_points = sum(len(d.get("metrics", [])) for d in documents)
+    sent_interruptions = [
+        e for d in documents for e in d.get("events", []) if e["type"] == "interruption"
+    ]
+
+    # when the loader runs
+    output = _run_command("load_demo")
+
+    # then every batch went through ingest and was processed
+    assert IngestBatch.objects.filter(status="done").count() == len(documents)
+    run = Run.objects.get(project__slug="demo", name="demo-70b-pretrain")
+    # steps repeated after a restart are kept per attempt, so nothing is deduplicated away
+    assert MetricPoint.objects.filter(series__run=run).count() == sent_points
+    assert Attempt.objects.filter(run=run).count() >= 5
+    assert Interruption.objects.filter(run=run).count() == len(sent_interruptions)
+    categories = set(Interruption.objects.values_list("root_cause__slug", flat=True))
+    assert {"faulty-gpu", "gpu-hbm3-memory", "planned-maintenance"} <= categories
+    assert "unknown" not in categories
+    assert Checkpoint.objects.filter(run=run).count() >= 10
+    assert Checkpoint.objects.filter(run=run, restored_count__gte=1).exists()
+    assert SdcReplay.objects.filter(run=run).exists()
+    assert LogbookEntry.objects.filter(run=run).exists()
+    nan_points = [
+        v for v in MetricPoint.objects.filter(series__name="loss").values_list("value", flat=True)
+    ]
+    assert any(math.isnan(v) for v in nan_points)
+
+    # and the token on the last line works for ingest
+    token = output.strip().splitlines()[-1]
+    response = client.post(
+        "/api/v1/ingest",
+        data=json.dumps({"batch_id": "after-demo", "run": "demo-70b-pretrain", "metrics": []}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+    assert response.status_code == 202
+    # and the demo login works
+    assert client.login(username="demo", password="chronicle-demo")
+    assert client.get(f"/runs/{run.pk}/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_demo_loader_twice_stores_nothing_twice():
+    _run_command("load_demo")
+    points = MetricPoint.objects.count()
+
+    output = _run_command("load_demo")
+
+    assert MetricPoint.objects.count() == points
+    assert "0 new batch(es)" in output
+    # the loader's own token is revoked; only the printed ones stay usable
+    assert IngestToken.objects.filter(name="demo-loader", revoked_at__isnull=True).count() == 0
+
+
+@pytest.mark.django_db
+def test_create_ingest_token_prints_the_token_last_and_stores_only_its_hash(project):
+    output = _run_command("create_ingest_token", project.slug, "--name", "trainer")
+
+    plaintext = output.strip().splitlines()[-1]
+    token = IngestToken.objects.get(name="trainer")
+    assert plaintext.startswith("chr_") and len(plaintext) > 40
+    assert plaintext not in {token.key_hash, token.prefix}
+    assert token.project == project
+
+
+@pytest.mark.django_db
+def test_create_ingest_token_for_an_unknown_project_says_so():
+    with pytest.raises(CommandError, match="No project 'nope'"):
+        _run_command("create_ingest_token", "nope")
+
+    output = _run_command("create_ingest_token", "nope", "--create-project")
+    assert output.strip().splitlines()[-1].startswith("chr_")
