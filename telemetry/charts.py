@@ -72,15 +72,25 @@ def metric_figure(
                 annotation_position="top left",
                 annotation_font_size=10,
             )
-    if interruptions is not None:
+    if interruptions is not None and not interruptions.empty:
         for row in interruptions.itertuples():
-            figure.add_vline(
-                x=row.step,
-                line={"color": "#d62728", "dash": "dot", "width": 1},
-                annotation_text=str(row.label),
-                annotation_position="bottom right",
-                annotation_font_size=9,
+            figure.add_vline(x=row.step, line={"color": "#d62728", "dash": "dot", "width": 1})
+        # Labels as hover markers along the top: text annotations overlap when restarts
+        # cluster, and a hover names each one exactly.
+        values = points["value"].to_numpy(dtype=float)
+        finite = values[np.isfinite(values)]
+        top = float(finite.max()) if finite.size else 0.0
+        figure.add_trace(
+            go.Scatter(
+                x=interruptions["step"],
+                y=[top] * len(interruptions),
+                mode="markers",
+                name="interruptions",
+                marker={"color": "#d62728", "symbol": "triangle-down", "size": 9},
+                text=[str(label) for label in interruptions["label"]],
+                hovertemplate="interrupted at step %{x}<br>%{text}<extra></extra>",
             )
+        )
     figure.update_layout(
         title={"text": title, "x": 0.01, "font": {"size": 14}},
         height=300,
