@@ -17,7 +17,7 @@ import orjson
 
 from logbook.models import Checkpoint, SdcReplay
 from logbook.models import LogbookEntry as _Entry
-from telemetry.models import Attempt
+from telemetry.models import Attempt, JobInterval
 
 MAX_NAME_LENGTH = 200
 MAX_BATCH_ID_LENGTH = 128
@@ -133,6 +133,23 @@ def check_time(raw: Any) -> datetime:
     if moment > datetime.now(UTC) + MAX_FUTURE_SKEW:
         raise _FieldError(f"{raw!r} is more than a day in the future")
     return moment
+
+
+MAX_STEP_TIMES_PER_EVENT = 20_000
+
+
+def check_time_list(raw: Any) -> list[datetime]:
+    if not isinstance(raw, list) or not raw:
+        raise _FieldError(f"must be a non-empty list of times, got {_describe(raw)}")
+    if len(raw) > MAX_STEP_TIMES_PER_EVENT:
+        raise _FieldError(f"has {len(raw)} times; the limit is {MAX_STEP_TIMES_PER_EVENT}")
+    times = []
+    for position, item in enumerate(raw):
+        try:
+            times.append(check_time(item))
+        except _FieldError as exc:
+            raise _FieldError(f"item {position} {exc}") from exc
+    return times
 
 
 def check_step(raw: Any) -> int:
@@ -310,6 +327,21 @@ EVENT_FIELDS: dict[str, dict[str, Checker]] = {
         "value": check_value,
         "message": check_text(10_000),
     },
+    # One step start per step, compactly: start_times[i] is when step first_step + i began.
+    "step_times": {
+        "attempt": check_positive_int,
+        "first_step": check_step,
+        "start_times": check_time_list,
+    },
+    "interval": {
+        "id": check_name,
+        "attempt": check_positive_int,
+        "kind": check_choice(JobInterval.Kind.values),
+        "label": check_text(64),
+        "start": check_time,
+        "end": check_time,
+        "step": check_step,
+    },
     "note": {
         "id": check_name,
         "attempt": check_positive_int,
@@ -324,6 +356,13 @@ EVENT_REQUIRED: dict[str, tuple[str, ...]] = {
     "checkpoint_restored": ("step",),
     "sdc_suspected": ("step",),
     "note": ("title",),
+    "step_times": ("first_step", "start_times"),
+    "interval": ("kind", "start", "end"),
+}
+# These carry their own times; `time` defaults to the first of them.
+EVENT_TIME_FROM: dict[str, Callable[[dict[str, Any]], datetime]] = {
+    "step_times": lambda fields: fields["start_times"][0],
+    "interval": lambda fields: fields["start"],
 }
 EVENT_TYPES = sorted(EVENT_FIELDS)
 
@@ -519,13 +558,15 @@ def _events(items: list[Any], errors: _Errors) -> list[EventIn]:
             )
             errors.add("events", index, "type", reason)
             continue
-        if "time" not in item:
+        moment: datetime | None = None
+        if "time" in item:
+            try:
+                moment = check_time(item["time"])
+            except _FieldError as exc:
+                errors.add("events", index, "time", str(exc))
+                continue
+        elif event_type not in EVENT_TIME_FROM:
             errors.add("events", index, "time", "is required")
-            continue
-        try:
-            moment = check_time(item["time"])
-        except _FieldError as exc:
-            errors.add("events", index, "time", str(exc))
             continue
         clean: dict[str, Any] = {}
         for key, value in item.items():
@@ -546,8 +587,14 @@ def _events(items: list[Any], errors: _Errors) -> list[EventIn]:
                 clean[key] = check(value)
             except _FieldError as exc:
                 errors.add("events", index, key, str(exc))
-        for key in EVENT_REQUIRED.get(event_type, ()):
-            if key not in clean and key not in item:
-                errors.add("events", index, key, f"is required for {event_type}")
+        missing = [key for key in EVENT_REQUIRED.get(event_type, ()) if key not in item]
+        for key in missing:
+            errors.add("events", index, key, f"is required for {event_type}")
+        if "start" in clean and "end" in clean and clean["end"] < clean["start"]:
+            errors.add("events", index, "end", "must not be before start")
+        if moment is None:
+            if missing or any(key not in clean for key in EVENT_REQUIRED[event_type]):
+                continue
+            moment = EVENT_TIME_FROM[event_type](clean)
         events.append(EventIn(index, event_type, moment, clean))
     return events

@@ -332,7 +332,31 @@ def _note(context: _BatchContext, event: EventIn) -> None:
     )
 
 
+def _step_times(context: _BatchContext, event: EventIn) -> None:
+    telemetry_services.step_starts_record(
+        attempt=context.event_attempt(event),
+        first_step=event.fields["first_step"],
+        start_times=event.fields["start_times"],
+    )
+
+
+def _interval(context: _BatchContext, event: EventIn) -> None:
+    fields = event.fields
+    telemetry_services.interval_record(
+        run=context.run,
+        attempt=context.event_attempt(event),
+        kind=fields["kind"],
+        label=fields.get("label", ""),
+        started_at=fields["start"],
+        ended_at=fields["end"],
+        step=fields.get("step"),
+        source_key=context.source_key(event),
+    )
+
+
 _EVENT_HANDLERS: dict[str, Callable[[_BatchContext, EventIn], None]] = {
+    "step_times": _step_times,
+    "interval": _interval,
     "attempt_ended": _attempt_ended,
     "checkpoint_saved": _checkpoint_saved,
     "checkpoint_restored": _checkpoint_restored,

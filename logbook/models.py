@@ -184,6 +184,14 @@ class SdcReplay(models.Model):
     )
     detection = models.CharField(max_length=24, choices=Detection.choices, default=Detection.OTHER)
     observed_value = models.FloatField(null=True, blank=True)
+    # Attempt-vs-attempt divergence: the metric compared, the attempt replayed against and
+    # the value it had there, and every host of both attempts.
+    metric_name = models.CharField(max_length=200, blank=True)
+    compared_attempt = models.ForeignKey(
+        Attempt, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    expected_value = models.FloatField(null=True, blank=True)
+    hosts = models.ManyToManyField(Host, blank=True, related_name="sdc_suspicions")
     replay_hardware = models.CharField(max_length=200, blank=True)
     replay_result = models.CharField(max_length=500, blank=True)
     verdict = models.CharField(max_length=16, choices=Verdict.choices, default=Verdict.PENDING)

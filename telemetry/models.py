@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 
 class Project(models.Model):
@@ -79,6 +79,11 @@ class Host(models.Model):
     cluster = models.ForeignKey(
         Cluster, on_delete=models.SET_NULL, null=True, blank=True, related_name="hosts"
     )
+    quarantined_at = models.DateTimeField(null=True, blank=True)
+    quarantine_reason = models.TextField(blank=True)
+    quarantined_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["name"]
@@ -97,6 +102,11 @@ class Device(models.Model):
     )
     index_on_host = models.PositiveSmallIntegerField(null=True, blank=True)
     accelerator_type = models.CharField(max_length=64, blank=True)
+    quarantined_at = models.DateTimeField(null=True, blank=True)
+    quarantine_reason = models.TextField(blank=True)
+    quarantined_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["uuid"]
@@ -105,7 +115,37 @@ class Device(models.Model):
         return self.uuid
 
 
+class AcceleratorType(models.Model):
+    """The catalog of peak throughputs MFU is measured against (admin-editable)."""
+
+    name = models.CharField(max_length=64, unique=True)
+    # Other spellings jobs use for the same part ("H100", "H100 SXM5"), comma-separated.
+    aliases = models.CharField(max_length=300, blank=True)
+    peak_flops_bf16 = models.FloatField(help_text="Dense BF16 peak, FLOP/s per accelerator.")
+    source = models.CharField(max_length=500, help_text="Where the peak figure comes from.")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(peak_flops_bf16__gt=0), name="accelerator_peak_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def matches(self, label: str) -> bool:
+        wanted = label.strip().lower()
+        names = [self.name, *self.aliases.split(",")]
+        return any(wanted == name.strip().lower() for name in names if name.strip())
+
+
 # --- Runs and attempts -------------------------------------------------------------------------
+
+
+def _default_deterministic_metrics() -> list[str]:
+    return ["loss"]
 
 
 class Run(models.Model):
@@ -121,6 +161,15 @@ class Run(models.Model):
     accelerator_type = models.CharField(max_length=64, blank=True)
     accelerator_count = models.PositiveIntegerField(null=True, blank=True)
     config = models.JSONField(default=dict, blank=True)
+    # Throughput accounting. A job that reports its own FLOPs per token, or says it counts
+    # activation recomputation, measures hardware FLOPs: its utilisation is labelled HFU.
+    tokens_per_step = models.BigIntegerField(null=True, blank=True)
+    flops_per_token = models.FloatField(null=True, blank=True)
+    counts_recomputation = models.BooleanField(default=False)
+    # SDC detection: metrics that must repeat exactly when an attempt replays a step, and the
+    # absolute difference tolerated (0: bit-identical, what deterministic training gives).
+    deterministic_metrics = models.JSONField(default=_default_deterministic_metrics, blank=True)
+    sdc_tolerance = models.FloatField(default=0.0)
     created_at = models.DateTimeField(auto_now_add=True)
     # Denormalised by the ingest worker (monotonic, so reprocessing is harmless): the run list
     # must not scan hundreds of millions of points to find the latest step.
@@ -131,6 +180,9 @@ class Run(models.Model):
         ordering = ["project", "name"]
         constraints = [
             models.UniqueConstraint(fields=["project", "name"], name="run_unique_name_in_project"),
+            models.CheckConstraint(
+                condition=Q(sdc_tolerance__gte=0), name="run_sdc_tolerance_non_negative"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -221,3 +273,65 @@ class MetricPoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.series_id}@{self.step}={self.value}"
+
+
+class StepStart(models.Model):
+    """When each step of an attempt started: the input of the goodput segment algorithm
+    (Google's ml-goodput-measurement records one such entry per step)."""
+
+    pk = models.CompositePrimaryKey("attempt", "step")
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.CASCADE, related_name="step_starts", db_index=False
+    )
+    step = models.BigIntegerField()
+    started_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["attempt", "step"]
+        constraints = [
+            models.CheckConstraint(condition=Q(step__gte=0), name="step_start_step_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attempt_id}@{self.step} {self.started_at:%H:%M:%S}"
+
+
+class JobInterval(models.Model):
+    """A stretch of wall time an attempt spent on something other than training steps
+    (accelerator init, program prep, synchronous data loading, an eval, an SDC scan...)."""
+
+    class Kind(models.TextChoices):
+        ACCELERATOR_INIT = "accelerator_init", "Accelerator initialisation"
+        TRAINING_PREP = "training_prep", "Training preparation"
+        DATA_LOADING = "data_loading", "Data loading"
+        CHECKPOINT_SAVE = "checkpoint_save", "Checkpoint save (blocking)"
+        CHECKPOINT_RESTORE = "checkpoint_restore", "Checkpoint restore"
+        CUSTOM = "custom", "Custom (eval, SDC scan, ...)"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="intervals")
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="intervals")
+    kind = models.CharField(max_length=24, choices=Kind.choices)
+    # For custom intervals: what it was ("eval", "sdc_scan"); reported as its own bucket.
+    label = models.CharField(max_length=64, blank=True)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField()
+    step = models.BigIntegerField(null=True, blank=True)
+    source_key = models.CharField(max_length=200)
+
+    class Meta:
+        ordering = ["run", "started_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "source_key"], name="interval_unique_source_key"
+            ),
+            models.CheckConstraint(
+                condition=Q(ended_at__gte=F("started_at")), name="interval_ends_after_start"
+            ),
+        ]
+        indexes = [
+            # Goodput reads one run's intervals in time order.
+            models.Index(fields=["run", "started_at"], name="interval_run_time_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.started_at:%H:%M:%S} to {self.ended_at:%H:%M:%S}"

@@ -12,7 +12,17 @@ from django.db import connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Greatest
 
-from telemetry.models import Attempt, Device, Host, MetricPoint, MetricSeries, Project, Run
+from telemetry.models import (
+    Attempt,
+    Device,
+    Host,
+    JobInterval,
+    MetricPoint,
+    MetricSeries,
+    Project,
+    Run,
+    StepStart,
+)
 
 RUN_INFO_FIELDS = (
     "description",
@@ -191,3 +201,46 @@ def run_progress_record(*, run: Run, last_step: int, seen_at: datetime | None) -
     if seen_at is not None:
         updates["last_seen_at"] = Greatest(Coalesce(F("last_seen_at"), Value(seen_at)), seen_at)
     Run.objects.filter(pk=run.pk).update(**updates)
+
+
+def step_starts_record(
+    *, attempt: Attempt, first_step: int, start_times: Sequence[datetime]
+) -> int:
+    """Store when steps first_step, first_step + 1, ... of `attempt` began (first write wins).
+    Returns how many rows were new."""
+    before = StepStart.objects.filter(attempt=attempt).count()
+    StepStart.objects.bulk_create(
+        [
+            StepStart(attempt=attempt, step=first_step + offset, started_at=moment)
+            for offset, moment in enumerate(start_times)
+        ],
+        ignore_conflicts=True,
+        batch_size=2000,
+    )
+    return StepStart.objects.filter(attempt=attempt).count() - before
+
+
+def interval_record(
+    *,
+    run: Run,
+    attempt: Attempt,
+    kind: str,
+    started_at: datetime,
+    ended_at: datetime,
+    source_key: str,
+    label: str = "",
+    step: int | None = None,
+) -> JobInterval:
+    interval, _ = JobInterval.objects.get_or_create(
+        run=run,
+        source_key=source_key,
+        defaults={
+            "attempt": attempt,
+            "kind": kind,
+            "label": label,
+            "started_at": started_at,
+            "ended_at": ended_at,
+            "step": step,
+        },
+    )
+    return interval
