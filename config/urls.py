@@ -18,5 +18,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include((api_v1, "api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("", include("logbook.urls")),
     path("", include("telemetry.urls")),
 ]

@@ -8,6 +8,7 @@ dependency order.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,17 +19,29 @@ from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.http import Http404
 
 from telemetry.downsample import minmax_indices, split_budget
-from telemetry.models import Attempt, MetricPoint, MetricSeries, Project, Run
+from telemetry.models import Attempt, Membership, MetricPoint, MetricSeries, Project, Run
 
 User = AbstractBaseUser | AnonymousUser
 
 
-def projects_for_user(*, user: User) -> QuerySet[Project]:
+def projects_for_user(*, user: User, roles: Sequence[str] | None = None) -> QuerySet[Project]:
+    """Projects the user is a member of (with one of `roles`, if given); all for superusers."""
     if not user.is_authenticated:
         return Project.objects.none()
     if getattr(user, "is_superuser", False):
         return Project.objects.all()
-    return Project.objects.filter(memberships__user=user)
+    memberships = Membership.objects.filter(user=user)
+    if roles is not None:
+        memberships = memberships.filter(role__in=roles)
+    return Project.objects.filter(pk__in=memberships.values("project_id"))
+
+
+OPERATOR_ROLES = (Membership.Role.ONCALL, Membership.Role.ADMIN)
+
+
+def user_is_operator(*, user: User) -> bool:
+    """On-call or admin somewhere: may act on shared hardware (quarantine a host)."""
+    return projects_for_user(user=user, roles=OPERATOR_ROLES).exists()
 
 
 def runs_for_user(*, user: User) -> QuerySet[Run]:

@@ -1,10 +1,10 @@
 from django.urls import path
 
-from telemetry import views
+from telemetry.views import runs
 
 app_name = "telemetry"
 
 urlpatterns = [
-    path("", views.run_list, name="run-list"),
-    path("runs/<int:run_id>/", views.run_detail, name="run-detail"),
+    path("", runs.run_list, name="run-list"),
+    path("runs/<int:run_id>/", runs.run_detail, name="run-detail"),
 ]

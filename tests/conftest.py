@@ -20,6 +20,7 @@ import pytest
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
 WORKER_READY_TIMEOUT_S = 60
 
 
@@ -199,3 +200,55 @@ def post_batch(client: Any, ingest_token: str) -> Callable[..., Any]:
         return client.post("/api/v1/ingest", data=body, content_type=content_type, **headers)
 
     return post
+
+
+# --- Browser ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Debian's chromium driven by Playwright (never a downloaded browser)."""
+    if not CHROMIUM.exists():
+        pytest.fail(
+            "The page tests drive Debian's chromium at /usr/bin/chromium: "
+            "apt-get install chromium (.ci/run does this)."
+        )
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop running in this thread; Django's ORM would
+    # then refuse synchronous queries from the test body. The tests are synchronous code.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def login_page() -> Callable[[Any, str, str], None]:
+    """Log a Playwright page in as one of the personas (password: <name>-pw-1)."""
+
+    def login(page: Any, base_url: str, username: str) -> None:
+        page.goto(f"{base_url}/login/")
+        page.fill("#id_username", username)
+        page.fill("#id_password", f"{username}-pw-1")
+        page.click("button[type=submit]")
+
+    return login
+
+
+@pytest.fixture
+def console_errors() -> Callable[[Any], list[str]]:
+    """Attach to a page; returns the list its console errors and page errors are added to."""
+
+    def attach(page: Any) -> list[str]:
+        errors: list[str] = []
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        return errors
+
+    return attach

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,30 +14,7 @@ import pytest
 from ingest.models import IngestBatch
 from telemetry.models import Run
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(
-            "The page tests drive Debian's chromium at /usr/bin/chromium: "
-            "apt-get install chromium (.ci/run does this)."
-        )
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop running in this thread; Django's ORM would
-    # then refuse synchronous queries from the test body. The tests are synchronous code.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield browser
-        browser.close()
 
 
 def _post(url: str, token: str, document: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -53,17 +28,10 @@ def _post(url: str, token: str, document: dict[str, Any]) -> tuple[int, dict[str
         return response.status, json.loads(response.read())
 
 
-def _login(page: Any, base_url: str, username: str) -> None:
-    page.goto(f"{base_url}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", f"{username}-pw-1")
-    page.click("button[type=submit]")
-
-
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_posted_batch_shows_up_on_the_run_page(
-    browser, live_server, celery_worker, alice, charlie, ingest_token, wait
+    browser, live_server, celery_worker, alice, charlie, ingest_token, wait, login_page
 ):
     # given a job that posts two attempts over HTTP, with a restart and an interruption
     metrics_1 = [{"name": "loss", "step": s, "value": 5 - s / 100} for s in range(0, 300)]
@@ -89,7 +57,7 @@ def test_posted_batch_shows_up_on_the_run_page(
 
     # when on-call logs in and opens the run from the run list
     page = browser.new_page()
-    _login(page, live_server.url, "alice")
+    login_page(page, live_server.url, "alice")
     row = page.locator("#run-list tbody tr", has_text="browser-run")
     assert row.count() == 1
     assert "Faulty" not in row.inner_text()  # the list shows counts, not categories
@@ -115,7 +83,7 @@ def test_posted_batch_shows_up_on_the_run_page(
 
     # and an outsider sees neither the run in the list nor the page
     other = browser.new_page()
-    _login(other, live_server.url, "charlie")
+    login_page(other, live_server.url, "charlie")
     assert "browser-run" not in other.locator("main").inner_text()
     run = Run.objects.get(name="browser-run")
     response = other.goto(f"{live_server.url}/runs/{run.pk}/")

@@ -1,0 +1,1 @@
+"""Dashboard pages of logbook, one module per area."""

@@ -1,0 +1,1 @@
+"""Dashboard pages of telemetry, one module per area."""
