@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
@@ -59,6 +61,7 @@ class _AttemptSeriesDoc(serializers.Serializer):
     total_points = serializers.IntegerField()
     steps = serializers.ListField(child=serializers.IntegerField())
     values = serializers.ListField(child=serializers.JSONField())
+    times = serializers.ListField(child=serializers.CharField(allow_null=True))
 
 
 class _SeriesDoc(serializers.Serializer):
@@ -108,11 +111,19 @@ class SeriesApi(APIView):
                         "total_points": one.total_points,
                         "steps": one.steps.tolist(),
                         "values": [selectors.json_number(v) for v in one.values.tolist()],
+                        "times": _rfc3339(one.wall_times),
                     }
                     for one in per_attempt
                 ],
             }
         )
+
+
+def _rfc3339(times: npt.NDArray[np.datetime64]) -> list[str | None]:
+    return [
+        None if np.isnat(moment) else f"{np.datetime_as_string(moment, unit='ms')}Z"
+        for moment in times
+    ]
 
 
 def _max_points(raw: str | None) -> int:

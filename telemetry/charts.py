@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -17,35 +19,43 @@ ATTEMPT_COLOURS = [
     "#bcbd22",
 ]
 
+Axis = Literal["step", "time"]
+
+
+def attempt_colour(position: int) -> str:
+    return ATTEMPT_COLOURS[position % len(ATTEMPT_COLOURS)]
+
 
 def metric_figure(
     points: pd.DataFrame,
     *,
     title: str,
+    axis: Axis = "step",
     restarts: pd.DataFrame | None = None,
     interruptions: pd.DataFrame | None = None,
+    downtime: pd.DataFrame | None = None,
 ) -> go.Figure:
-    """One metric over steps, a line per attempt.
+    """One metric, a line per attempt, over steps or wall-clock time.
 
-    points: columns attempt, step, value (non-finite values allowed).
-    restarts: columns attempt, step: where an attempt resumed (dashed line).
-    interruptions: columns step, label: where the job stopped (red dotted line).
+    points: columns attempt, x, value (x is the step or the wall time; non-finite values
+        allowed, drawn as marked points).
+    restarts: columns attempt, x: where an attempt resumed (dashed line).
+    interruptions: columns x, label: where the job stopped (dotted line, hover marker).
+    downtime: columns x0, x1: wall time between attempts (shaded).
     """
     figure = go.Figure()
     for index, (attempt, group) in enumerate(points.groupby("attempt", sort=True)):
-        colour = ATTEMPT_COLOURS[index % len(ATTEMPT_COLOURS)]
+        colour = attempt_colour(index)
         finite = np.isfinite(group["value"].to_numpy(dtype=float))
         if finite.any():
             figure.add_trace(
                 go.Scattergl(
-                    x=group["step"][finite],
+                    x=group["x"][finite],
                     y=group["value"][finite],
                     mode="lines",
                     name=f"attempt {attempt}",
                     line={"color": colour, "width": 1.2},
-                    hovertemplate="step %{x}<br>%{y:.4g}<extra>attempt "
-                    + str(attempt)
-                    + "</extra>",
+                    hovertemplate="%{x}<br>%{y:.4g}<extra>attempt " + str(attempt) + "</extra>",
                 )
             )
         if (~finite).any():
@@ -54,19 +64,24 @@ def metric_figure(
             anchor = group["value"][finite].iloc[-1] if finite.any() else 0.0
             figure.add_trace(
                 go.Scatter(
-                    x=bad["step"],
+                    x=bad["x"],
                     y=[anchor] * len(bad),
                     mode="markers",
                     name=f"attempt {attempt}: non-finite",
                     marker={"color": "#d62728", "symbol": "x", "size": 10},
                     text=[str(v) for v in bad["value"]],
-                    hovertemplate="step %{x}<br>%{text}<extra></extra>",
+                    hovertemplate="%{x}<br>%{text}<extra></extra>",
                 )
+            )
+    if downtime is not None:
+        for row in downtime.itertuples():
+            figure.add_vrect(
+                x0=row.x0, x1=row.x1, fillcolor="#d62728", opacity=0.08, line_width=0, layer="below"
             )
     if restarts is not None:
         for row in restarts.itertuples():
             figure.add_vline(
-                x=row.step,
+                x=row.x,
                 line={"color": "#555", "dash": "dash", "width": 1},
                 annotation_text=f"attempt {row.attempt}",
                 annotation_position="top left",
@@ -74,28 +89,31 @@ def metric_figure(
             )
     if interruptions is not None and not interruptions.empty:
         for row in interruptions.itertuples():
-            figure.add_vline(x=row.step, line={"color": "#d62728", "dash": "dot", "width": 1})
+            figure.add_vline(x=row.x, line={"color": "#d62728", "dash": "dot", "width": 1})
         # Labels as hover markers along the top: text annotations overlap when restarts
         # cluster, and a hover names each one exactly.
         values = points["value"].to_numpy(dtype=float)
-        finite = values[np.isfinite(values)]
-        top = float(finite.max()) if finite.size else 0.0
+        finite_values = values[np.isfinite(values)]
+        top = float(finite_values.max()) if finite_values.size else 0.0
         figure.add_trace(
             go.Scatter(
-                x=interruptions["step"],
+                x=interruptions["x"],
                 y=[top] * len(interruptions),
                 mode="markers",
                 name="interruptions",
                 marker={"color": "#d62728", "symbol": "triangle-down", "size": 9},
                 text=[str(label) for label in interruptions["label"]],
-                hovertemplate="interrupted at step %{x}<br>%{text}<extra></extra>",
+                hovertemplate="interrupted at %{x}<br>%{text}<extra></extra>",
             )
         )
     figure.update_layout(
         title={"text": title, "x": 0.01, "font": {"size": 14}},
         height=300,
         margin={"l": 50, "r": 10, "t": 36, "b": 36},
-        xaxis_title="step",
+        xaxis_title="step" if axis == "step" else "wall-clock time (UTC)",
+        # Explicit: an axis with no points would otherwise guess "linear" and misdraw the
+        # date-valued marks.
+        xaxis_type="linear" if axis == "step" else "date",
         legend={"orientation": "h", "y": -0.25},
         template="plotly_white",
         hovermode="closest",

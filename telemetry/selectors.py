@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
@@ -99,39 +99,53 @@ class AttemptSeries:
     total_points: int
     steps: npt.NDArray[np.int64]
     values: npt.NDArray[np.float64]
+    # datetime64[us], NaT where the job sent no time.
+    wall_times: npt.NDArray[np.datetime64]
 
 
 def series_for_run(*, run: Run, name: str, max_points: int) -> list[AttemptSeries]:
     """One metric of a run, per attempt, downsampled together to at most about `max_points`
-    points with every bucket's minimum and maximum kept."""
-    series = list(
-        MetricSeries.objects.filter(run=run, name=name)
-        .select_related("attempt")
-        .order_by("attempt__number")
+    points with every bucket's minimum and maximum kept. Two queries, whatever the number of
+    attempts."""
+    attempt_by_series = dict(
+        MetricSeries.objects.filter(run=run, name=name).values_list("pk", "attempt__number")
     )
-    raw: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
-    for one in series:
-        rows = MetricPoint.objects.filter(series=one).order_by("step").values_list("step", "value")
-        steps, values = _arrays(rows)
-        raw.append((one.attempt.number, steps, values))
-    budgets = split_budget([steps.size for _, steps, _ in raw], max_points)
+    rows = (
+        MetricPoint.objects.filter(series_id__in=attempt_by_series)
+        .order_by("series_id", "step")
+        .values_list("series_id", "step", "value", "wall_time")
+    )
+    by_series: dict[int, list[tuple[int, float | None, datetime | None]]] = {}
+    for series_id, step, value, wall_time in rows:
+        by_series.setdefault(series_id, []).append((step, value, wall_time))
+    raw = sorted(
+        (attempt_by_series[series_id], _arrays(points)) for series_id, points in by_series.items()
+    )
+    budgets = split_budget([arrays[0].size for _, arrays in raw], max_points)
     result = []
-    for (number, steps, values), budget in zip(raw, budgets, strict=True):
+    for (number, (steps, values, times)), budget in zip(raw, budgets, strict=True):
         keep = minmax_indices(values, budget) if budget else np.arange(0)
-        result.append(AttemptSeries(number, int(steps.size), steps[keep], values[keep]))
+        result.append(
+            AttemptSeries(number, int(steps.size), steps[keep], values[keep], times[keep])
+        )
     return result
 
 
-def _arrays(rows: Any) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    pairs = list(rows)
-    if not pairs:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
-    steps = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
+def _arrays(
+    points: list[tuple[int, float | None, datetime | None]],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.datetime64]]:
+    count = len(points)
+    steps = np.fromiter((p[0] for p in points), dtype=np.int64, count=count)
     # NULL is how SQLite stores NaN.
     values = np.fromiter(
-        (math.nan if p[1] is None else p[1] for p in pairs), dtype=np.float64, count=len(pairs)
+        (math.nan if p[1] is None else p[1] for p in points), dtype=np.float64, count=count
     )
-    return steps, values
+    times = np.array(
+        [np.datetime64("NaT") if p[2] is None else np.datetime64(p[2].replace(tzinfo=None), "us")
+         for p in points],
+        dtype="datetime64[us]",
+    )  # fmt: skip
+    return steps, values, times
 
 
 def json_number(value: float) -> float | str:

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from itertools import pairwise
+from typing import Any
 
+import numpy as np
 import pandas as pd
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -24,15 +29,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.run_get_for_user(user=request.user, run_id=run_id)
+    axis: charts.Axis = "time" if request.GET.get("axis") == "time" else "step"
     attempts = list(selectors.run_attempts(run=run))
-    restarts = pd.DataFrame(
-        [
-            {"attempt": a.number, "step": a.resumed_from_step}
-            for a in attempts
-            if a.resumed_from_step is not None
-        ],
-        columns=["attempt", "step"],
-    )
     # Reverse relations declared by logbook (see telemetry.selectors' docstring).
     interruptions = list(
         run.interruptions.select_related("root_cause", "attempt")  # type: ignore[attr-defined]
@@ -40,25 +38,30 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         .order_by("-occurred_at")
     )
     checkpoints = list(run.checkpoints.select_related("attempt").order_by("-step"))  # type: ignore[attr-defined]
-    interruption_marks = pd.DataFrame(
-        [{"step": i.step, "label": i.root_cause.name} for i in interruptions if i.step is not None],
-        columns=["step", "label"],
-    )
+    marks = _chart_marks(attempts, interruptions, axis)
     figures = []
     for name in selectors.run_metric_names(run=run)[:MAX_CHARTS]:
         per_attempt = selectors.series_for_run(run=run, name=name, max_points=CHART_MAX_POINTS)
         frame = pd.DataFrame(
             {
-                "attempt": [one.attempt for one in per_attempt for _ in range(one.steps.size)],
-                "step": [s for one in per_attempt for s in one.steps.tolist()],
-                "value": [v for one in per_attempt for v in one.values.tolist()],
+                "attempt": np.concatenate(
+                    [np.full(one.steps.size, one.attempt) for one in per_attempt] or [[]]
+                ),
+                "x": np.concatenate(
+                    [one.steps if axis == "step" else one.wall_times for one in per_attempt] or [[]]
+                ),
+                "value": np.concatenate([one.values for one in per_attempt] or [[]]),
             }
         )
+        if axis == "time":
+            frame = frame[frame["x"].notna()]
         figure = charts.metric_figure(
             frame,
             title=name,
-            restarts=restarts,
-            interruptions=interruption_marks if name == "loss" else None,
+            axis=axis,
+            restarts=marks.restarts,
+            interruptions=marks.interruptions if name == "loss" else None,
+            downtime=marks.downtime,
         )
         figures.append(
             {
@@ -74,6 +77,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "telemetry/run_detail.html",
         {
             "run": run,
+            "axis": axis,
             "attempts": attempts,
             "interruptions": interruptions,
             "checkpoints": checkpoints,
@@ -81,3 +85,41 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "charts_payload": [{"id": f["id"], "figure": f["figure"]} for f in figures],
         },
     )
+
+
+@dataclass(frozen=True)
+class _Marks:
+    restarts: pd.DataFrame
+    interruptions: pd.DataFrame
+    downtime: pd.DataFrame | None
+
+
+def _chart_marks(attempts: list[Any], interruptions: list[Any], axis: charts.Axis) -> _Marks:
+    """Where attempts resumed, where the job was interrupted and (on the time axis) the
+    downtime between one attempt's end and the next one's start."""
+    if axis == "step":
+        restarts = [(a.number, a.resumed_from_step) for a in attempts if a.resumed_from_step]
+        stops = [(i.step, i.root_cause.name) for i in interruptions if i.step is not None]
+        return _Marks(
+            pd.DataFrame(restarts, columns=["attempt", "x"]),
+            pd.DataFrame(stops, columns=["x", "label"]),
+            None,
+        )
+    restarts = [(a.number, _naive_utc(a.started_at)) for a in attempts[1:] if a.started_at]
+    stops = [(_naive_utc(i.occurred_at), i.root_cause.name) for i in interruptions]
+    downtime = [
+        (_naive_utc(previous.ended_at), _naive_utc(following.started_at))
+        for previous, following in pairwise(attempts)
+        if previous.ended_at and following.started_at and previous.ended_at < following.started_at
+    ]
+    return _Marks(
+        pd.DataFrame(restarts, columns=["attempt", "x"]),
+        pd.DataFrame(stops, columns=["x", "label"]),
+        pd.DataFrame(downtime, columns=["x0", "x1"]),
+    )
+
+
+def _naive_utc(moment: datetime) -> datetime:
+    # The points' wall times reach Plotly as naive UTC; marks must match, or plotly.js
+    # misreads the "+00:00" suffix.
+    return moment.astimezone(UTC).replace(tzinfo=None)

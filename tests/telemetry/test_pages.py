@@ -31,11 +31,17 @@ def _post(url: str, token: str, document: dict[str, Any]) -> tuple[int, dict[str
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_posted_batch_shows_up_on_the_run_page(
-    browser, live_server, celery_worker, alice, charlie, ingest_token, wait, login_page
+    browser, live_server, celery_worker, alice, charlie, ingest_token, wait, login_page, console_errors
 ):
     # given a job that posts two attempts over HTTP, with a restart and an interruption
-    metrics_1 = [{"name": "loss", "step": s, "value": 5 - s / 100} for s in range(0, 300)]
-    metrics_2 = [{"name": "loss", "step": s, "value": 4.2 - s / 200} for s in range(200, 400)]
+    metrics_1 = [
+        {"name": "loss", "step": s, "value": 5 - s / 100, "time": 1_763_690_000 + 30 * s}
+        for s in range(0, 300)
+    ]
+    metrics_2 = [
+        {"name": "loss", "step": s, "value": 4.2 - s / 200, "time": 1_763_695_000 + 30 * s}
+        for s in range(200, 400)
+    ]
     metrics_2.append({"name": "grad_norm", "step": 399, "value": math.nan})
     status_1, _ = _post(
         f"{live_server.url}/api/v1/ingest",
@@ -79,6 +85,15 @@ def test_posted_batch_shows_up_on_the_run_page(
     assert "300" in page.locator("#checkpoints").inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "run-page.png"), full_page=True)
+
+    # and the same charts switch to wall-clock time, with the downtime shaded
+    errors = console_errors(page)
+    page.click("#axis-switch a")
+    page.wait_for_selector('[data-metric="loss"] .main-svg')
+    layout = page.evaluate("document.querySelector('[data-metric=loss]').layout")
+    assert layout["xaxis"]["type"] == "date"
+    assert any(shape["type"] == "rect" for shape in layout["shapes"])
+    assert errors == []
     page.close()
 
     # and an outsider sees neither the run in the list nor the page
