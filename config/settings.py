@@ -117,6 +117,13 @@ except ValueError as exc:
     raise ImproperlyConfigured(
         f"DATABASE_URL={DATABASE_URL!r} is not a database URL: {exc}"
     ) from exc
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Fail fast when PostgreSQL is unreachable: ingest answers 503 + Retry-After within a
+    # couple of seconds instead of hanging its clients (and their retries) on the connect.
+    DATABASES["default"]["OPTIONS"] = {
+        "connect_timeout": env_int("DATABASE_CONNECT_TIMEOUT_S", 2),
+        "options": f"-c statement_timeout={env_int('DATABASE_STATEMENT_TIMEOUT_MS', 30_000)}",
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DEFAULT_SQLITE_PATH.parent.mkdir(exist_ok=True)
     # The demo server and its eager tasks share one file; wait rather than fail on a lock.
@@ -171,8 +178,35 @@ INGEST_SWEEP_AFTER_S = env_int("INGEST_SWEEP_AFTER_S", 60)
 # so the ingest view can answer its own, clearer 413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = INGEST_MAX_BODY_BYTES + 1024 * 1024
 
-# --- Celery ----------------------------------------------------------------------------------
+# Backpressure: above this many unprocessed batches ingest answers 429 with Retry-After, so
+# clients slow down instead of growing a backlog the workers cannot drain.
+INGEST_BACKLOG_HIGH_WATER = env_int("INGEST_BACKLOG_HIGH_WATER", 5_000)
+# Per-token request rate, "<count>/<s|m|h|d>"; empty disables it.
+INGEST_RATE_LIMIT = env_str("INGEST_RATE_LIMIT", "200/s")
+
+# --- Cache (throttles, backlog gauge) ----------------------------------------------------------
+# Redis when there is one, so limits hold across web processes; a database number apart from
+# the broker's. Without Redis, a per-process memory cache.
 REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": env_str("CACHE_URL", REDIS_URL),
+            "KEY_PREFIX": "chronicle",
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Login throttle: after this many failures for one username or one address within the
+# window, further attempts answer 429 until the window passes.
+LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5)
+LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("LOGIN_MAX_FAILURES_PER_ADDRESS", 50)
+LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900)
+
+# --- Celery ----------------------------------------------------------------------------------
 # Without Redis (the embedded default) tasks run in-process at commit time.
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", REDIS_URL is None)
 CELERY_BROKER_URL = REDIS_URL or "memory://"
@@ -237,7 +271,7 @@ if not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
     SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
     CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
     if env_bool("BEHIND_TLS_PROXY", False):

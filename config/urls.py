@@ -1,20 +1,29 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from ingest.api import IngestView
+from logbook.api import FailureBreakdownApi, RunCheckpointsApi  # (helper 2)
 from telemetry.api import RunListApi, SeriesApi
+from telemetry.views.auth import ThrottledLoginView
 
 api_v1 = [
     path("ingest", IngestView.as_view(), name="ingest"),
     path("runs", RunListApi.as_view(), name="runs"),
     path("runs/<int:run_id>/series", SeriesApi.as_view(), name="run-series"),
+    # --- logbook api (helper 2) ---
+    path("failures", FailureBreakdownApi.as_view(), name="failures"),
+    path("runs/<int:run_id>/checkpoints", RunCheckpointsApi.as_view(), name="run-checkpoints"),
+    # --- end logbook api (helper 2) ---
 ]
 
 urlpatterns = [
+    # One login for the whole site, so the admin's is throttled too.
+    path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
     path("admin/", admin.site.urls),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include((api_v1, "api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

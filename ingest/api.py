@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from ingest import services
 from ingest.authentication import HasIngestToken, IngestTokenAuthentication
 from ingest.schema import EVENT_TYPES, BatchError
+from ingest.throttles import BACKLOG_RETRY_AFTER_S, IngestTokenRateThrottle, backlog_is_full
 
 # Decompressed bodies may be at most this many times the compressed size: a gzip bomb is
 # refused after reading a bounded amount, never inflated in full.
@@ -62,6 +63,7 @@ class IngestView(APIView):
     # The body is read raw and validated by ingest.schema: DRF parsers would reject the NaN
     # literals Python clients send, and parse the body twice.
     parser_classes: list[type] = []
+    throttle_classes = [IngestTokenRateThrottle]
 
     def permission_denied(
         self, request: Request, message: str | None = None, code: str | None = None
@@ -82,6 +84,10 @@ class IngestView(APIView):
             409: OpenApiResponse(IngestErrorDoc, description="batch_id reused, different body."),
             413: IngestErrorDoc,
             415: IngestErrorDoc,
+            429: OpenApiResponse(
+                IngestErrorDoc, description="Rate limit or backlog; see Retry-After."
+            ),
+            503: OpenApiResponse(IngestErrorDoc, description="Database unavailable; retry."),
         },
         examples=[
             OpenApiExample(
@@ -98,6 +104,15 @@ class IngestView(APIView):
         ],
     )
     def post(self, request: Request) -> Response:
+        if backlog_is_full():
+            return Response(
+                {
+                    "detail": "The ingest backlog is above its high-water mark; retry after "
+                    f"{BACKLOG_RETRY_AFTER_S} s. Nothing was stored.",
+                },
+                status=status.HTTP_429_TOO_MANY_REQUESTS,
+                headers={"Retry-After": str(BACKLOG_RETRY_AFTER_S)},
+            )
         try:
             body = _read_body(request)
             acceptance = services.batch_submit(token=request.auth, body=body)

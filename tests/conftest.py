@@ -66,6 +66,28 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit("Cannot run the tests:\n  - " + "\n  - ".join(problems), returncode=3)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    """Throttle counters and cached gauges live in the cache (Redis): start every test with
+    none, deleting only Chronicle's cache keys (the Celery queues share the Redis server)."""
+    _delete_cache_keys()
+    yield
+    _delete_cache_keys()
+
+
+def _delete_cache_keys() -> None:
+    from django.core.cache import cache
+
+    client = getattr(cache, "_cache", None)
+    if client is None or not hasattr(client, "get_client"):
+        cache.clear()  # a per-process memory cache
+        return
+    redis_client = client.get_client(write=True)
+    keys = list(redis_client.scan_iter(match=f"{settings.CACHES['default']['KEY_PREFIX']}:*"))
+    if keys:
+        redis_client.delete(*keys)
+
+
 def _database_url(settings_dict: dict[str, Any]) -> str:
     password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
     host = settings_dict.get("HOST") or "127.0.0.1"

@@ -1,0 +1,178 @@
+"""Admission control: per-token rate limit, backlog high-water mark, database outage, and
+the limits on both sides of each boundary."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import Any
+
+import pytest
+
+from ingest.models import IngestBatch
+
+
+def doc(batch_id: str, points: int = 1, **fields: Any) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "batch_id": batch_id,
+        "run": "r",
+        "attempt": 1,
+        "metrics": [{"name": "loss", "step": s, "value": 1.0} for s in range(points)],
+    }
+    document.update(fields)
+    return document
+
+
+@pytest.mark.django_db
+def test_per_token_rate_limit_answers_429_with_retry_after(post_batch, settings):
+    settings.INGEST_RATE_LIMIT = "3/m"
+
+    answers = [post_batch(doc(f"rate-{i}")).status_code for i in range(4)]
+
+    assert answers == [202, 202, 202, 429]
+    refused = post_batch(doc("rate-last"))
+    assert refused.status_code == 429
+    assert int(refused["Retry-After"]) > 0
+    assert IngestBatch.objects.count() == 3
+
+
+@pytest.mark.django_db
+def test_rate_limit_is_per_token(post_batch, settings, project):
+    from ingest import services
+
+    settings.INGEST_RATE_LIMIT = "1/m"
+    _, second_token = services.token_create(project=project, name="second")
+
+    assert post_batch(doc("a")).status_code == 202
+    assert post_batch(doc("b")).status_code == 429
+    assert post_batch(doc("c"), token=second_token).status_code == 202
+
+
+@pytest.mark.django_db
+def test_backlog_above_high_water_answers_429_and_below_accepts(post_batch, settings):
+    settings.INGEST_BACKLOG_HIGH_WATER = 2
+
+    first, second = post_batch(doc("bp-1")), post_batch(doc("bp-2"))
+    from django.core.cache import cache
+
+    cache.delete("ingest:backlog")
+    third = post_batch(doc("bp-3"))
+
+    assert (first.status_code, second.status_code) == (202, 202)
+    assert third.status_code == 429
+    assert third["Retry-After"] == "10"
+    assert "backlog" in third.json()["detail"]
+    # once the workers catch up, the same batch is accepted
+    IngestBatch.objects.update(status="done")
+    cache.delete("ingest:backlog")
+    assert post_batch(doc("bp-3")).status_code == 202
+
+
+@pytest.mark.django_db
+def test_database_outage_answers_503_with_retry_after(post_batch, monkeypatch):
+    from django.db import OperationalError
+
+    from ingest import services
+
+    def unreachable(**kwargs: Any) -> None:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(services, "batch_accept", unreachable)
+
+    response = post_batch(doc("down"))
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert "Nothing was stored" in response.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_points_per_batch_limit_on_both_sides(post_batch, settings):
+    settings.INGEST_MAX_METRICS_PER_BATCH = 100
+
+    assert post_batch(doc("at-limit", points=100)).status_code == 202
+    over = post_batch(doc("over-limit", points=101))
+    assert over.status_code == 413
+    assert "limit is 100 per batch" in over.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_body_size_limit_on_both_sides(post_batch, settings):
+    body = json.dumps(doc("size", points=10)).encode()
+    settings.INGEST_MAX_BODY_BYTES = len(body)
+
+    assert post_batch(body).status_code == 202
+    over = post_batch(json.dumps(doc("size-2", points=10)).encode() + b" ")
+    assert over.status_code == 413
+    assert f"limit is {len(body)} bytes" in over.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_gzip_ratio_limit_on_both_sides(post_batch):
+    padded = json.dumps(doc("ratio", points=5)).encode() + b" " * 40_000
+    compressed = gzip.compress(padded)
+    assert len(padded) / len(compressed) > 50  # whitespace compresses far past the cap
+
+    refused = post_batch(compressed, HTTP_CONTENT_ENCODING="gzip")
+    accepted = post_batch(
+        gzip.compress(json.dumps(doc("ratio-ok")).encode()), HTTP_CONTENT_ENCODING="gzip"
+    )
+
+    assert refused.status_code == 413
+    assert accepted.status_code == 202
+
+
+@pytest.mark.django_db
+def test_unsupported_encoding_is_415_and_corrupt_gzip_is_400(post_batch):
+    assert post_batch(b"xx", HTTP_CONTENT_ENCODING="br").status_code == 415
+    assert post_batch(b"not gzip", HTTP_CONTENT_ENCODING="gzip").status_code == 400
+
+
+@pytest.mark.django_db
+def test_deeply_nested_json_is_400_not_500(post_batch):
+    deep = (
+        b'{"batch_id": "deep", "run": "r", "run_info": {"config": '
+        + b"[" * 100_000
+        + b"]" * 100_000
+        + b"}}"
+    )
+
+    response = post_batch(deep)
+
+    assert response.status_code == 400
+    assert "Malformed JSON" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("step", "status"),
+    [(2**63 - 1, 202), (2**63, 400), (10**30, 400), (-(2**63), 400)],
+)
+@pytest.mark.django_db
+def test_huge_steps_on_both_sides(post_batch, step, status):
+    response = post_batch(doc(f"step-{step}", metrics=[{"name": "x", "step": step, "value": 1}]))
+
+    assert response.status_code == status
+
+
+@pytest.mark.parametrize(
+    ("value", "status"),
+    [("NaN", 202), ("-Infinity", 202), ("inf", 202), ("1e999", 400), ("nan-ish", 400)],
+)
+@pytest.mark.django_db
+def test_non_finite_values_as_strings(post_batch, value, status):
+    response = post_batch(doc(f"v-{value}", metrics=[{"name": "x", "step": 1, "value": value}]))
+
+    assert response.status_code == status
+
+
+@pytest.mark.django_db
+def test_time_a_day_ahead_is_accepted_and_two_days_ahead_is_not(post_batch):
+    import time
+
+    soon = {"name": "x", "step": 1, "value": 1, "time": time.time() + 23 * 3600}
+    later = {"name": "x", "step": 2, "value": 1, "time": time.time() + 49 * 3600}
+
+    assert post_batch(doc("soon", metrics=[soon])).status_code == 202
+    refused = post_batch(doc("later", metrics=[later]))
+    assert refused.status_code == 400
+    assert "in the future" in refused.json()["detail"]

@@ -1,0 +1,132 @@
+"""Login: throttled after repeated failures, failures logged, session rotated on login and
+dead after logout; the admin's login is the same throttled one."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+
+def _login(client, username: str, password: str):
+    return client.post("/login/", {"username": username, "password": password})
+
+
+@pytest.mark.django_db
+def test_repeated_failures_are_throttled_with_429(client, alice, settings, caplog):
+    settings.LOGIN_MAX_FAILURES = 3
+
+    with caplog.at_level(logging.WARNING, logger="chronicle.auth"):
+        answers = [_login(client, "alice", "wrong").status_code for _ in range(3)]
+        throttled = _login(client, "alice", "alice-pw-1")
+
+    assert answers == [200, 200, 200]
+    assert throttled.status_code == 429
+    assert int(throttled["Retry-After"]) == settings.LOGIN_FAILURE_WINDOW_S
+    assert b"Too many failed attempts" in throttled.content
+    assert "_auth_user_id" not in client.session  # even the right password waits
+    failures = [r for r in caplog.records if "failed login for 'alice'" in r.getMessage()]
+    assert len(failures) == 3
+    assert all("wrong" not in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.django_db
+def test_success_below_the_limit_resets_the_count(client, alice, settings):
+    settings.LOGIN_MAX_FAILURES = 3
+    _login(client, "alice", "wrong")
+    _login(client, "alice", "wrong")
+
+    assert _login(client, "alice", "alice-pw-1").status_code == 302
+    client.logout()
+    _login(client, "alice", "wrong")
+    _login(client, "alice", "wrong")
+    assert _login(client, "alice", "alice-pw-1").status_code == 302
+
+
+@pytest.mark.django_db
+def test_session_is_rotated_on_login_and_dead_after_logout(client, alice):
+    client.get("/login/")
+    client.session.save()
+    before = client.session.session_key
+
+    _login(client, "alice", "alice-pw-1")
+    after = client.session.session_key
+    assert after and after != before
+    assert client.get("/").status_code == 200
+
+    client.post("/logout/")
+    assert client.get("/").status_code == 302
+    from django.contrib.sessions.models import Session
+
+    assert not Session.objects.filter(session_key=after).exists()
+
+
+@pytest.mark.django_db
+def test_admin_login_goes_through_the_throttled_login(client):
+    response = client.get("/admin/login/?next=/admin/")
+
+    assert response.status_code == 302
+    assert response["Location"] == "/login/?next=/admin/"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_plaintext_token_in_the_database_or_the_logs(client, project, caplog):
+    import subprocess
+
+    from django.db import connection
+
+    from ingest import services
+
+    # given a token that was created, used and revoked, with logging at DEBUG
+    with caplog.at_level(logging.DEBUG):
+        token, plaintext = services.token_create(project=project, name="secret")
+        client.post(
+            "/api/v1/ingest",
+            data='{"batch_id": "t", "run": "r"}',
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {plaintext}",
+        )
+        client.post(
+            "/api/v1/ingest",
+            data="{}",
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {plaintext}x",
+        )
+        services.token_revoke(token=token)
+
+    # when the whole test database is dumped
+    settings_dict = connection.settings_dict
+    dump = subprocess.run(
+        [
+            "pg_dump",
+            "--data-only",
+            "-h",
+            settings_dict["HOST"] or "127.0.0.1",
+            "-p",
+            str(settings_dict["PORT"] or 5432),
+            "-U",
+            settings_dict["USER"],
+            settings_dict["NAME"],
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+    # then neither the dump nor the logs contain the secret part of the token
+    secret = plaintext[len(token.prefix) :]
+    assert token.key_hash in dump  # the dump does see the token's row
+    assert secret not in dump
+    assert all(secret not in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.django_db
+def test_one_address_gets_a_larger_allowance_than_one_username(client, alice, bob, settings):
+    settings.LOGIN_MAX_FAILURES = 2
+    settings.LOGIN_MAX_FAILURES_PER_ADDRESS = 3
+
+    _login(client, "alice", "wrong")
+    _login(client, "alice", "wrong")
+    _login(client, "bob", "wrong")
+
+    assert _login(client, "bob", "bob-pw-1").status_code == 429
