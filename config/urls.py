@@ -6,17 +6,36 @@ from drf_spectacular.views import SpectacularAPIView
 
 from ingest.api import IngestView
 from logbook.api import FailureBreakdownApi, RunCheckpointsApi  # (helper 2)
+from logbook.api_fleet import FleetHostsApi, HostQuarantineApi, SdcLedgerApi
 from telemetry.api import RunListApi, SeriesApi
+
+# --- efficiency (helper) ---
+from telemetry.api_efficiency import RunGoodputApi, RunMfuApi
+
+# --- end efficiency (helper) ---
 from telemetry.views.auth import ThrottledLoginView
 
 api_v1 = [
     path("ingest", IngestView.as_view(), name="ingest"),
     path("runs", RunListApi.as_view(), name="runs"),
     path("runs/<int:run_id>/series", SeriesApi.as_view(), name="run-series"),
+    # --- efficiency (helper) ---
+    path("runs/<int:run_id>/mfu", RunMfuApi.as_view(), name="run-mfu"),
+    path("runs/<int:run_id>/goodput", RunGoodputApi.as_view(), name="run-goodput"),
+    # --- end efficiency (helper) ---
     # --- logbook api (helper 2) ---
     path("failures", FailureBreakdownApi.as_view(), name="failures"),
     path("runs/<int:run_id>/checkpoints", RunCheckpointsApi.as_view(), name="run-checkpoints"),
     # --- end logbook api (helper 2) ---
+    # --- sdc and fleet api (helper 3) ---
+    path("sdc", SdcLedgerApi.as_view(), name="sdc"),
+    path("fleet/hosts", FleetHostsApi.as_view(), name="fleet-hosts"),
+    path(
+        "fleet/hosts/<str:name>/quarantine",
+        HostQuarantineApi.as_view(),
+        name="host-quarantine",
+    ),
+    # --- end sdc and fleet api (helper 3) ---
 ]
 
 urlpatterns = [
@@ -30,3 +49,6 @@ urlpatterns = [
     path("", include("logbook.urls")),
     path("", include("telemetry.urls")),
 ]
+
+handler404 = "config.errors.not_found"
+handler500 = "config.errors.server_error"

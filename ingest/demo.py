@@ -169,8 +169,12 @@ def demo_batches(*, seed: int = 7, start: datetime | None = None) -> list[dict[s
             if step == first:  # compile, NCCL init and data-loader warmup land on step one
                 dt += float(rng.uniform(180, 420))
             clock += dt
-            loss = _loss_curve(step) * float(np.exp(rng.normal(0.0, 0.012)))
-            grad = (0.25 + 4.0 * math.exp(-step / 150)) * float(np.exp(rng.normal(0.0, 0.1)))
+            # Training is deterministic: a replayed step draws the same noise, so repeated
+            # steps match across attempts except where something really went wrong (the SDC
+            # spike, the divergence), which is what Chronicle's SDC check looks for.
+            step_rng = np.random.default_rng([seed, step])
+            loss = _loss_curve(step) * float(np.exp(step_rng.normal(0.0, 0.012)))
+            grad = (0.25 + 4.0 * math.exp(-step / 150)) * float(np.exp(step_rng.normal(0.0, 0.1)))
             if attempt == 2 and step == SPIKE_STEP:  # one bad GPU's arithmetic, one step
                 loss, grad = 3.0 * loss, 12.0 * grad
             back = stop.last_step - step

@@ -270,6 +270,11 @@ RUN_INFO_FIELDS: dict[str, Checker] = {
     "accelerator_type": check_text(64),
     "accelerator_count": check_positive_int,
     "config": check_object,
+    "tokens_per_step": check_positive_int,
+    "flops_per_token": check_non_negative_float,
+    "counts_recomputation": check_bool,
+    "deterministic_metrics": check_name_list,
+    "sdc_tolerance": check_non_negative_float,
 }
 
 _ENDED_STATUSES = [s for s in Attempt.Status.values if s != Attempt.Status.RUNNING]

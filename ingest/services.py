@@ -128,26 +128,39 @@ def batch_enqueue(*, batch_pk: int) -> None:
 
 def batch_process(*, batch_pk: int) -> str:
     """Expand a pending batch into points and records. Returns what happened, for logs."""
+    pending = IngestBatch.objects.filter(pk=batch_pk, status=IngestBatch.Status.PENDING)
     # Count the attempt in its own committed transaction, so a worker killed mid-batch still
     # leaves a trace: after INGEST_MAX_PROCESS_ATTEMPTS the batch is parked as dead.
-    claimed = IngestBatch.objects.filter(pk=batch_pk, status=IngestBatch.Status.PENDING).update(
-        process_attempts=F("process_attempts") + 1
-    )
-    if not claimed:
+    if not pending.update(process_attempts=F("process_attempts") + 1):
         return "not pending"
-    attempts = IngestBatch.objects.values_list("process_attempts", flat=True).get(pk=batch_pk)
+    attempts, previous_error = IngestBatch.objects.values_list(
+        "process_attempts", "last_error"
+    ).get(pk=batch_pk)
     if attempts > settings.INGEST_MAX_PROCESS_ATTEMPTS:
-        IngestBatch.objects.filter(pk=batch_pk).update(
+        pending.update(
             status=IngestBatch.Status.DEAD,
-            last_error=f"gave up after {attempts - 1} processing attempts",
+            last_error=f"gave up after {attempts - 1} processing attempts; last: {previous_error}",
         )
         logger.error("ingest batch %s parked as dead after %s attempts", batch_pk, attempts - 1)
         return "dead"
+    # Stays only if this attempt never finishes (success and exceptions overwrite it): that
+    # is how a dead batch tells that its worker died.
+    pending.update(
+        last_error=f"processing started at {timezone.now():%Y-%m-%d %H:%M:%S} UTC; the worker "
+        "died before finishing (killed, out of memory, or past the time limit)"
+    )
     try:
-        return _batch_process_locked(batch_pk)
+        outcome = _batch_process_locked(batch_pk)
     except Exception as exc:
         IngestBatch.objects.filter(pk=batch_pk).update(last_error=repr(exc)[:2000])
         raise
+    if outcome == _LOCKED:
+        # Another delivery holds the batch: this one did no work, so it costs no attempt.
+        pending.update(process_attempts=F("process_attempts") - 1)
+    return outcome
+
+
+_LOCKED = "being processed by another worker"
 
 
 @transaction.atomic
@@ -162,7 +175,10 @@ def _batch_process_locked(batch_pk: int) -> str:
         .first()
     )
     if batch is None:
-        return "not pending, or being processed by another worker"
+        still_pending = IngestBatch.objects.filter(
+            pk=batch_pk, status=IngestBatch.Status.PENDING
+        ).exists()
+        return _LOCKED if still_pending else "not pending"
     batch_in = validate_batch(
         parse_json(bytes(batch.body)),
         max_metrics=settings.INGEST_MAX_METRICS_PER_BATCH,
@@ -193,6 +209,14 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
         attempt=attempt,
         points=[(m.name, m.step, m.value, m.time) for m in batch_in.metrics],
     )
+    if batch_in.metrics:
+        # A step this attempt replays must match what an earlier attempt reported there.
+        steps_by_metric: dict[str, list[int]] = {}
+        for metric in batch_in.metrics:
+            steps_by_metric.setdefault(metric.name, []).append(metric.step)
+        logbook_services.sdc_divergence_check(
+            run=run, attempt=attempt, steps_by_metric=steps_by_metric
+        )
     for event in batch_in.events:
         handler = _EVENT_HANDLERS.get(event.type)
         if handler is not None:

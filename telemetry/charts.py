@@ -35,7 +35,9 @@ def metric_figure(
     interruptions: pd.DataFrame | None = None,
     downtime: pd.DataFrame | None = None,
 ) -> go.Figure:
-    """One metric, a line per attempt, over steps or wall-clock time.
+    """One metric, a line per attempt, over steps or wall-clock time. SVG traces, not WebGL:
+    series arrive downsampled to a few thousand points, and WebGL contexts are a scarce
+    per-page resource (headless browsers and dashboards with many charts run out).
 
     points: columns attempt, x, value (x is the step or the wall time; non-finite values
         allowed, drawn as marked points).
@@ -49,7 +51,7 @@ def metric_figure(
         finite = np.isfinite(group["value"].to_numpy(dtype=float))
         if finite.any():
             figure.add_trace(
-                go.Scattergl(
+                go.Scatter(
                     x=group["x"][finite],
                     y=group["value"][finite],
                     mode="lines",

@@ -15,11 +15,20 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 
 from telemetry.downsample import minmax_indices, split_budget
-from telemetry.models import Attempt, Membership, MetricPoint, MetricSeries, Project, Run
+from telemetry.models import (
+    Attempt,
+    Device,
+    Host,
+    Membership,
+    MetricPoint,
+    MetricSeries,
+    Project,
+    Run,
+)
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -155,3 +164,54 @@ def json_number(value: float) -> float | str:
     if math.isnan(value):
         return "NaN"
     return "Infinity" if value > 0 else "-Infinity"
+
+
+@dataclass(frozen=True)
+class QuarantinedHardware:
+    kind: str  # "host" or "device"
+    name: str
+    host_name: str  # the host page to link to (a device's host)
+    quarantined_at: datetime
+    reason: str
+    quarantined_by: str
+
+
+def run_quarantined_hardware(*, run: Run) -> list[QuarantinedHardware]:
+    """Quarantined hosts and devices the run touched: its attempts' hosts, the devices on
+    them, and the hardware its incidents name (through logbook's reverse relations, by
+    name). Two queries."""
+    touched_hosts = (
+        Q(attempts__run=run)
+        | Q(interruptions__run=run)
+        | Q(sdc_replays__run=run)
+        | Q(sdc_suspicions__run=run)
+    )
+    hosts = (
+        Host.objects.filter(touched_hosts, quarantined_at__isnull=False)
+        .select_related("quarantined_by")
+        .distinct()
+        .order_by("name")
+    )
+    devices = (
+        Device.objects.filter(
+            Q(host__in=Host.objects.filter(touched_hosts))
+            | Q(interruptions__run=run)
+            | Q(sdc_replays__run=run),
+            quarantined_at__isnull=False,
+        )
+        .select_related("host", "quarantined_by")
+        .distinct()
+        .order_by("uuid")
+    )
+    found = [
+        QuarantinedHardware("host", h.name, h.name, h.quarantined_at, h.quarantine_reason,
+                            h.quarantined_by.get_username() if h.quarantined_by else "")
+        for h in hosts
+    ]  # fmt: skip
+    found += [
+        QuarantinedHardware("device", d.uuid, d.host.name if d.host else "", d.quarantined_at,
+                            d.quarantine_reason,
+                            d.quarantined_by.get_username() if d.quarantined_by else "")
+        for d in devices
+    ]  # fmt: skip
+    return found

@@ -34,6 +34,11 @@ RUN_INFO_FIELDS = (
     "accelerator_type",
     "accelerator_count",
     "config",
+    "tokens_per_step",
+    "flops_per_token",
+    "counts_recomputation",
+    "deterministic_metrics",
+    "sdc_tolerance",
 )
 
 
@@ -244,3 +249,24 @@ def interval_record(
         },
     )
     return interval
+
+
+def accelerators_seed() -> int:
+    """Create the shipped catalog rows that are missing (the data migration and tests use
+    it); rows admins edited are left alone. Returns how many were created."""
+    from telemetry.accelerators import ACCELERATOR_SEEDS
+    from telemetry.models import AcceleratorType
+
+    existing = set(AcceleratorType.objects.values_list("name", flat=True))
+    missing = [
+        AcceleratorType(
+            name=seed.name,
+            aliases=seed.aliases,
+            peak_flops_bf16=seed.peak_flops_bf16,
+            source=seed.source,
+        )
+        for seed in ACCELERATOR_SEEDS
+        if seed.name not in existing
+    ]
+    AcceleratorType.objects.bulk_create(missing, ignore_conflicts=True)
+    return len(missing)

@@ -75,6 +75,22 @@ def _fresh_cache() -> Iterator[None]:
     _delete_cache_keys()
 
 
+@pytest.fixture(autouse=True)
+def _seeded_reference_data(request: pytest.FixtureRequest) -> None:
+    """A transactional test flushes every table at its end, data migrations' rows included;
+    put the shipped taxonomy and accelerator catalog back for the tests that follow."""
+    marker = request.node.get_closest_marker("django_db")
+    uses_live_server = "live_server" in request.fixturenames
+    if not (uses_live_server or (marker and marker.kwargs.get("transaction"))):
+        return
+    request.getfixturevalue("transactional_db")
+    from logbook.services import root_causes_seed
+    from telemetry.services import accelerators_seed
+
+    root_causes_seed()
+    accelerators_seed()
+
+
 def _delete_cache_keys() -> None:
     from django.core.cache import cache
 

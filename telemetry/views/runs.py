@@ -81,6 +81,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "attempts": attempts,
             "interruptions": interruptions,
             "checkpoints": checkpoints,
+            "quarantined": selectors.run_quarantined_hardware(run=run),
             "figures": figures,
             "charts_payload": [{"id": f["id"], "figure": f["figure"]} for f in figures],
         },

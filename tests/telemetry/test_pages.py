@@ -31,7 +31,15 @@ def _post(url: str, token: str, document: dict[str, Any]) -> tuple[int, dict[str
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_posted_batch_shows_up_on_the_run_page(
-    browser, live_server, celery_worker, alice, charlie, ingest_token, wait, login_page, console_errors
+    browser,
+    live_server,
+    celery_worker,
+    alice,
+    charlie,
+    ingest_token,
+    wait,
+    login_page,
+    console_errors,
 ):
     # given a job that posts two attempts over HTTP, with a restart and an interruption
     metrics_1 = [

@@ -360,3 +360,31 @@ def test_ingest_token_is_refused_on_the_read_api(client, ingest_token, small_run
     assert runs.status_code in (401, 403)
     assert series.status_code in (401, 403)
     assert b"llama" not in runs.content and b"llama" not in series.content
+
+
+@pytest.mark.django_db
+def test_run_page_shows_quarantined_hardware_the_run_touched(client, alice, project):
+    from logbook import services as logbook_services
+    from telemetry.models import Device, Host
+
+    # given a run on two hosts, one of them quarantined, a device quarantined on the other,
+    # and a quarantined host the run never touched
+    run = telemetry_services.run_upsert(project=project, name="q-run")
+    telemetry_services.attempt_ensure(run=run, number=1, hosts=["qh1", "qh2"])
+    Host.objects.create(name="elsewhere")
+    device = Device.objects.create(uuid="GPU-q", host=Host.objects.get(name="qh2"))
+    logbook_services.host_quarantine(host=Host.objects.get(name="qh1"), user=alice, reason="xid 79")
+    logbook_services.host_quarantine(
+        host=Host.objects.get(name="elsewhere"), user=alice, reason="x"
+    )
+    logbook_services.device_quarantine(device=device, user=alice, reason="ECC storm")
+    client.force_login(alice)
+
+    # when the run page is opened
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+
+    # then both show, with their reasons, and the untouched host does not
+    section = page.split('id="quarantined-hardware"')[1].split("</section>")[0]
+    assert "qh1" in section and "xid 79" in section
+    assert "GPU-q" in section and "ECC storm" in section
+    assert "elsewhere" not in section

@@ -1,0 +1,114 @@
+"""Read API behind the failure breakdown and checkpoint pages (session auth): the same
+numbers the pages show, each derived one with its formula and inputs."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from logbook.checkpoint_interval import advice_as_dict
+from logbook.failures import failure_report_as_dict
+from logbook.selectors import checkpoints as checkpoint_selectors
+from logbook.selectors import failures as failure_selectors
+from logbook.selectors.failures import FailureFilters, FilterError
+from telemetry.selectors import run_get_for_user
+
+WINDOW_PARAMETERS = [
+    OpenApiParameter(
+        "start", OpenApiTypes.DATETIME, description="Window start (ISO 8601, UTC if naive)."
+    ),
+    OpenApiParameter(
+        "end",
+        OpenApiTypes.DATETIME,
+        description="Window end, exclusive (ISO 8601; a bare date means through that day).",
+    ),
+]
+
+
+def _filters(request: Request) -> FailureFilters:
+    try:
+        return failure_selectors.failure_filters_parse(request.query_params)
+    except FilterError as exc:
+        raise ValidationError(exc.errors) from exc
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN: a missing measurement is null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
+class FailureBreakdownApi(APIView):
+    @extend_schema(
+        operation_id="failure_breakdown",
+        parameters=[
+            OpenApiParameter("run", OpenApiTypes.INT, description="Only this run."),
+            *WINDOW_PARAMETERS,
+            OpenApiParameter("site", OpenApiTypes.STR, description="Site name."),
+            OpenApiParameter("cluster", OpenApiTypes.STR, description="<site>/<cluster>."),
+            OpenApiParameter(
+                "accelerators",
+                OpenApiTypes.INT,
+                description="Accelerator count to project the MTBF to (100,000 by default).",
+            ),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request) -> Response:
+        filters = _filters(request)
+        report = failure_selectors.failure_report_for_user(user=request.user, filters=filters)
+        return Response(_finite({"filters": filters.as_dict(), **failure_report_as_dict(report)}))
+
+
+class RunCheckpointsApi(APIView):
+    @extend_schema(
+        operation_id="run_checkpoints",
+        parameters=WINDOW_PARAMETERS,
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = run_get_for_user(user=request.user, run_id=run_id)
+        filters = _filters(request)
+        result = checkpoint_selectors.run_checkpoints(run=run, start=filters.start, end=filters.end)
+        frame = result.checkpoints
+        checkpoints = [
+            {
+                "step": int(row.step),
+                "attempt": None if row.attempt is None else int(row.attempt),
+                "saved_at": None if row.saved_at is None else row.saved_at.isoformat(),
+                "blocking_save_s": row.blocking_save_s,
+                "async_save_s": row.async_save_s,
+                "size_bytes": None if row.size_bytes is None else int(row.size_bytes),
+                "tier": row.tier,
+                "status": row.status,
+                "uri": row.uri,
+                "restored_count": int(row.restored_count),
+                "restored_by_attempts": list(row.restored_by),
+            }
+            for row in frame.astype(object).where(frame.notna(), None).itertuples()
+        ]
+        return Response(
+            _finite(
+                {
+                    "run": run.pk,
+                    "window": {
+                        "start": filters.as_dict()["start"],
+                        "end": filters.as_dict()["end"],
+                    },
+                    "checkpoints": checkpoints,
+                    "advisor": advice_as_dict(result.advice),
+                }
+            )
+        )

@@ -1,0 +1,120 @@
+"""Pure chart builders for the SDC ledger and fleet health: DataFrames in, Plotly figures out.
+No database."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+BAR_COLOUR = "#2456a6"
+OFFENDER_COLOUR = "#c0392b"
+SDC_COLOUR = "#8e44ad"
+MAX_HOSTS_CHARTED = 30
+
+
+def _layout(figure: go.Figure, *, title: str, x_title: str, y_title: str) -> go.Figure:
+    figure.update_layout(
+        title={"text": title, "x": 0.01, "font": {"size": 14}},
+        height=300,
+        margin={"l": 50, "r": 10, "t": 36, "b": 60},
+        xaxis_title=x_title,
+        yaxis_title=y_title,
+        legend={"orientation": "h", "y": -0.3},
+        template="plotly_white",
+        hovermode="closest",
+    )
+    return figure
+
+
+def weekly_sdc_figure(weekly: pd.DataFrame, *, per_week: float | None) -> go.Figure:
+    """SDC records per ISO week (bars) and the mean rate over the span (a dashed line).
+
+    weekly: columns week_start (datetime), count."""
+    figure = go.Figure()
+    figure.add_trace(
+        go.Bar(
+            x=list(weekly["week_start"]),
+            y=list(weekly["count"]),
+            name="records per week",
+            marker={"color": SDC_COLOUR},
+            hovertemplate="week of %{x|%Y-%m-%d}<br>%{y} records<extra></extra>",
+        )
+    )
+    if per_week is not None and not weekly.empty:
+        figure.add_trace(
+            go.Scatter(
+                x=[weekly["week_start"].iloc[0], weekly["week_start"].iloc[-1]],
+                y=[per_week, per_week],
+                mode="lines",
+                name=f"mean rate {per_week:.3g}/week",
+                line={"color": "#555", "dash": "dash", "width": 1.5},
+                hovertemplate="%{y:.3g} records/week<extra></extra>",
+            )
+        )
+    return _layout(figure, title="SDC records per week", x_title="week", y_title="records")
+
+
+def incidents_per_host_figure(hosts: pd.DataFrame) -> go.Figure:
+    """Incidents per host, interruptions and SDC records stacked, the hosts with the most
+    incidents in the offender window first (at most MAX_HOSTS_CHARTED).
+
+    hosts: columns host, interruptions, sdc, in_window, repeat_offender."""
+    top = hosts.sort_values(["in_window", "host"], ascending=[False, True]).head(MAX_HOSTS_CHARTED)
+    labels = [
+        f"{name} ⚠" if flag else name
+        for name, flag in zip(top["host"], top["repeat_offender"], strict=True)
+    ]
+    figure = go.Figure()
+    figure.add_trace(
+        go.Bar(
+            x=labels,
+            y=list(top["interruptions"]),
+            name="interruptions",
+            marker={
+                "color": [OFFENDER_COLOUR if f else BAR_COLOUR for f in top["repeat_offender"]]
+            },
+            hovertemplate="%{x}<br>%{y} interruptions<extra></extra>",
+        )
+    )
+    figure.add_trace(
+        go.Bar(
+            x=labels,
+            y=list(top["sdc"]),
+            name="SDC records",
+            marker={"color": SDC_COLOUR},
+            hovertemplate="%{x}<br>%{y} SDC records<extra></extra>",
+        )
+    )
+    figure.update_layout(barmode="stack")
+    return _layout(
+        figure, title="Incidents per host (⚠ repeat offender)", x_title="host", y_title="incidents"
+    )
+
+
+def host_timeline_figure(incidents: pd.DataFrame) -> go.Figure:
+    """One host's incidents over time, a marker row per kind.
+
+    incidents: columns occurred_at, kind ("interruption" or "sdc"), label, run."""
+    figure = go.Figure()
+    for kind, colour, symbol in (
+        ("interruption", OFFENDER_COLOUR, "triangle-down"),
+        ("sdc", SDC_COLOUR, "diamond"),
+    ):
+        rows = incidents[incidents["kind"] == kind]
+        if rows.empty:
+            continue
+        figure.add_trace(
+            go.Scatter(
+                x=list(rows["occurred_at"]),
+                y=[kind] * len(rows),
+                mode="markers",
+                name=kind,
+                marker={"color": colour, "symbol": symbol, "size": 11},
+                text=[
+                    f"{label} ({run})"
+                    for label, run in zip(rows["label"], rows["run"], strict=True)
+                ],
+                hovertemplate="%{x|%Y-%m-%d %H:%M}<br>%{text}<extra></extra>",
+            )
+        )
+    return _layout(figure, title="Incidents over time", x_title="time (UTC)", y_title="")

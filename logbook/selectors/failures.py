@@ -1,0 +1,223 @@
+"""Reads behind the failure breakdown: interruption rows and run spans, scoped to the user's
+projects and narrowed by run, time window, site and cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+from django.db.models import Max, Min, OuterRef, Q, QuerySet, Subquery
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from logbook.failures import (
+    INTERRUPTION_COLUMNS,
+    FailureReport,
+    RunSpan,
+    failure_report,
+    observed_spans,
+)
+from logbook.models import Interruption
+from telemetry.models import Attempt, Cluster, Run
+from telemetry.selectors import User, projects_for_user, run_get_for_user
+
+PROJECTION_DEFAULT = 100_000
+PROJECTION_LIMIT = 10_000_000
+
+
+@dataclass(frozen=True)
+class FailureFilters:
+    run_id: int | None = None
+    start: datetime | None = None
+    end: datetime | None = None  # exclusive
+    site: str = ""  # a site name
+    cluster: str = ""  # "<site>/<cluster>", as the SDC and fleet pages write it
+    projection_accelerators: int = PROJECTION_DEFAULT
+
+    def as_dict(self) -> dict[str, object]:
+        values = asdict(self)
+        for key in ("start", "end"):
+            values[key] = values[key].isoformat() if values[key] else None
+        return values
+
+
+class FilterError(ValueError):
+    """Bad query parameters; `errors` maps each parameter to what is wrong with it."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__(errors)
+        self.errors = errors
+
+
+def _parse_time(raw: str, *, end_of_day: bool) -> datetime | None:
+    """ISO 8601 date or datetime; naive values are UTC (the times pages show are UTC). A bare
+    end date means through the end of that day."""
+    value = parse_datetime(raw)
+    if value is None:
+        day = parse_date(raw)
+        if day is not None:
+            value = datetime(day.year, day.month, day.day) + timedelta(days=int(end_of_day))
+    if value is not None and value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value
+
+
+def failure_filters_parse(params: Mapping[str, str]) -> FailureFilters:
+    """The filters from query parameters run, start, end, site, cluster, accelerators."""
+    errors: dict[str, str] = {}
+    raw_run = (params.get("run") or "").strip()
+    if raw_run and not raw_run.isdigit():
+        errors["run"] = f"must be a run id, got {raw_run[:20]!r}"
+    cluster = (params.get("cluster") or "").strip()
+    if cluster and "/" not in cluster:
+        errors["cluster"] = "must be written <site>/<cluster>"
+    times: dict[str, datetime | None] = {}
+    for name in ("start", "end"):
+        raw = (params.get(name) or "").strip()
+        try:
+            times[name] = _parse_time(raw, end_of_day=name == "end") if raw else None
+        except ValueError:
+            times[name] = None
+        if raw and times[name] is None:
+            errors[name] = f"must be an ISO 8601 date or datetime, got {raw[:40]!r}"
+    if times["start"] and times["end"] and times["end"] <= times["start"]:
+        errors["end"] = "must be after start"
+    raw = (params.get("accelerators") or "").strip()
+    accelerators = PROJECTION_DEFAULT
+    if raw:
+        if not raw.isdigit() or not 1 <= int(raw) <= PROJECTION_LIMIT:
+            errors["accelerators"] = f"must be an integer from 1 to {PROJECTION_LIMIT:,}"
+        else:
+            accelerators = int(raw)
+    if errors:
+        raise FilterError(errors)
+    return FailureFilters(
+        run_id=int(raw_run) if raw_run else None,
+        start=times["start"],
+        end=times["end"],
+        site=(params.get("site") or "").strip(),
+        cluster=cluster,
+        projection_accelerators=accelerators,
+    )
+
+
+def _host_filter(prefix: str, filters: FailureFilters) -> Q:
+    condition = Q()
+    if filters.site:
+        condition &= Q(**{f"{prefix}__cluster__site__name": filters.site})
+    if filters.cluster:
+        site, _, name = filters.cluster.partition("/")
+        condition &= Q(**{f"{prefix}__cluster__site__name": site, f"{prefix}__cluster__name": name})
+    return condition
+
+
+def runs_in_scope(*, user: User, filters: FailureFilters) -> QuerySet[Run]:
+    """The runs the numbers cover. A run filter the user may not see is a 404. With a site or
+    cluster, the runs that had an attempt or an interruption on a host there."""
+    if filters.run_id is not None:
+        run = run_get_for_user(user=user, run_id=filters.run_id)
+        runs = Run.objects.filter(pk=run.pk)
+    else:
+        runs = Run.objects.filter(project__in=projects_for_user(user=user))
+    if filters.site or filters.cluster:
+        used = Attempt.objects.filter(_host_filter("hosts", filters)).values("run_id")
+        hit = Interruption.objects.filter(_host_filter("hosts", filters)).values("run_id")
+        runs = runs.filter(Q(pk__in=used) | Q(pk__in=hit))
+    return runs
+
+
+def interruptions_in_scope(*, runs: QuerySet[Run], filters: FailureFilters) -> pd.DataFrame:
+    """One row per interruption (INTERRUPTION_COLUMNS), in one query."""
+    interruptions = Interruption.objects.filter(run__in=runs)
+    if filters.start is not None:
+        interruptions = interruptions.filter(occurred_at__gte=filters.start)
+    if filters.end is not None:
+        interruptions = interruptions.filter(occurred_at__lt=filters.end)
+    host_condition = _host_filter("hosts", filters)
+    if host_condition:
+        # Several hosts of one interruption may match: count the interruption once.
+        interruptions = interruptions.filter(host_condition).distinct()
+    rows = interruptions.order_by("occurred_at", "pk").values_list(
+        "run_id",
+        "root_cause__name",
+        "root_cause__group",
+        "root_cause__is_hardware",
+        "planned",
+        "occurred_at",
+        "detected_at",
+        "recovered_at",
+        "manual_intervention",
+    )
+    return pd.DataFrame(list(rows), columns=INTERRUPTION_COLUMNS)
+
+
+def run_spans(
+    *, runs: QuerySet[Run], filters: FailureFilters, now: datetime | None = None
+) -> list[RunSpan]:
+    """Each run's observed time, cut to the window: first attempt start to last activity
+    (the later of run.last_seen_at and the last attempt end; now for a running run that has
+    reported nothing yet). One query."""
+    now = now or timezone.now()
+    latest = Attempt.objects.filter(run=OuterRef("pk")).order_by("-number").values("status")[:1]
+    rows = (
+        runs.annotate(
+            first_start=Min("attempts__started_at"),
+            last_end=Max("attempts__ended_at"),
+            latest_status=Subquery(latest),
+        )
+        .order_by("pk")
+        .values_list(
+            "pk", "first_start", "last_end", "last_seen_at", "latest_status", "accelerator_count"
+        )
+    )
+    spans = []
+    for run_id, first_start, last_end, last_seen, status, accelerators in rows:
+        if first_start is None:
+            continue  # never started: no observed time
+        ends = [t for t in (last_end, last_seen) if t is not None]
+        if not ends and status == Attempt.Status.RUNNING:
+            # Nothing received yet from a running job: it has been observed until now. Once
+            # it reports, last_seen_at is the truth (a hung job must not stretch its MTBF).
+            ends.append(now)
+        end = max([first_start, *ends])
+        spans.append(RunSpan(run_id, first_start, end, accelerators))
+    return observed_spans(spans, filters.start, filters.end)
+
+
+def failure_report_for_user(
+    *, user: User, filters: FailureFilters, now: datetime | None = None
+) -> FailureReport:
+    """The breakdown, rates and projection over what the filters select (three queries,
+    plus one for a run filter)."""
+    runs = runs_in_scope(user=user, filters=filters)
+    rows = interruptions_in_scope(runs=runs, filters=filters)
+    spans = run_spans(runs=runs, filters=filters, now=now)
+    return failure_report(rows, spans, filters.projection_accelerators)
+
+
+@dataclass(frozen=True)
+class FilterOptions:
+    runs: list[tuple[int, str]]
+    sites: list[str]
+    clusters: list[str]  # "<site>/<cluster>"
+
+
+def filter_options(*, user: User) -> FilterOptions:
+    """What the filter form offers: the user's runs, and the sites and clusters of the hosts
+    their runs used (topology is shared, so only what touches the user's runs is listed)."""
+    runs = Run.objects.filter(project__in=projects_for_user(user=user))
+    run_ids = runs.values("pk")
+    used = Q(hosts__attempts__run__in=run_ids) | Q(hosts__interruptions__run__in=run_ids)
+    clusters = Cluster.objects.filter(used).select_related("site").distinct()
+    return FilterOptions(
+        runs=[
+            (pk, f"{project}/{name}")
+            for pk, project, name in runs.order_by("project__slug", "name").values_list(
+                "pk", "project__slug", "name"
+            )
+        ],
+        sites=sorted({c.site.name for c in clusters}),
+        clusters=[f"{c.site.name}/{c.name}" for c in clusters.order_by("site__name", "name")],
+    )

@@ -1,0 +1,424 @@
+"""Reads of fleet health: hosts and devices with their incidents (interruptions and SDC
+records) across the user's runs, repeat offenders, and quarantine state.
+
+A host "touched" a run when an attempt ran on it or an interruption or SDC record of the run
+names it (directly, through one of its devices, or among an attempt pair's hosts). Users see
+hardware only through the runs they may see, and only those runs' incidents."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Q, QuerySet
+from django.http import Http404
+from django.utils import timezone
+
+from logbook.models import Interruption, SdcReplay
+from logbook.selectors.sdc import FilterError, HardwareFilters, hosts_in_place, runs_in_scope
+from telemetry.models import Attempt, Device, Host, Run
+from telemetry.selectors import User, projects_for_user
+
+# Repeat offender: at least K incidents within the last WINDOW days (query params k and
+# window_days override these).
+REPEAT_OFFENDER_K = 3
+REPEAT_OFFENDER_WINDOW_DAYS = 30
+MAX_K = 1000
+MAX_WINDOW_DAYS = 3650
+
+# How an incident reaches a piece of hardware, most direct first (a host named by an
+# interruption and also through its device is listed once, as named).
+VIA_NAMED = "named"
+VIA_DEVICE = "device"
+VIA_ATTEMPTS = "attempt hosts"
+_VIA_RANK = {VIA_NAMED: 0, VIA_DEVICE: 1, VIA_ATTEMPTS: 2}
+
+
+@dataclass(frozen=True)
+class OffenderRule:
+    """Repeat offender: incidents in [window_end - window_days, window_end) >= k."""
+
+    k: int
+    window_days: int
+    window_end: datetime
+
+    FORMULA = "repeat offender ⇔ incidents in [end - window, end) ≥ K"
+
+    @property
+    def window_start(self) -> datetime:
+        return self.window_end - timedelta(days=self.window_days)
+
+    def in_window(self, moment: datetime) -> bool:
+        return self.window_start <= moment < self.window_end
+
+    def is_offender(self, moments: Iterable[datetime]) -> bool:
+        return sum(1 for moment in moments if self.in_window(moment)) >= self.k
+
+
+def offender_rule_parse(
+    *, params: Mapping[str, str], filters: HardwareFilters, now: datetime | None = None
+) -> OffenderRule:
+    """K and the window from query parameters k and window_days (module defaults otherwise);
+    the window ends at the filter's `until`, or now."""
+    k = _positive_int(params.get("k"), "k", default=REPEAT_OFFENDER_K, limit=MAX_K)
+    days = _positive_int(
+        params.get("window_days"),
+        "window_days",
+        default=REPEAT_OFFENDER_WINDOW_DAYS,
+        limit=MAX_WINDOW_DAYS,
+    )
+    end = filters.until or now or timezone.now()
+    return OffenderRule(k=k, window_days=days, window_end=end)
+
+
+def _positive_int(raw: str | None, name: str, *, default: int, limit: int) -> int:
+    text = (raw or "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or not 1 <= int(text) <= limit:
+        raise FilterError(name, f"must be an integer from 1 to {limit}, got {text[:20]!r}")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class Incident:
+    kind: str  # "interruption" or "sdc"
+    pk: int
+    occurred_at: datetime
+    run_id: int
+    run_name: str
+    project: str
+    label: str  # root cause, or how the SDC was detected
+    status: str  # planned/unexpected, or the SDC verdict
+    step: int | None
+    via: str
+
+
+@dataclass
+class HardwareHealth:
+    """One host or device: its incidents in the filter window (newest first), how many fall
+    in the offender window, and whether that makes it a repeat offender."""
+
+    kind: str  # "host" or "device"
+    row: Host | Device
+    incidents: list[Incident] = field(default_factory=list)
+    in_window: int = 0
+    repeat_offender: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.row.name if isinstance(self.row, Host) else self.row.uuid
+
+    @property
+    def host(self) -> Host | None:
+        return self.row if isinstance(self.row, Host) else self.row.host
+
+    @property
+    def place(self) -> str:
+        host = self.host
+        if host is None or host.cluster is None:
+            return ""
+        return f"{host.cluster.site.name}/{host.cluster.name}"
+
+    @property
+    def interruptions(self) -> int:
+        return sum(1 for one in self.incidents if one.kind == "interruption")
+
+    @property
+    def sdc(self) -> int:
+        return sum(1 for one in self.incidents if one.kind == "sdc")
+
+    @property
+    def last_incident_at(self) -> datetime | None:
+        return self.incidents[0].occurred_at if self.incidents else None
+
+
+@dataclass(frozen=True)
+class FleetHealth:
+    hosts: list[HardwareHealth]
+    devices: list[HardwareHealth]
+    rule: OffenderRule
+
+
+def hosts_visible_to_user(*, user: User) -> QuerySet[Host]:
+    """Hosts that touched a run of the user's projects."""
+    runs = Run.objects.filter(project__in=projects_for_user(user=user))
+    return Host.objects.filter(_touching_runs(runs))
+
+
+def _touching_runs(runs: QuerySet[Run]) -> Q:
+    return (
+        Q(pk__in=Attempt.hosts.through.objects.filter(attempt__run__in=runs).values("host_id"))
+        | Q(
+            pk__in=Interruption.hosts.through.objects.filter(interruption__run__in=runs).values(
+                "host_id"
+            )
+        )
+        | Q(pk__in=Device.objects.filter(interruptions__run__in=runs).values("host_id"))
+        | Q(pk__in=SdcReplay.objects.filter(run__in=runs).values("host_id"))
+        | Q(pk__in=Device.objects.filter(sdc_replays__run__in=runs).values("host_id"))
+        | Q(
+            pk__in=SdcReplay.hosts.through.objects.filter(sdcreplay__run__in=runs).values("host_id")
+        )
+    )
+
+
+def host_get_for_user(*, user: User, name: str) -> Host:
+    """The host, if it touched a run the user may see; 404 otherwise (never 403)."""
+    host = (
+        hosts_visible_to_user(user=user)
+        .filter(name=name)
+        .select_related("cluster__site", "quarantined_by")
+        .first()
+    )
+    if host is None:
+        raise Http404("No such host.")
+    return host
+
+
+def fleet_health(
+    *,
+    user: User,
+    filters: HardwareFilters,
+    rule: OffenderRule,
+    host: Host | None = None,
+) -> FleetHealth:
+    """Hosts and devices with at least one incident in the filter window, or in quarantine,
+    most incidents in the offender window first (a host listed for its quarantine alone may
+    still be a repeat offender: the offender window is not the history window). With `host`,
+    only it and its devices. A fixed number of queries whatever the fleet's size."""
+    runs = runs_in_scope(user=user, filters=filters)
+    # Read back far enough for both the history window and the offender window.
+    since = min(filters.since, rule.window_start) if filters.since else None
+    by_host, by_device = _incidents(runs=runs, since=since, until=filters.until, host=host)
+
+    hosts = Host.objects.select_related("cluster__site", "quarantined_by")
+    devices = Device.objects.select_related("host__cluster__site", "quarantined_by")
+    visible = Host.objects.filter(_touching_runs(runs))
+    if host is not None:
+        hosts = hosts.filter(pk=host.pk)
+        devices = devices.filter(Q(host=host) | Q(pk__in=list(by_device)))
+    else:
+        hosts = hosts.filter(
+            Q(pk__in=list(by_host)) | Q(quarantined_at__isnull=False, pk__in=visible)
+        )
+        devices = devices.filter(
+            Q(pk__in=list(by_device)) | Q(quarantined_at__isnull=False, host__in=visible)
+        )
+    place = hosts_in_place(filters=filters)
+    if place is not None:
+        hosts = hosts.filter(pk__in=place)
+        devices = devices.filter(host__in=place)
+    return FleetHealth(
+        hosts=_health(
+            "host", hosts, by_host, filters=filters, rule=rule, keep_all=host is not None
+        ),
+        devices=_health("device", devices, by_device, filters=filters, rule=rule),
+        rule=rule,
+    )
+
+
+def _health(
+    kind: str,
+    rows: QuerySet,  # type: ignore[type-arg]
+    incidents: dict[int, list[Incident]],
+    *,
+    filters: HardwareFilters,
+    rule: OffenderRule,
+    keep_all: bool = False,
+) -> list[HardwareHealth]:
+    result = []
+    for row in rows:
+        mine = incidents.get(row.pk, [])
+        history = [
+            one
+            for one in mine
+            if (filters.since is None or one.occurred_at >= filters.since)
+            and (filters.until is None or one.occurred_at < filters.until)
+        ]
+        in_window = sum(1 for one in mine if rule.in_window(one.occurred_at))
+        if not keep_all and not history and row.quarantined_at is None:
+            continue
+        result.append(
+            HardwareHealth(
+                kind=kind,
+                row=row,
+                incidents=history,
+                in_window=in_window,
+                repeat_offender=in_window >= rule.k,
+            )
+        )
+    result.sort(key=lambda one: (-one.in_window, -len(one.incidents), one.name))
+    return result
+
+
+def _incidents(
+    *,
+    runs: QuerySet[Run],
+    since: datetime | None,
+    until: datetime | None,
+    host: Host | None = None,
+) -> tuple[dict[int, list[Incident]], dict[int, list[Incident]]]:
+    """Incidents by host id and by device id, newest first, each listed once per piece of
+    hardware (by its most direct link). Five queries."""
+    interruptions = Interruption.objects.filter(run__in=runs)
+    records = SdcReplay.objects.filter(run__in=runs)
+    if since is not None:
+        interruptions = interruptions.filter(occurred_at__gte=since)
+        records = records.filter(detected_at__gte=since)
+    if until is not None:
+        interruptions = interruptions.filter(occurred_at__lt=until)
+        records = records.filter(detected_at__lt=until)
+    if host is not None:
+        interruptions = interruptions.filter(Q(hosts=host) | Q(devices__host=host)).distinct()
+        records = records.filter(Q(host=host) | Q(device__host=host) | Q(hosts=host)).distinct()
+
+    facts: dict[tuple[str, int], tuple[datetime, int, str, str, str, str, int | None]] = {}
+    for pk, at, run_id, run_name, project, cause, planned, step in interruptions.values_list(
+        "pk",
+        "occurred_at",
+        "run_id",
+        "run__name",
+        "run__project__slug",
+        "root_cause__name",
+        "planned",
+        "step",
+    ):
+        status = "planned" if planned else "unexpected"
+        facts[("interruption", pk)] = (at, run_id, run_name, project, cause, status, step)
+    links: list[tuple[str, int, int, str]] = []  # (hardware kind, hardware id, ...)
+    sdc_rows = records.values_list(
+        "pk",
+        "detected_at",
+        "run_id",
+        "run__name",
+        "run__project__slug",
+        "detection",
+        "verdict",
+        "step",
+        "host_id",
+        "device_id",
+        "device__host_id",
+    )
+    detections = dict(SdcReplay.Detection.choices)
+    for pk, at, run_id, run_name, project, detection, verdict, step, h, d, dh in sdc_rows:
+        facts[("sdc", pk)] = (at, run_id, run_name, project, detections.get(detection, detection),
+                              verdict, step)  # fmt: skip
+        if h is not None:
+            links.append(("host", h, pk, VIA_NAMED))
+        if d is not None:
+            links.append(("device", d, pk, VIA_NAMED))
+        if dh is not None:
+            links.append(("host", dh, pk, VIA_DEVICE))
+    interruption_ids = interruptions.values("pk")
+    record_ids = records.values("pk")
+    host_links = Interruption.hosts.through.objects.filter(interruption__in=interruption_ids)
+    device_links = Interruption.devices.through.objects.filter(interruption__in=interruption_ids)
+    pair_links = SdcReplay.hosts.through.objects.filter(sdcreplay__in=record_ids)
+    typed: list[tuple[str, str, int, int, str]] = [
+        ("sdc", kind, hw, pk, via) for kind, hw, pk, via in links
+    ]
+    for h, pk in host_links.values_list("host_id", "interruption_id"):
+        typed.append(("interruption", "host", h, pk, VIA_NAMED))
+    for d, dh, pk in device_links.values_list("device_id", "device__host_id", "interruption_id"):
+        typed.append(("interruption", "device", d, pk, VIA_NAMED))
+        if dh is not None:
+            typed.append(("interruption", "host", dh, pk, VIA_DEVICE))
+    for h, pk in pair_links.values_list("host_id", "sdcreplay_id"):
+        typed.append(("sdc", "host", h, pk, VIA_ATTEMPTS))
+
+    best: dict[tuple[str, int, str, int], str] = {}
+    for incident_kind, hardware_kind, hardware_id, pk, via in typed:
+        if (incident_kind, pk) not in facts:
+            continue
+        key = (hardware_kind, hardware_id, incident_kind, pk)
+        if key not in best or _VIA_RANK[via] < _VIA_RANK[best[key]]:
+            best[key] = via
+    by_host: dict[int, list[Incident]] = {}
+    by_device: dict[int, list[Incident]] = {}
+    for (hardware_kind, hardware_id, incident_kind, pk), via in best.items():
+        at, run_id, run_name, project, label, status, step = facts[(incident_kind, pk)]
+        target = by_host if hardware_kind == "host" else by_device
+        target.setdefault(hardware_id, []).append(
+            Incident(incident_kind, pk, at, run_id, run_name, project, label, status, step, via)
+        )
+    for incidents in (*by_host.values(), *by_device.values()):
+        incidents.sort(key=lambda one: (one.occurred_at, one.kind, one.pk), reverse=True)
+    return by_host, by_device
+
+
+def host_runs(*, user: User, host: Host) -> QuerySet[Run]:
+    """The user's runs the host touched, newest activity first."""
+    runs = Run.objects.filter(project__in=projects_for_user(user=user))
+    touched = Run.objects.filter(
+        Q(attempts__hosts=host)
+        | Q(interruptions__hosts=host)
+        | Q(interruptions__devices__host=host)
+        | Q(sdc_replays__host=host)
+        | Q(sdc_replays__device__host=host)
+        | Q(sdc_replays__hosts=host)
+    ).values("pk")
+    return (
+        runs.filter(pk__in=touched)
+        .select_related("project")
+        .order_by("-last_seen_at", "project__slug", "name")
+    )
+
+
+@dataclass(frozen=True)
+class QuarantinedHardware:
+    kind: str  # "host" or "device"
+    name: str
+    host_name: str  # the host page to link to (the device's host for a device)
+    quarantined_at: datetime
+    reason: str
+    quarantined_by: str
+
+
+def quarantined_hardware_for_run(*, run: Run) -> list[QuarantinedHardware]:
+    """Quarantined hosts and devices the run touched (its attempts' hosts and the hardware its
+    incidents name, plus the devices on its hosts), for the run page. Two queries."""
+    runs = Run.objects.filter(pk=run.pk)
+    touched_hosts = Host.objects.filter(_touching_runs(runs))
+    hosts = (
+        Host.objects.filter(quarantined_at__isnull=False, pk__in=touched_hosts)
+        .select_related("quarantined_by")
+        .order_by("name")
+    )
+    devices = (
+        Device.objects.filter(quarantined_at__isnull=False)
+        .filter(
+            Q(host__in=touched_hosts)
+            | Q(pk__in=Interruption.devices.through.objects.filter(
+                interruption__run=run).values("device_id"))
+            | Q(pk__in=SdcReplay.objects.filter(run=run).values("device_id"))
+        )
+        .select_related("host", "quarantined_by")
+        .order_by("uuid")
+    )  # fmt: skip
+    result = [
+        QuarantinedHardware(
+            kind="host",
+            name=row.name,
+            host_name=row.name,
+            quarantined_at=row.quarantined_at,
+            reason=row.quarantine_reason,
+            quarantined_by=row.quarantined_by.get_username() if row.quarantined_by else "",
+        )
+        for row in hosts
+        if row.quarantined_at is not None
+    ]
+    result += [
+        QuarantinedHardware(
+            kind="device",
+            name=row.uuid,
+            host_name=row.host.name if row.host else "",
+            quarantined_at=row.quarantined_at,
+            reason=row.quarantine_reason,
+            quarantined_by=row.quarantined_by.get_username() if row.quarantined_by else "",
+        )
+        for row in devices
+        if row.quarantined_at is not None
+    ]
+    return result

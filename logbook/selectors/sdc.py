@@ -1,0 +1,214 @@
+"""Reads of the SDC ledger: SDC replay records per run and across the fleet, scoped to the
+runs of projects the user may see, with the weekly rate they add up to."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+import pandas as pd
+from django.db.models import Max, Min, Q, QuerySet
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from logbook import sdc
+from logbook.models import SdcReplay
+from telemetry.models import Attempt, Cluster, Host, Run
+from telemetry.selectors import User, projects_for_user, run_get_for_user
+
+LEDGER_MAX_ROWS = 500
+
+
+class FilterError(ValueError):
+    """A query parameter that cannot be read; `field` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class HardwareFilters:
+    """What the ledger and fleet pages may be narrowed to. `run` is already checked against
+    the user's projects; times are aware UTC; `until` is exclusive."""
+
+    run: Run | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    site: str = ""
+    cluster: str = ""  # "<site>/<cluster>"
+    verdict: str = ""
+
+    def as_query(self) -> dict[str, str]:
+        """The filters as they came in, for links and for the JSON answer."""
+        return {
+            "run": str(self.run.pk) if self.run else "",
+            "since": self.since.isoformat() if self.since else "",
+            "until": self.until.isoformat() if self.until else "",
+            "site": self.site,
+            "cluster": self.cluster,
+            "verdict": self.verdict,
+        }
+
+
+def filters_parse(*, user: User, params: Mapping[str, str]) -> HardwareFilters:
+    """Read run, since, until, site, cluster and verdict from query parameters. A run the user
+    may not see is a 404 (run_get_for_user); an unreadable value raises FilterError."""
+    run = None
+    raw_run = (params.get("run") or "").strip()
+    if raw_run:
+        if not raw_run.isdigit():
+            raise FilterError("run", f"must be a run id, got {raw_run[:20]!r}")
+        run = run_get_for_user(user=user, run_id=int(raw_run))
+    since = _moment(params.get("since"), "since", end_of_day=False)
+    until = _moment(params.get("until"), "until", end_of_day=True)
+    if since and until and until <= since:
+        raise FilterError("until", "must be after since")
+    verdict = (params.get("verdict") or "").strip()
+    if verdict and verdict not in SdcReplay.Verdict.values:
+        raise FilterError("verdict", f"must be one of {', '.join(SdcReplay.Verdict.values)}")
+    cluster = (params.get("cluster") or "").strip()
+    if cluster and "/" not in cluster:
+        raise FilterError("cluster", "must be written <site>/<cluster>")
+    return HardwareFilters(
+        run=run,
+        since=since,
+        until=until,
+        site=(params.get("site") or "").strip(),
+        cluster=cluster,
+        verdict=verdict,
+    )
+
+
+def _moment(raw: str | None, field: str, *, end_of_day: bool) -> datetime | None:
+    text = (raw or "").strip()
+    if not text:
+        return None
+    try:
+        # The date first: Python reads "2026-11-12" as a datetime (midnight) too, and a bare
+        # "until" date means through the end of that day.
+        day: date | None = parse_date(text)
+        moment = None if day is not None else parse_datetime(text)
+    except ValueError:
+        day, moment = None, None
+    if day is not None:
+        return datetime.combine(day + timedelta(days=1) if end_of_day else day, time(), UTC)
+    if moment is None:
+        raise FilterError(field, f"must be a date (YYYY-MM-DD) or datetime, got {text[:30]!r}")
+    return moment if timezone.is_aware(moment) else moment.replace(tzinfo=UTC)
+
+
+def runs_in_scope(*, user: User, filters: HardwareFilters) -> QuerySet[Run]:
+    if filters.run is not None:
+        return Run.objects.filter(pk=filters.run.pk)
+    return Run.objects.filter(project__in=projects_for_user(user=user))
+
+
+def hosts_in_place(*, filters: HardwareFilters) -> QuerySet[Host] | None:
+    """Hosts of the site/cluster filter, or None when there is no such filter."""
+    if not filters.site and not filters.cluster:
+        return None
+    hosts = Host.objects.all()
+    if filters.site:
+        hosts = hosts.filter(cluster__site__name=filters.site)
+    if filters.cluster:
+        site, _, name = filters.cluster.partition("/")
+        hosts = hosts.filter(cluster__site__name=site, cluster__name=name)
+    return hosts
+
+
+def clusters_for_user(*, user: User) -> list[Cluster]:
+    """Clusters holding a host that touched one of the user's runs (for the filter menus)."""
+    runs = Run.objects.filter(project__in=projects_for_user(user=user))
+    used = Attempt.hosts.through.objects.filter(attempt__run__in=runs).values("host_id")
+    return list(
+        Cluster.objects.filter(hosts__in=used)
+        .select_related("site")
+        .distinct()
+        .order_by("site__name", "name")
+    )
+
+
+def sdc_records_for_user(*, user: User, filters: HardwareFilters) -> QuerySet[SdcReplay]:
+    """SDC records of the user's runs matching the filters, newest first. A site/cluster
+    filter keeps records whose host, device's host or implicated hosts are there."""
+    records = SdcReplay.objects.filter(run__in=runs_in_scope(user=user, filters=filters))
+    if filters.since:
+        records = records.filter(detected_at__gte=filters.since)
+    if filters.until:
+        records = records.filter(detected_at__lt=filters.until)
+    if filters.verdict:
+        records = records.filter(verdict=filters.verdict)
+    place = hosts_in_place(filters=filters)
+    if place is not None:
+        # Through a subquery of ids: joining the M2M directly would repeat records.
+        touching = SdcReplay.objects.filter(
+            Q(host__in=place) | Q(device__host__in=place) | Q(hosts__in=place)
+        ).values("pk")
+        records = records.filter(pk__in=touching)
+    return (
+        records.select_related(
+            "run__project",
+            "attempt",
+            "compared_attempt",
+            "device",
+            "host__cluster__site",
+        )
+        .prefetch_related("hosts")
+        .order_by("-detected_at", "-pk")
+    )
+
+
+@dataclass(frozen=True)
+class SdcLedger:
+    records: list[SdcReplay]
+    total: int
+    truncated: bool
+    rate: sdc.WeeklyRate
+    weekly: pd.DataFrame  # week_start, count
+    span_source: str  # where the span's ends come from, shown beside the rate
+    by_verdict: dict[str, int]
+
+
+def sdc_ledger(*, user: User, filters: HardwareFilters) -> SdcLedger:
+    """The ledger's rows (at most LEDGER_MAX_ROWS, newest first) and the weekly rate of all
+    matching records over the observed span: the filter window where given, otherwise from
+    the first attempt start (or record) to the latest activity of the runs in scope."""
+    records_qs = sdc_records_for_user(user=user, filters=filters)
+    facts = list(records_qs.values_list("detected_at", "verdict"))
+    detected = [moment for moment, _ in facts]
+    span_start, span_end, span_source = _span(user=user, filters=filters, detected=detected)
+    by_verdict = {value: 0 for value in SdcReplay.Verdict.values}
+    for _, verdict in facts:
+        by_verdict[verdict] = by_verdict.get(verdict, 0) + 1
+    return SdcLedger(
+        records=list(records_qs[:LEDGER_MAX_ROWS]),
+        total=len(facts),
+        truncated=len(facts) > LEDGER_MAX_ROWS,
+        rate=sdc.weekly_rate(records=len(facts), span_start=span_start, span_end=span_end),
+        weekly=sdc.weekly_counts(detected, span_start=span_start, span_end=span_end),
+        span_source=span_source,
+        by_verdict=by_verdict,
+    )
+
+
+def _span(
+    *, user: User, filters: HardwareFilters, detected: list[datetime]
+) -> tuple[datetime | None, datetime | None, str]:
+    runs = runs_in_scope(user=user, filters=filters)
+    activity = Run.objects.filter(pk__in=runs).aggregate(
+        first_start=Min("attempts__started_at"),
+        last_seen=Max("last_seen_at"),
+    )
+    start_candidates = [m for m in (activity["first_start"], *detected[-1:]) if m is not None]
+    end_candidates = [m for m in (activity["last_seen"], *detected[:1]) if m is not None]
+    start = filters.since or (min(start_candidates) if start_candidates else None)
+    end = filters.until or (max(end_candidates) if end_candidates else None)
+    source = (
+        ("since" if filters.since else "first attempt start or record")
+        + " to "
+        + ("until" if filters.until else "latest activity of the runs in scope")
+    )
+    return start, end, source

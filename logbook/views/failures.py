@@ -1,0 +1,94 @@
+"""The failure breakdown page (the Llama 3 Table 5 view): what broke, how often, how fast it
+was fixed, and what that means at another scale."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from logbook import charts
+from logbook.failures import RATE_NAMES, failure_report_as_dict
+from logbook.selectors import failures as selectors
+from logbook.selectors.failures import FailureFilters, FilterError
+
+RATE_LABELS = {
+    "observed_days": "Observed time",
+    "accelerator_days": "Accelerator-days",
+    "interruptions_per_day": "Interruptions per day (all)",
+    "unexpected_per_day": "Unexpected interruptions per day",
+    "job_mtbf_h": "Job MTBF",
+    "mttr_min": "MTTR",
+    "time_to_detect_min": "Mean time to detect",
+    "failure_rate_per_1000_accelerator_days": "Failure rate per accelerator",
+}
+
+
+def number_text(value: Any) -> str:
+    """A number as the page shows it: thousands separated, three significant decimals."""
+    if value is None:
+        return "\u2013"  # en dash, as the other pages show a missing value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{int(value):,}"
+    if abs(value) >= 100:
+        return f"{value:,.1f}"
+    return f"{value:.3g}"
+
+
+def derived_display(derived: dict[str, Any], label: str) -> dict[str, Any]:
+    """A Derived (as a dict) with its value, unit and inputs as text, for the templates.
+    Seconds are also shown in minutes and fractions as percent, the units people think in."""
+    value, unit = derived["value"], derived["unit"]
+    text = number_text(value)
+    if value is not None and unit == "s":
+        text = f"{value / 60:.1f} min ({value:,.0f} s)"
+    elif value is not None and unit == "fraction":
+        text = f"{100 * value:.2f}%"
+    elif value is not None and unit:
+        text = f"{text} {unit}" if unit != "%" else f"{value:.1f}%"
+    return {
+        "label": label,
+        "text": text,
+        "formula": derived["formula"],
+        "inputs": [(name, number_text(v)) for name, v in derived["inputs"].items()],
+        "note": derived["note"],
+    }
+
+
+@login_required
+def failure_breakdown(request: HttpRequest) -> HttpResponse:
+    errors: dict[str, str] = {}
+    try:
+        filters = selectors.failure_filters_parse(request.GET)
+    except FilterError as exc:
+        # Show everything with the problem named rather than a bare 400 page.
+        filters, errors = FailureFilters(), exc.errors
+    report = selectors.failure_report_for_user(user=request.user, filters=filters)
+    data = failure_report_as_dict(report)
+    table = data["breakdown"]
+    payload = []
+    if table["rows"]:
+        figure = charts.breakdown_figure(pd.DataFrame(table["rows"]))
+        payload.append({"id": "chart-breakdown", "figure": json.loads(figure.to_json())})
+    rates = [derived_display(data["rates"][name], RATE_LABELS[name]) for name in RATE_NAMES]
+    return render(
+        request,
+        "logbook/failures.html",
+        {
+            "filters": filters,
+            "errors": errors,
+            "options": selectors.filter_options(user=request.user),
+            "data": data,
+            "rates": rates,
+            "planned_percent": derived_display(table["planned_percent"], "Planned share"),
+            "hardware_share": derived_display(table["hardware_share"], "Hardware share"),
+            "projection": derived_display(data["projection"], "Projected job MTBF"),
+            "charts_payload": payload,
+        },
+    )

@@ -1,0 +1,159 @@
+"""Fleet health pages: hosts and devices with their incidents, repeat offenders, and one
+host's history with the quarantine form."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import redirect, render
+
+from logbook import fleet_charts
+from logbook import services as logbook_services
+from logbook.selectors import fleet as fleet_selectors
+from logbook.selectors import sdc as sdc_selectors
+from logbook.selectors.sdc import FilterError, HardwareFilters
+from logbook.views.sdc import filter_menus
+from telemetry.models import Device, Host
+from telemetry.selectors import user_is_operator
+
+
+def _filters(request: HttpRequest) -> tuple[HardwareFilters, fleet_selectors.OffenderRule, str]:
+    try:
+        filters = sdc_selectors.filters_parse(user=request.user, params=request.GET)
+        rule = fleet_selectors.offender_rule_parse(params=request.GET, filters=filters)
+        return filters, rule, ""
+    except FilterError as exc:
+        filters = HardwareFilters()
+        rule = fleet_selectors.offender_rule_parse(params={}, filters=filters)
+        return filters, rule, str(exc)
+
+
+def hosts_frame(hosts: list[fleet_selectors.HardwareHealth]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "host": [one.name for one in hosts],
+            "interruptions": [one.interruptions for one in hosts],
+            "sdc": [one.sdc for one in hosts],
+            "in_window": [one.in_window for one in hosts],
+            "repeat_offender": [one.repeat_offender for one in hosts],
+        }
+    )
+
+
+@login_required
+def fleet_health(request: HttpRequest) -> HttpResponse:
+    filters, rule, error = _filters(request)
+    fleet = fleet_selectors.fleet_health(user=request.user, filters=filters, rule=rule)
+    figure = fleet_charts.incidents_per_host_figure(hosts_frame(fleet.hosts))
+    return render(
+        request,
+        "logbook/fleet.html",
+        {
+            "filters": filters,
+            "rule": rule,
+            "error": error,
+            "fleet": fleet,
+            "offenders": [one for one in fleet.hosts if one.repeat_offender],
+            "quarantined_hosts": [one for one in fleet.hosts if one.row.quarantined_at],
+            "quarantined_devices": [one for one in fleet.devices if one.row.quarantined_at],
+            "charts_payload": [
+                {"id": "chart-host-incidents", "figure": json.loads(figure.to_json())}
+            ],
+            **filter_menus(user=request.user),
+        },
+    )
+
+
+class QuarantineForm(forms.Form):
+    action = forms.ChoiceField(choices=[("quarantine", "Quarantine"), ("release", "Release")])
+    # Empty: the host itself; otherwise the UUID of one of its devices.
+    device = forms.CharField(required=False, max_length=128)
+    reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("action") == "quarantine" and not (data.get("reason") or "").strip():
+            self.add_error("reason", "Say why: a reason is required to quarantine.")
+        return data
+
+
+@login_required
+def host_detail(request: HttpRequest, name: str) -> HttpResponse:
+    host = fleet_selectors.host_get_for_user(user=request.user, name=name)
+    can_quarantine = user_is_operator(user=request.user)
+    form = QuarantineForm()
+    if request.method == "POST":
+        if not can_quarantine:
+            return HttpResponseForbidden("Only on-call engineers and admins may quarantine.")
+        form = QuarantineForm(request.POST)
+        if form.is_valid() and _quarantine_apply(request, host, form):
+            return redirect("logbook:host-detail", name=host.name)
+    filters, rule, error = _filters(request)
+    fleet = fleet_selectors.fleet_health(user=request.user, filters=filters, rule=rule, host=host)
+    health = fleet.hosts[0] if fleet.hosts else fleet_selectors.HardwareHealth("host", host)
+    timeline = pd.DataFrame(
+        {
+            "occurred_at": [one.occurred_at for one in health.incidents],
+            "kind": [one.kind for one in health.incidents],
+            "label": [one.label for one in health.incidents],
+            "run": [one.run_name for one in health.incidents],
+        }
+    )
+    figure = fleet_charts.host_timeline_figure(timeline)
+    return render(
+        request,
+        "logbook/host_detail.html",
+        {
+            "host": host,
+            "health": health,
+            "devices": fleet.devices,
+            "rule": rule,
+            "filters": filters,
+            "error": error,
+            "runs": list(fleet_selectors.host_runs(user=request.user, host=host)),
+            "form": form,
+            "can_quarantine": can_quarantine,
+            "charts_payload": [
+                {"id": "chart-host-timeline", "figure": json.loads(figure.to_json())}
+            ],
+        },
+    )
+
+
+def _quarantine_apply(request: HttpRequest, host: Host, form: QuarantineForm) -> bool:
+    data = form.cleaned_data
+    target: Host | Device = host
+    if data["device"]:
+        device = Device.objects.filter(uuid=data["device"], host=host).first()
+        if device is None:
+            form.add_error("device", "No such device on this host.")
+            return False
+        target = device
+    try:
+        if data["action"] == "release":
+            if isinstance(target, Host):
+                logbook_services.host_release(host=target, user=request.user)
+            else:
+                logbook_services.device_release(device=target, user=request.user)
+            messages.success(request, f"{target} released.")
+        else:
+            if isinstance(target, Host):
+                logbook_services.host_quarantine(
+                    host=target, user=request.user, reason=data["reason"]
+                )
+            else:
+                logbook_services.device_quarantine(
+                    device=target, user=request.user, reason=data["reason"]
+                )
+            messages.success(request, f"{target} quarantined.")
+    except ValidationError as exc:
+        form.add_error("reason", exc.message_dict.get("reason", exc.messages))
+        return False
+    return True

@@ -1,0 +1,204 @@
+"""Read API behind the MFU and goodput pages: the same numbers as JSON (session auth)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from telemetry import efficiency, goodput, selectors
+from telemetry.views.efficiency import (
+    BadQuery,
+    axis_from_query,
+    exclude_planned_from_query,
+    window_from_query,
+)
+
+_WINDOW_PARAMETERS = [
+    OpenApiParameter("start", OpenApiTypes.DATETIME, description="Window start (ISO 8601)."),
+    OpenApiParameter("end", OpenApiTypes.DATETIME, description="Window end (ISO 8601)."),
+]
+
+
+def _number(value: float | None) -> float | str | None:
+    return None if value is None else selectors.json_number(float(value))
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _window(window: efficiency.Window) -> dict[str, str | None]:
+    return {"start": _time(window.start), "end": _time(window.end)}
+
+
+def mfu_payload(report: efficiency.MfuReport) -> dict[str, Any]:
+    inputs = report.inputs
+    run = report.run
+    points = report.points
+    return {
+        "run": run.pk,
+        "label": inputs.label.value if inputs else "MFU",
+        "available": inputs is not None and report.total_points > 0,
+        "missing": report.missing,
+        "formula": "tokens_per_s * flops_per_token / (n_accelerators * peak_flops)",
+        "inputs": {
+            "flops_per_token": inputs.flops_per_token if inputs else None,
+            "flops_source": inputs.flops_source if inputs else None,
+            "flops_formula": "6*N + 12*L*H*Q*T",
+            "parameter_count": run.parameter_count,
+            "n_layers": run.n_layers,
+            "n_heads": run.n_heads,
+            "head_dim": run.head_dim,
+            "seq_len": run.seq_len,
+            "accelerator": inputs.accelerator if inputs else run.accelerator_type or None,
+            "accelerator_source": report.accelerator_source or None,
+            "peak_flops": inputs.peak_flops if inputs else None,
+            "n_accelerators": run.accelerator_count,
+            "tokens_per_step": report.tokens_per_step,
+            "counts_recomputation": run.counts_recomputation,
+            "throughput_source": report.throughput_source or None,
+        },
+        "window": _window(report.window),
+        "total_points": report.total_points,
+        "returned_points": len(points),
+        "mean": _number(report.mean),
+        "attempts": [
+            {
+                "attempt": int(row["attempt"]),
+                "steps": int(row["steps"]),
+                "first_step": int(row["first_step"]),
+                "last_step": int(row["last_step"]),
+                "mean": _number(row["mean"]),
+            }
+            for row in report.per_attempt.to_dict("records")
+        ],
+        "points": {
+            "attempt": [int(v) for v in points["attempt"].tolist()],
+            "step": [int(v) for v in points["step"].tolist()],
+            "wall_time": [
+                None if pd.isna(v) else pd.Timestamp(v).isoformat()
+                for v in points["wall_time"].tolist()
+            ],
+            "tokens_per_s": [_number(v) for v in points["tokens_per_s"].tolist()],
+            "mfu": [_number(v) for v in points["mfu"].tolist()],
+        },
+    }
+
+
+def goodput_payload(report: efficiency.GoodputReport) -> dict[str, Any]:
+    result = report.result
+    body: dict[str, Any] = {
+        "run": report.run.pk,
+        "window": _window(report.window),
+        "exclude_planned": report.exclude_planned,
+        "exclusions": [{"start": _time(a), "end": _time(b)} for a, b in report.exclusions],
+        "step_source": report.step_source,
+        "as_of": _time(report.as_of),
+        "formula": "goodput = productive_s / elapsed_s",
+        "notes": report.notes,
+        "available": result is not None,
+    }
+    if result is None:
+        return body
+    body |= {
+        "elapsed_s": result.elapsed_s,
+        "excluded_s": result.excluded_s,
+        "productive_s": result.productive_s,
+        "goodput": _number(result.goodput),
+        "badput_s": result.badput_s,
+        "badput_labels": {name: goodput.bucket_label(name) for name in result.badput_s},
+        "data_loading_async_s": result.data_loading_async_s,
+        "disruptions": result.disruptions,
+        "warnings": result.warnings,
+        "segments": [
+            {
+                "attempt": s.attempt,
+                "first_step": s.first_step,
+                "last_step": s.last_step,
+                "resume_step": s.resume_step,
+                "kept_intervals": s.kept_intervals,
+                "wasted_intervals": s.wasted_intervals,
+                "first_step_s": _number(s.first_step_s),
+                "typical_step_s": _number(s.typical_step_s),
+                "program_startup_s": s.program_startup_s,
+            }
+            for s in result.segments
+        ],
+        "attempts": [
+            {
+                "attempt": int(row["attempt"]),
+                "start": _time(row["start"]),
+                "end": _time(row["end"]),
+                "elapsed_s": row["elapsed_s"],
+                "productive_s": row["productive_s"],
+                "goodput": _number(row["goodput"]),
+            }
+            for row in report.per_attempt.to_dict("records")
+        ],
+        "rolling_width_s": report.rolling_width_s,
+        "rolling": [
+            {
+                "start": _time(row["start"]),
+                "end": _time(row["end"]),
+                "goodput": _number(row["goodput"]),
+            }
+            for row in report.rolling.to_dict("records")
+        ],
+    }
+    return body
+
+
+class RunMfuApi(APIView):
+    @extend_schema(
+        operation_id="run_mfu",
+        parameters=[
+            *_WINDOW_PARAMETERS,
+            OpenApiParameter(
+                "axis", OpenApiTypes.STR, description="step or time (the page's chart only)."
+            ),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = selectors.run_get_for_user(user=request.user, run_id=run_id)
+        try:
+            window = window_from_query(request.query_params)
+            axis_from_query(request.query_params)
+        except BadQuery as exc:
+            name, _, message = str(exc).partition(": ")
+            raise ValidationError({name: message}) from exc
+        return Response(mfu_payload(efficiency.run_mfu(run=run, window=window)))
+
+
+class RunGoodputApi(APIView):
+    @extend_schema(
+        operation_id="run_goodput",
+        parameters=[
+            *_WINDOW_PARAMETERS,
+            OpenApiParameter(
+                "exclude_planned",
+                OpenApiTypes.BOOL,
+                description="1 to remove planned-maintenance windows from every number.",
+            ),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = selectors.run_get_for_user(user=request.user, run_id=run_id)
+        try:
+            window = window_from_query(request.query_params)
+        except BadQuery as exc:
+            name, _, message = str(exc).partition(": ")
+            raise ValidationError({name: message}) from exc
+        report = efficiency.run_goodput(
+            run=run, window=window, exclude_planned=exclude_planned_from_query(request.query_params)
+        )
+        return Response(goodput_payload(report))

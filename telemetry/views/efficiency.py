@@ -1,0 +1,163 @@
+"""Operator pages: MFU (or HFU) of a run, and its goodput with every badput bucket."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC
+from typing import Any
+
+import pandas as pd
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import render
+from django.utils.dateparse import parse_datetime
+
+from telemetry import efficiency, efficiency_charts, goodput, selectors
+
+
+class BadQuery(ValueError):
+    """A query parameter the user must fix; the message names it."""
+
+
+def window_from_query(params: QueryDict) -> efficiency.Window:
+    """`start` and `end` as ISO 8601 times (UTC when no offset is given)."""
+    values = {}
+    for name in ("start", "end"):
+        raw = params.get(name, "").strip()
+        if not raw:
+            values[name] = None
+            continue
+        try:
+            moment = parse_datetime(raw.replace(" ", "T"))
+        except ValueError:  # well formed but impossible, like month 13
+            moment = None
+        if moment is None:
+            raise BadQuery(f"{name}: cannot read {raw[:40]!r} as an ISO 8601 time")
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        values[name] = moment
+    if values["start"] and values["end"] and values["end"] <= values["start"]:
+        raise BadQuery("end: must be after start")
+    return efficiency.Window(start=values["start"], end=values["end"])
+
+
+def axis_from_query(params: QueryDict) -> str:
+    axis = params.get("axis", "step") or "step"
+    if axis not in ("step", "time"):
+        raise BadQuery(f"axis: must be step or time, got {axis[:20]!r}")
+    return axis
+
+
+def exclude_planned_from_query(params: QueryDict) -> bool:
+    return params.get("exclude_planned", "") in ("1", "true", "yes", "on")
+
+
+def _figure(figure: Any) -> Any:
+    # Through plotly's encoder: it turns numpy arrays and timestamps into JSON.
+    return json.loads(figure.to_json())
+
+
+def _restarts(attempts: list[Any]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"attempt": a.number, "step": a.resumed_from_step, "time": a.started_at}
+            for a in attempts
+            if a.number > 1
+        ],
+        columns=["attempt", "step", "time"],
+    )
+
+
+@login_required
+def run_mfu(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = selectors.run_get_for_user(user=request.user, run_id=run_id)
+    error = ""
+    try:
+        window = window_from_query(request.GET)
+        axis = axis_from_query(request.GET)
+    except BadQuery as exc:
+        error, window, axis = str(exc), efficiency.Window(), "step"
+    report = efficiency.run_mfu(run=run, window=window)
+    label = report.inputs.label.value if report.inputs else "MFU"
+    charts = []
+    if report.inputs is not None and report.total_points:
+        figure = efficiency_charts.mfu_figure(
+            report.points,
+            axis=axis,
+            label=label,
+            restarts=_restarts(report.attempts),
+            interruptions=report.interruptions,
+        )
+        charts.append({"id": "chart-mfu", "figure": _figure(figure)})
+    return render(
+        request,
+        "telemetry/mfu.html",
+        {
+            "run": run,
+            "report": report,
+            "label": label,
+            "axis": axis,
+            "error": error,
+            "mean_pct": report.mean * 100,
+            "per_attempt": [
+                {**row, "mean_pct": row["mean"] * 100}
+                for row in report.per_attempt.to_dict("records")
+            ],
+            "peak_tflops": report.inputs.peak_flops / 1e12 if report.inputs else None,
+            "charts_payload": charts,
+        },
+    )
+
+
+@login_required
+def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = selectors.run_get_for_user(user=request.user, run_id=run_id)
+    error = ""
+    try:
+        window = window_from_query(request.GET)
+    except BadQuery as exc:
+        error, window = str(exc), efficiency.Window()
+    exclude_planned = exclude_planned_from_query(request.GET)
+    report = efficiency.run_goodput(run=run, window=window, exclude_planned=exclude_planned)
+    result = report.result
+    charts = []
+    buckets: list[dict[str, Any]] = []
+    if result is not None and result.elapsed_s > 0:
+        rows = [("productive", result.productive_s), *result.badput_s.items()]
+        buckets = [
+            {
+                "bucket": name,
+                "label": goodput.bucket_label(name),
+                "seconds": seconds,
+                "pct": 100 * seconds / result.elapsed_s,
+            }
+            for name, seconds in rows
+        ]
+        frame = pd.DataFrame([(b["bucket"], b["seconds"]) for b in buckets if b["seconds"] > 0],
+                             columns=["bucket", "seconds"])  # fmt: skip
+        charts.append(
+            {"id": "chart-buckets", "figure": _figure(efficiency_charts.buckets_figure(frame))}
+        )
+        if not report.rolling.empty:
+            figure = efficiency_charts.goodput_over_time_figure(
+                report.rolling, width_s=report.rolling_width_s
+            )
+            charts.append({"id": "chart-goodput-time", "figure": _figure(figure)})
+    return render(
+        request,
+        "telemetry/goodput.html",
+        {
+            "run": run,
+            "report": report,
+            "result": result,
+            "error": error,
+            "buckets": buckets,
+            "window_start": efficiency.as_datetime(result.window_start) if result else None,
+            "window_end": efficiency.as_datetime(result.window_end) if result else None,
+            "per_attempt": [
+                {**row, "goodput_pct": row["goodput"] * 100}
+                for row in report.per_attempt.to_dict("records")
+            ],
+            "charts_payload": charts,
+        },
+    )

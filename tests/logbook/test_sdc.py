@@ -1,0 +1,331 @@
+"""The SDC ledger's maths (value comparison with tolerance and NaN rules, weekly rate) and
+the automatic attempt-vs-attempt divergence check, called directly and through ingest."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from ingest import services as ingest_services
+from logbook import sdc
+from logbook import services as logbook_services
+from logbook.models import SdcReplay
+from telemetry import services as telemetry_services
+from telemetry.models import Attempt, Run
+
+START = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday
+
+
+# --- Pure: comparing two attempts' values ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "tolerance", "differ"),
+    [
+        (2.5, 2.5, 0.0, False),  # a bit-identical replay
+        (2.5, 2.5000000000000004, 0.0, True),  # one ulp apart: exact means exact
+        (2.0, 2.5, 0.5, False),  # |difference| equal to the tolerance is tolerated
+        (2.0, 2.5, 0.25, True),
+        (2.5, 2.0, 0.25, True),  # symmetric
+        (math.nan, math.nan, 0.0, False),  # the replay reproduced the NaN
+        (None, math.nan, 0.0, False),  # None is SQLite's NaN
+        (math.nan, 2.0, 0.0, True),
+        (2.0, None, 10.0, True),  # NaN against a number differs whatever the tolerance
+        (math.inf, math.inf, 0.0, False),
+        (math.inf, -math.inf, 0.0, True),
+        (math.inf, 1e308, 1e308, True),
+    ],
+)
+def test_values_differ(first, second, tolerance, differ):
+    assert sdc.values_differ(first, second, tolerance=tolerance) is differ
+
+
+def test_divergence_source_key_is_the_same_from_either_attempt():
+    one = sdc.divergence_source_key(metric="loss", step=7, attempt_a=3, attempt_b=2)
+    other = sdc.divergence_source_key(metric="loss", step=7, attempt_a=2, attempt_b=3)
+    assert one == other == "divergence:loss:7:2:3"
+
+
+def test_steps_by_metric_groups_steps_by_name():
+    grouped = sdc.steps_by_metric([("loss", 1), ("lr", 1), ("loss", 2)])
+    assert grouped == {"loss": [1, 2], "lr": [1]}
+
+
+# --- Pure: weekly rate -----------------------------------------------------------------------
+
+
+def test_weekly_rate_is_records_over_weeks_of_span():
+    # Gemini's "every week or two": 3 records in 14 days is 1.5 a week.
+    rate = sdc.weekly_rate(records=3, span_start=START, span_end=START + timedelta(days=14))
+    assert rate.span_days == 14.0
+    assert rate.weeks == 2.0
+    assert rate.per_week == pytest.approx(1.5)
+
+
+def test_weekly_rate_over_a_partial_week():
+    # 1 record in 3.5 days: 2 a week.
+    rate = sdc.weekly_rate(records=1, span_start=START, span_end=START + timedelta(hours=84))
+    assert rate.per_week == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    ("span_start", "span_end"),
+    [(None, START), (START, None), (START, START), (START, START - timedelta(days=1))],
+)
+def test_weekly_rate_is_undefined_without_a_span(span_start, span_end):
+    rate = sdc.weekly_rate(records=2, span_start=span_start, span_end=span_end)
+    assert rate.per_week is None
+    assert rate.span_days == 0.0
+
+
+def test_weekly_counts_include_quiet_weeks():
+    detected = [START + timedelta(hours=1), START + timedelta(days=2), START + timedelta(days=14)]
+    weekly = sdc.weekly_counts(
+        detected, span_start=START + timedelta(hours=5), span_end=START + timedelta(days=18)
+    )
+    assert [w.date().isoformat() for w in weekly["week_start"]] == [
+        "2026-11-02",
+        "2026-11-09",
+        "2026-11-16",
+    ]
+    assert list(weekly["count"]) == [2, 0, 1]
+
+
+def test_weekly_counts_of_nothing_is_empty():
+    assert sdc.weekly_counts([], span_start=None, span_end=None).empty
+
+
+# --- The divergence service ------------------------------------------------------------------
+
+
+def _run(project: Any, **fields: Any) -> Run:
+    run = telemetry_services.run_upsert(project=project, name="det-run")
+    if fields:
+        Run.objects.filter(pk=run.pk).update(**fields)
+        run.refresh_from_db()
+    return run
+
+
+def _attempt(
+    run: Run, number: int, hosts: list[str], values: dict[int, float], name: str = "loss"
+) -> Attempt:
+    attempt = telemetry_services.attempt_ensure(
+        run=run, number=number, started_at=START + timedelta(days=number), hosts=hosts
+    )
+    _points(run, attempt, values, name=name)
+    return attempt
+
+
+def _points(run: Run, attempt: Attempt, values: dict[int, float], name: str = "loss") -> None:
+    telemetry_services.metric_points_insert(
+        run=run,
+        attempt=attempt,
+        points=[
+            (name, step, value, START + timedelta(days=attempt.number, seconds=step))
+            for step, value in values.items()
+        ],
+    )
+
+
+def _losses(first: int, last: int) -> dict[int, float]:
+    return {step: 3.0 - step / 100 for step in range(first, last + 1)}
+
+
+@pytest.mark.django_db
+def test_identical_replay_opens_nothing(project):
+    # given attempt 2 replays steps 5-9 of attempt 1 bit-identically
+    run = _run(project)
+    _attempt(run, 1, ["h1", "h2"], _losses(0, 9))
+    second = _attempt(run, 2, ["h2", "h3"], _losses(5, 12))
+
+    # when / then
+    assert logbook_services.sdc_divergence_check(run=run, attempt=second) == []
+    assert not SdcReplay.objects.exists()
+
+
+@pytest.mark.django_db
+def test_differing_loss_opens_one_record_linked_to_both_attempts_and_all_hosts(project):
+    # given attempt 2 replays steps 5-9 but gets another loss at step 7
+    run = _run(project)
+    first = _attempt(run, 1, ["h1", "h2"], _losses(0, 9))
+    replay = _losses(5, 12) | {7: 2.5}
+    second = _attempt(run, 2, ["h2", "h3"], replay)
+
+    # when
+    opened = logbook_services.sdc_divergence_check(run=run, attempt=second)
+
+    # then
+    assert len(opened) == 1
+    record = SdcReplay.objects.get()
+    assert record.pk == opened[0].pk
+    assert record.detection == SdcReplay.Detection.ATTEMPT_DIVERGENCE
+    assert record.verdict == SdcReplay.Verdict.PENDING
+    assert (record.step, record.metric_name) == (7, "loss")
+    assert (record.attempt, record.compared_attempt) == (second, first)
+    assert record.observed_value == 2.5
+    assert record.expected_value == 3.0 - 7 / 100
+    assert sorted(h.name for h in record.hosts.all()) == ["h1", "h2", "h3"]
+    assert record.source_key == "divergence:loss:7:1:2"
+    # detected when the second value of the pair was written (attempt 2's point)
+    assert record.detected_at == START + timedelta(days=2, seconds=7)
+
+
+@pytest.mark.django_db
+def test_tolerance_is_respected(project):
+    # given a tolerance of 0.01: step 6 is off by 0.005 (fine), step 8 by 0.02 (not)
+    run = _run(project, sdc_tolerance=0.01)
+    _attempt(run, 1, [], {6: 2.0, 8: 2.0})
+    second = _attempt(run, 2, [], {6: 2.005, 8: 2.02})
+
+    # when
+    opened = logbook_services.sdc_divergence_check(run=run, attempt=second)
+
+    # then
+    assert [record.step for record in opened] == [8]
+
+
+@pytest.mark.django_db
+def test_nan_rules(project):
+    # given NaN in both attempts at step 1, NaN against a number at step 2
+    run = _run(project)
+    _attempt(run, 1, [], {1: math.nan, 2: 2.0, 3: 1.0})
+    second = _attempt(run, 2, [], {1: math.nan, 2: math.nan, 3: 1.0})
+
+    # when
+    opened = logbook_services.sdc_divergence_check(run=run, attempt=second)
+
+    # then only step 2 diverged, and its NaN is kept as observed
+    assert [record.step for record in opened] == [2]
+    record = SdcReplay.objects.get()
+    assert math.isnan(record.observed_value)
+    assert record.expected_value == 2.0
+
+
+@pytest.mark.django_db
+def test_idempotent_when_run_twice_and_from_either_attempt(project):
+    # given a divergence at step 3
+    run = _run(project)
+    first = _attempt(run, 1, ["h1"], {3: 1.0, 4: 1.0})
+    second = _attempt(run, 2, ["h2"], {3: 1.5, 4: 1.0})
+
+    # when the first attempt is checked (as when its late batch arrives), then the second, twice
+    from_first = logbook_services.sdc_divergence_check(run=run, attempt=first)
+    from_second = logbook_services.sdc_divergence_check(run=run, attempt=second)
+    again = logbook_services.sdc_divergence_check(run=run, attempt=second)
+
+    # then one record, oriented the same way whichever attempt opened it
+    assert len(from_first) == 1 and from_second == [] and again == []
+    record = SdcReplay.objects.get()
+    assert (record.attempt, record.compared_attempt) == (second, first)
+    assert (record.observed_value, record.expected_value) == (1.5, 1.0)
+    assert sorted(h.name for h in record.hosts.all()) == ["h1", "h2"]
+
+
+@pytest.mark.django_db
+def test_non_deterministic_metrics_are_ignored(project):
+    # given grad_norm differs but only loss is deterministic (the default)
+    run = _run(project)
+    _attempt(run, 1, [], {3: 1.0}, name="grad_norm")
+    second = _attempt(run, 2, [], {3: 9.0}, name="grad_norm")
+    assert run.deterministic_metrics == ["loss"]
+
+    # when / then
+    assert logbook_services.sdc_divergence_check(run=run, attempt=second) == []
+
+    # when the run marks grad_norm deterministic too
+    Run.objects.filter(pk=run.pk).update(deterministic_metrics=["loss", "grad_norm"])
+    run.refresh_from_db()
+    opened = logbook_services.sdc_divergence_check(run=run, attempt=second)
+
+    # then
+    assert [(r.metric_name, r.step) for r in opened] == [("grad_norm", 3)]
+
+
+@pytest.mark.django_db
+def test_only_the_given_steps_are_checked(project):
+    run = _run(project)
+    _attempt(run, 1, [], {5: 1.0, 6: 1.0, 7: 1.0})
+    second = _attempt(run, 2, [], {5: 1.0, 6: 1.0, 7: 2.0})
+
+    assert (
+        logbook_services.sdc_divergence_check(
+            run=run, attempt=second, steps_by_metric={"loss": [5, 6], "lr": [7]}
+        )
+        == []
+    )
+    opened = logbook_services.sdc_divergence_check(
+        run=run, attempt=second, steps_by_metric={"loss": [7]}
+    )
+    assert [record.step for record in opened] == [7]
+
+
+@pytest.mark.django_db
+def test_each_attempt_pair_gets_its_own_record(project):
+    # given three attempts at step 10: 1 and 2 agree, 3 differs from both
+    run = _run(project)
+    first = _attempt(run, 1, [], {10: 1.0})
+    second = _attempt(run, 2, [], {10: 1.0})
+    third = _attempt(run, 3, [], {10: 1.25})
+
+    # when
+    opened = logbook_services.sdc_divergence_check(run=run, attempt=third)
+
+    # then
+    pairs = sorted((r.compared_attempt.number, r.attempt.number) for r in opened)
+    assert pairs == [(first.number, 3), (second.number, 3)]
+
+
+@pytest.mark.django_db
+def test_other_runs_are_not_compared(project):
+    run = _run(project)
+    other = telemetry_services.run_upsert(project=project, name="another-run")
+    _attempt(other, 1, [], {3: 5.0})
+    mine = _attempt(run, 1, [], {3: 1.0})
+    _attempt(run, 2, [], {3: 1.0})
+    assert logbook_services.sdc_divergence_check(run=run, attempt=mine) == []
+
+
+# --- End to end through ingest (needs the call in ingest.services._apply) ----------------------
+
+
+@pytest.mark.django_db
+def test_ingest_opens_a_divergence_record_for_a_replayed_step_that_differs(project):
+    # given a job whose attempt 2 replays steps 5-9 of attempt 1; step 8 comes out different
+    token, _ = ingest_services.token_create(project=project, name="t")
+
+    def send(document: dict[str, Any]) -> None:
+        acceptance = ingest_services.batch_submit(token=token, body=json.dumps(document).encode())
+        assert ingest_services.batch_process(batch_pk=acceptance.batch.pk) == "done"
+
+    epoch = 1_793_000_000
+    first = [{"name": "loss", "step": s, "value": 3 - s / 10, "time": epoch + s} for s in range(10)]
+    second = [
+        {
+            "name": "loss",
+            "step": s,
+            "value": 3 - s / 10 + (0.5 if s == 8 else 0.0),
+            "time": epoch + 100 + s,
+        }
+        for s in range(5, 15)
+    ]
+    attempt_1 = {"type": "attempt_started", "time": epoch, "attempt": 1, "hosts": ["n1", "n2"]}
+    attempt_2 = {"type": "attempt_started", "time": epoch + 100, "attempt": 2,
+                 "resumed_from_step": 5, "hosts": ["n2", "n3"]}  # fmt: skip
+
+    # when both attempts' batches are processed, and the second is redelivered as a new batch
+    send({"batch_id": "a1", "run": "e2e", "attempt": 1, "metrics": first, "events": [attempt_1]})
+    send({"batch_id": "a2", "run": "e2e", "attempt": 2, "metrics": second, "events": [attempt_2]})
+    send({"batch_id": "a2-again", "run": "e2e", "attempt": 2, "metrics": second})
+
+    # then exactly one suspicion, at step 8, naming both attempts and every host
+    record = SdcReplay.objects.get()
+    assert record.detection == SdcReplay.Detection.ATTEMPT_DIVERGENCE
+    assert (record.step, record.metric_name) == (8, "loss")
+    assert (record.attempt.number, record.compared_attempt.number) == (2, 1)
+    assert record.observed_value == pytest.approx(3 - 0.8 + 0.5)
+    assert record.expected_value == pytest.approx(3 - 0.8)
+    assert sorted(h.name for h in record.hosts.all()) == ["n1", "n2", "n3"]
