@@ -10,7 +10,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/chronicle
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo web worker beat migrate test lint format check-deploy clean
+.PHONY: help install demo web worker beat migrate test chaos lint format check-deploy clean
 
 help: ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -48,6 +48,9 @@ beat: $(STAMP) ## Run the Celery beat scheduler (the sweeper of pending batches)
 
 test: $(STAMP) ## Run the tests on real PostgreSQL, Redis, Celery worker and Chromium
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+chaos: $(STAMP) ## Fault run: 100,000 points through worker/web kills, a Redis wipe and a PostgreSQL restart
+	$(BIN)/python -m chaos --points $${CHAOS_POINTS:-100000}
 
 lint: $(STAMP) ## ruff (lint and format check) and a check for missing migrations
 	$(BIN)/ruff check .

@@ -484,6 +484,7 @@ def test_poison_batch_is_parked_as_dead_after_max_attempts(token, monkeypatch):
     batch.refresh_from_db()
     assert batch.status == "dead"
     assert f"gave up after {limit} processing attempts" in batch.last_error
+    assert "disk on fire" in batch.last_error  # the dead batch still says why
     assert services.batch_process(batch_pk=batch.pk) == "not pending"
     assert not MetricPoint.objects.exists()
     assert not Run.objects.exists()
