@@ -49,8 +49,11 @@ beat: $(STAMP) ## Run the Celery beat scheduler (the sweeper of pending batches)
 test: $(STAMP) ## Run the tests on real PostgreSQL, Redis, Celery worker and Chromium
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-chaos: $(STAMP) ## Fault run: 100,000 points through worker/web kills, a Redis wipe and a PostgreSQL restart
+chaos: $(STAMP) ## Fault run (100,000 points through worker/web kills, Redis wipe, PostgreSQL restart) and full fuzzing
 	$(BIN)/python -m chaos --points $${CHAOS_POINTS:-100000}
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-50} \
+		$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz.py
+	@$(BIN)/python -m chaos.fuzz_summary
 
 lint: $(STAMP) ## ruff (lint and format check) and a check for missing migrations
 	$(BIN)/ruff check .

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +31,16 @@ def _schema_document() -> dict[str, Any]:
 schema = schemathesis.openapi.from_dict(_schema_document())
 
 PRINCIPALS = ["anonymous", "viewer", "oncall", "admin", "ingest_token"]
+SUMMARY_PATH = Path(__file__).resolve().parent.parent / "var" / "fuzz-summary.json"
+_tally = {"operations": 0, "requests": 0, "failures": 0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fuzz_summary() -> Iterator[None]:
+    """Counts what the fuzzing did; `make chaos` prints it beside the fault summary."""
+    yield
+    SUMMARY_PATH.parent.mkdir(exist_ok=True)
+    SUMMARY_PATH.write_text(json.dumps({"examples_per_operation": EXAMPLES, **_tally}))
 
 
 @pytest.fixture
@@ -59,6 +71,15 @@ def principal_headers(request: pytest.FixtureRequest, project: Any, client: Any)
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 def test_api_operations(case: Any, principal_headers: dict, live_server: Any) -> None:
+    _tally["requests"] += 1
+    try:
+        _call(case, principal_headers, live_server)
+    except Exception:
+        _tally["failures"] += 1
+        raise
+
+
+def _call(case: Any, principal_headers: dict, live_server: Any) -> None:
     case.call_and_validate(
         base_url=live_server.url,
         headers=principal_headers,

@@ -1,0 +1,84 @@
+"""Every URL that takes an unsafe method refuses a session-authenticated request without a
+CSRF token (403), walking the URL configuration so a new endpoint cannot slip through."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from telemetry import services as telemetry_services
+
+UNSAFE_METHODS = ("post", "put", "patch", "delete")
+# Token-authenticated (no session, so no CSRF by design) or served by other machinery.
+NOT_SESSION_URLS = {"/api/v1/ingest", "/api/schema/"}
+
+
+def _walk(patterns: list[Any], prefix: str = "") -> list[str]:
+    routes: list[str] = []
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            routes += _walk(entry.url_patterns, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern):
+            routes.append(prefix + str(entry.pattern))
+    return routes
+
+
+def _concrete(route: str, values: dict[str, str]) -> str | None:
+    if route.startswith("admin/") or "^" in route or "(?P" in route:
+        return None  # the admin's own URLs are Django's, CSRF-protected by the same middleware
+    path = "/" + route
+    for converter, value in values.items():
+        path = path.replace(converter, value)
+    return None if "<" in path else path
+
+
+@pytest.mark.django_db
+def test_unsafe_requests_without_csrf_token_are_refused(alice, project):
+    # given an on-call engineer with a session, and objects for every URL parameter
+    run = telemetry_services.run_upsert(project=project, name="csrf")
+    telemetry_services.attempt_ensure(run=run, number=1, hosts=["csrf-host"])
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    values = {"<int:run_id>": str(run.pk), "<str:name>": "csrf-host"}
+    paths = sorted(
+        {p for p in (_concrete(r, values) for r in _walk(get_resolver().url_patterns)) if p}
+    )
+    assert len(paths) > 10  # the walk found the site, not nothing
+
+    # when each is called with each unsafe method and no CSRF token
+    accepted = []
+    for path in paths:
+        if path in NOT_SESSION_URLS:
+            continue
+        for method in UNSAFE_METHODS:
+            response = getattr(client, method)(path, data={}, content_type="application/json")
+            # 405 (method not allowed) and 404 refuse too; anything else must be 403
+            if response.status_code not in (403, 404, 405):
+                accepted.append((method.upper(), path, response.status_code))
+
+    # then none was accepted
+    assert accepted == []
+
+
+@pytest.mark.django_db
+def test_the_same_requests_with_a_csrf_token_get_through(alice, project):
+    from telemetry.models import Host, Membership
+
+    Membership.objects.filter(user=alice).update(role="oncall")
+    run = telemetry_services.run_upsert(project=project, name="csrf")
+    telemetry_services.attempt_ensure(run=run, number=1, hosts=["csrf-host"])
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    client.get("/fleet/hosts/csrf-host/")
+    token = client.cookies["csrftoken"].value
+
+    response = client.post(
+        "/fleet/hosts/csrf-host/",
+        {"action": "quarantine", "reason": "xid 79", "csrfmiddlewaretoken": token},
+    )
+
+    assert response.status_code in (200, 302)
+    assert Host.objects.get(name="csrf-host").quarantined_at is not None

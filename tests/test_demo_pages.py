@@ -1,0 +1,57 @@
+"""Every dashboard page on the realistic demo data set, in a real browser: it answers, each
+chart has traces, and the page logs no console error (CSP violations included)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from logbook.models import Interruption
+from telemetry.models import Run
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_every_page_on_the_demo_data(browser, live_server, console_errors):
+    # given the demo, loaded the way `make demo` loads it
+    call_command("load_demo", stdout=io.StringIO(), stderr=io.StringIO())
+    run = Run.objects.get(name="demo-70b-pretrain")
+    host = Interruption.objects.filter(hosts__isnull=False).values_list("hosts__name", flat=True)[0]
+    pages = [
+        "/",
+        f"/runs/{run.pk}/",
+        f"/runs/{run.pk}/?axis=time",
+        f"/runs/{run.pk}/mfu/",
+        f"/runs/{run.pk}/mfu/?axis=time",
+        f"/runs/{run.pk}/goodput/",
+        f"/runs/{run.pk}/goodput/?exclude_planned=1",
+        f"/runs/{run.pk}/checkpoints/",
+        "/failures/",
+        f"/failures/?run={run.pk}",
+        "/sdc/",
+        "/fleet/",
+        f"/fleet/hosts/{host}/",
+    ]
+    page = browser.new_page()
+    errors = console_errors(page)
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "demo")
+    page.fill("#id_password", "chronicle-demo")
+    page.click("button[type=submit]")
+
+    for path in pages:
+        # when each page is opened
+        response = page.goto(f"{live_server.url}{path}")
+        page.wait_for_load_state("networkidle")
+
+        # then it answers, and every chart it has is drawn with traces
+        assert response is not None and response.status == 200, path
+        traces = page.evaluate(
+            "Array.from(document.querySelectorAll('.js-plotly-plot')).map(c => c.data.length)"
+        )
+        if path != "/":  # the run list is a table; every other page has charts
+            assert traces and all(count > 0 for count in traces), (path, traces)
+        assert errors == [], (path, errors)
+    page.close()
