@@ -52,6 +52,32 @@ class Interruption(models.Model):
     source_key = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    # --- Triage: every unexpected interruption is an incident in the on-call queue ---------
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        TRIAGED = "triaged", "Triaged"
+        RESOLVED = "resolved", "Resolved"
+
+    class Severity(models.TextChoices):
+        LOW = "low", "Low"
+        MEDIUM = "medium", "Medium"
+        HIGH = "high", "High"
+        CRITICAL = "critical", "Critical"
+
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    severity = models.CharField(max_length=10, choices=Severity.choices, default=Severity.MEDIUM)
+    notes = models.TextField(blank=True, help_text="Markdown, rendered sanitized")
+    triaged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    triaged_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    # Optimistic locking: an edit names the version it started from; a stale one is refused.
+    version = models.PositiveIntegerField(default=1)
+
     class Meta:
         ordering = ["-occurred_at"]
         constraints = [
@@ -76,6 +102,12 @@ class Interruption(models.Model):
         indexes = [
             # The run page lists a run's interruptions newest first.
             models.Index(fields=["run", "-occurred_at"], name="interruption_run_time_idx"),
+            # The triage queue: open and triaged incidents, newest first.
+            models.Index(
+                fields=["status", "-occurred_at"],
+                condition=~Q(status="resolved"),
+                name="interruption_queue_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -256,6 +288,22 @@ class LogbookEntry(models.Model):
     is_automatic = models.BooleanField(default=False)
     source_key = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # Step range the entry is about (step alone for a point).
+    step_end = models.BigIntegerField(null=True, blank=True)
+    checkpoint = models.ForeignKey(
+        Checkpoint, on_delete=models.SET_NULL, null=True, blank=True, related_name="logbook_entries"
+    )
+    sdc_replay = models.ForeignKey(
+        SdcReplay, on_delete=models.SET_NULL, null=True, blank=True, related_name="logbook_entries"
+    )
+    # A later entry that corrects this one ("see the debrief of 12-02"), shown inline here.
+    corrected_by = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="corrects"
+    )
+    # Config changes: [{"key": "lr", "before": "3e-4", "after": "1.5e-4"}, ...]
+    config_changes = models.JSONField(default=list, blank=True)
+    version = models.PositiveIntegerField(default=1)
 
     class Meta:
         ordering = ["-occurred_at"]
@@ -274,3 +322,146 @@ class LogbookEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.occurred_at:%Y-%m-%d %H:%M} {self.title}"
+
+
+class AuditEvent(models.Model):
+    """One change to an incident, a logbook entry or an annotation: who, when, and each
+    field's value before and after. Written by the services that make the change, in the
+    same transaction."""
+
+    class Entity(models.TextChoices):
+        INTERRUPTION = "interruption", "Incident"
+        LOGBOOK_ENTRY = "logbook_entry", "Logbook entry"
+        ANNOTATION = "annotation", "Annotation"
+
+    project = models.ForeignKey(
+        "telemetry.Project", on_delete=models.CASCADE, related_name="audit_events"
+    )
+    entity = models.CharField(max_length=16, choices=Entity.choices)
+    object_id = models.BigIntegerField()
+    action = models.CharField(max_length=16, default="update")  # create, update, delete
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # Kept even if the user is deleted later.
+    username = models.CharField(max_length=150, blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+    # {"field": [before, after], ...}, values as JSON-friendly strings.
+    changes = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        indexes = [
+            # The incident and logbook pages show one object's history, newest first.
+            models.Index(fields=["entity", "object_id", "-at"], name="audit_object_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.entity} {self.object_id} {self.action} by {self.username}"
+
+
+class Annotation(models.Model):
+    """A mark on a run's charts: a point or a range, in steps and/or wall time (Grafana's
+    annotation shape plus run and step)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="annotations")
+    time = models.DateTimeField(null=True, blank=True)
+    time_end = models.DateTimeField(null=True, blank=True)
+    step = models.BigIntegerField(null=True, blank=True)
+    step_end = models.BigIntegerField(null=True, blank=True)
+    text = models.TextField(blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["run", "time", "step"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(time__isnull=False) | Q(step__isnull=False),
+                name="annotation_has_a_position",
+            ),
+            models.CheckConstraint(
+                condition=Q(time_end__isnull=True) | Q(time_end__gte=F("time")),
+                name="annotation_time_range_ordered",
+            ),
+            models.CheckConstraint(
+                condition=Q(step_end__isnull=True) | Q(step_end__gte=F("step")),
+                name="annotation_step_range_ordered",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} annotation {self.text[:40]}"
+
+
+class WebhookEndpoint(models.Model):
+    """Where a project's notifications go (Slack-compatible JSON)."""
+
+    class Event(models.TextChoices):
+        INTERRUPTION = "interruption", "New unexpected interruption"
+        SDC_CONFIRMED = "sdc_confirmed", "SDC confirmed"
+        RUN_STALLED = "run_stalled", "Run stopped reporting"
+
+    project = models.ForeignKey(
+        "telemetry.Project", on_delete=models.CASCADE, related_name="webhooks"
+    )
+    name = models.CharField(max_length=100)
+    url = models.URLField(max_length=1000)
+    events = models.JSONField(default=list, help_text="Event kinds to send; empty: all.")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.project}:{self.name}"
+
+
+class WebhookDelivery(models.Model):
+    """One notification to one endpoint, retried until delivered or given up; its outcome is
+    shown to the project's admins."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DELIVERED = "delivered", "Delivered"
+        FAILED = "failed", "Failed (gave up)"
+
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    event = models.CharField(max_length=16, choices=WebhookEndpoint.Event.choices)
+    # What the notification is about, so an event is delivered once per endpoint.
+    event_key = models.CharField(max_length=200)
+    payload = models.JSONField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "webhook deliveries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["endpoint", "event_key"], name="delivery_unique_event_per_endpoint"
+            ),
+        ]
+        indexes = [
+            # The retry sweep: pending deliveries that are due.
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=Q(status="pending"),
+                name="delivery_due_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} {self.event} {self.status}"
