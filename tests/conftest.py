@@ -213,6 +213,12 @@ def bob(project: Any) -> Any:
 
 
 @pytest.fixture
+def dave(project: Any) -> Any:
+    """Admin of the project."""
+    return _member("dave", project, "admin")
+
+
+@pytest.fixture
 def charlie(other_project: Any) -> Any:
     """A member of another project only: an outsider here."""
     return _member("charlie", other_project, "admin")
