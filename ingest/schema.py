@@ -332,6 +332,8 @@ EVENT_FIELDS: dict[str, dict[str, Checker]] = {
         "value": check_value,
         "message": check_text(10_000),
     },
+    # Liveness only: moves the run's last-seen time (stalled-run detection watches it).
+    "heartbeat": {"attempt": check_positive_int, "rank": check_step},
     # One step start per step, compactly: start_times[i] is when step first_step + i began.
     "step_times": {
         "attempt": check_positive_int,

@@ -378,7 +378,13 @@ def _interval(context: _BatchContext, event: EventIn) -> None:
     )
 
 
+def _heartbeat(context: _BatchContext, event: EventIn) -> None:
+    # The batch's event times already move last_seen_at (see _apply); nothing else to do.
+    return None
+
+
 _EVENT_HANDLERS: dict[str, Callable[[_BatchContext, EventIn], None]] = {
+    "heartbeat": _heartbeat,
     "step_times": _step_times,
     "interval": _interval,
     "attempt_ended": _attempt_ended,

@@ -553,3 +553,21 @@ def test_sweeper_recovers_a_batch_whose_message_was_lost(celery_worker, token, m
     )
     assert set(MetricPoint.objects.values_list("step", "value")) == {(1, 1.0), (2, 0.9), (100, 0.5)}
     assert IngestBatch.objects.get(pk=batch.pk).process_attempts == 1
+
+
+@pytest.mark.django_db
+def test_heartbeat_moves_the_runs_last_seen_time(project):
+    import json
+    from datetime import UTC, datetime
+
+    from ingest import services
+
+    token, _ = services.token_create(project=project, name="hb")
+    body = {"batch_id": "hb-1", "run": "alive", "attempt": 1,
+            "events": [{"type": "heartbeat", "time": 1_763_700_000, "rank": 3}]}  # fmt: skip
+    acceptance = services.batch_submit(token=token, body=json.dumps(body).encode())
+
+    services.batch_process(batch_pk=acceptance.batch.pk)
+
+    run = Run.objects.get(name="alive")
+    assert run.last_seen_at == datetime.fromtimestamp(1_763_700_000, tz=UTC)

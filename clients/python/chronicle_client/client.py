@@ -559,9 +559,9 @@ class Run:
         )
 
     def heartbeat(self) -> None:
-        """Say the job is alive. Sent as an empty batch by the sender thread, not spooled (a
-        late liveness signal means nothing). The server has no heartbeat event yet, so today
-        this only proves the token and the network path work."""
+        """Say the job is alive: a `heartbeat` event sent by the sender thread, not spooled (a
+        late liveness signal means nothing). It moves the run's last-seen time, which is what
+        the server's stalled-run check watches."""
         self._heartbeat_due = True
         self._wake.set()
 
@@ -664,7 +664,10 @@ class Run:
             f"{_slug(self.name)[:40]}-a{self.attempt}-r{self.rank}-{self.spool.session}"
             f"-hb{self._heartbeats}"
         )
-        body = _encode({"batch_id": batch_id, "run": self.name, "attempt": self.attempt})
+        event = {"type": "heartbeat", "time": time.time(), "rank": self.rank}
+        body = _encode(
+            {"batch_id": batch_id, "run": self.name, "attempt": self.attempt, "events": [event]}
+        )
         try:
             self._transport.post(body.encode())
         except Exception as exc:  # best effort by design
