@@ -18,10 +18,18 @@ QUEUE_DEFAULT = "default"
 
 app.conf.task_routes = {
     "ingest.batch_process": {"queue": QUEUE_INGEST},
+    "logbook.webhook_deliver": {"queue": QUEUE_DEFAULT},
+    "logbook.webhooks_retry_due": {"queue": QUEUE_DEFAULT},
+    "logbook.runs_stall_check": {"queue": QUEUE_DEFAULT},
 }
 
 app.conf.beat_schedule = {
     # Batches whose Celery message was lost (Redis restart, crash between commit and publish)
     # are still pending in PostgreSQL; re-enqueue them so loss of Redis costs latency only.
     "ingest-sweep-pending": {"task": "ingest.batches_sweep", "schedule": 30.0},
+    # Webhook deliveries that are due: retries after their backoff, and deliveries whose
+    # enqueue was lost between commit and publish.
+    "logbook-webhooks-retry-due": {"task": "logbook.webhooks_retry_due", "schedule": 30.0},
+    # Runs still "running" but silent for 15 minutes notify once per stall.
+    "logbook-runs-stall-check": {"task": "logbook.runs_stall_check", "schedule": 60.0},
 }

@@ -6,7 +6,17 @@ from drf_spectacular.views import SpectacularAPIView
 
 from ingest.api import IngestView
 from logbook.api import FailureBreakdownApi, RunCheckpointsApi  # (helper 2)
+
+# --- annotations api (issue 4) ---
+from logbook.api_annotations import AnnotationDetailApi, AnnotationListApi
+
+# --- end annotations api (issue 4) ---
 from logbook.api_fleet import FleetHostsApi, HostQuarantineApi, SdcLedgerApi
+
+# --- incidents api (issue 4) ---
+from logbook.api_incidents import IncidentDetailApi, IncidentListApi
+
+# --- end incidents api (issue 4) ---
 from telemetry.api import RunListApi, SeriesApi
 
 # --- efficiency (helper) ---
@@ -36,6 +46,14 @@ api_v1 = [
         name="host-quarantine",
     ),
     # --- end sdc and fleet api (helper 3) ---
+    # --- annotations api (issue 4) ---
+    path("annotations", AnnotationListApi.as_view(), name="annotations"),
+    path("annotations/<int:pk>", AnnotationDetailApi.as_view(), name="annotation"),
+    # --- end annotations api (issue 4) ---
+    # --- incidents api (issue 4) ---
+    path("incidents", IncidentListApi.as_view(), name="incidents"),
+    path("incidents/<int:pk>", IncidentDetailApi.as_view(), name="incident"),
+    # --- end incidents api (issue 4) ---
 ]
 
 urlpatterns = [

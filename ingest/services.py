@@ -221,6 +221,10 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
         handler = _EVENT_HANDLERS.get(event.type)
         if handler is not None:
             handler(context, event)
+    # Restart drafts last: the batch's restore and interruption are recorded by now.
+    for event in batch_in.events:
+        if event.type in ("attempt_started", "checkpoint_restored"):
+            logbook_services.restart_entry_draft(attempt=context.event_attempt(event))
     event_times = [event.time for event in batch_in.events]
     if event_times:
         telemetry_services.run_progress_record(

@@ -1,5 +1,9 @@
-from django.contrib import admin
+from typing import Any
 
+from django.contrib import admin
+from django.http import HttpRequest
+
+from logbook import notifications
 from logbook.models import (
     Checkpoint,
     CheckpointRestore,
@@ -62,6 +66,11 @@ class CheckpointAdmin(admin.ModelAdmin):
 
 @admin.register(SdcReplay)
 class SdcReplayAdmin(admin.ModelAdmin):
+    def save_model(self, request: HttpRequest, obj: SdcReplay, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # A verdict set to confirmed here pages the project's webhooks (once).
+        notifications.sdc_confirmed_notify(obj)
+
     list_display = ["detected_at", "run", "step", "device", "detection", "verdict", "action"]
     list_filter = ["verdict", "action", "detection"]
     search_fields = ["run__name", "device__uuid", "host__name", "message"]

@@ -3,19 +3,22 @@ that recording the same event twice changes nothing."""
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
-from logbook import sdc
+from logbook import chronicles, notifications, sdc
+from logbook.audit import audit_record, diff_fields
 from logbook.models import (
+    AuditEvent,
     Checkpoint,
     CheckpointRestore,
     Interruption,
@@ -119,6 +122,9 @@ def interruption_record(
         interruption.hosts.add(*telemetry_services.hosts_ensure(names=hosts))
     if devices:
         interruption.devices.add(*telemetry_services.devices_ensure(uuids=devices))
+    if not interruption.planned:
+        # Pages the project's webhooks after commit, once per interruption.
+        notifications.interruption_notify(interruption=interruption)
     return interruption
 
 
@@ -455,3 +461,549 @@ def _release(*, row: Host | Device) -> None:
     row.quarantine_reason = ""
     row.quarantined_by = None
     row.save(update_fields=["quarantined_at", "quarantine_reason", "quarantined_by"])
+
+
+# --- The logbook: entries written by on-call, drafted by automation, imported (issue 4) -----
+
+ENTRY_ENTITY = AuditEvent.Entity.LOGBOOK_ENTRY
+# What an edit may change; the author and the automatic flag stay as first written.
+ENTRY_EDITABLE_FIELDS: tuple[str, ...] = (
+    "kind",
+    "role",
+    "title",
+    "body",
+    "occurred_at",
+    "step",
+    "step_end",
+    "attempt",
+    "checkpoint",
+    "interruption",
+    "sdc_replay",
+    "corrected_by",
+    "config_changes",
+)
+ENTRY_BODY_MAX_LENGTH = 100_000
+CONFIG_VALUE_MAX_LENGTH = 500
+RESTART_DRAFT_AUTHOR = "Chronicle"
+MINUS = "\u2212"
+
+
+class LogbookStaleEdit(Exception):
+    """The edit started from an older version of the entry than the stored one. `current` is
+    the entry as stored now, `their_changes` the audit events written since, oldest first."""
+
+    def __init__(self, current: LogbookEntry, their_changes: list[AuditEvent]) -> None:
+        names = sorted({event.username for event in their_changes})
+        super().__init__(
+            f"This entry was changed by {', '.join(names) or 'someone else'} (now version "
+            f"{current.version}) while you were editing it. Nothing was saved: review their "
+            "change below and apply yours again."
+        )
+        self.current = current
+        self.their_changes = their_changes
+
+
+def logbook_entry_snapshot(entry: LogbookEntry) -> dict[str, Any]:
+    """The editable fields in the readable form the audit trail stores: the attempt by number,
+    the checkpoint by step, the other links by id."""
+    return {
+        "kind": entry.kind,
+        "role": entry.role,
+        "title": entry.title,
+        "body": entry.body,
+        "occurred_at": entry.occurred_at,
+        "step": entry.step,
+        "step_end": entry.step_end,
+        "attempt": entry.attempt.number if entry.attempt_id else None,
+        "checkpoint": entry.checkpoint.step if entry.checkpoint_id else None,
+        "interruption": entry.interruption_id,
+        "sdc_replay": entry.sdc_replay_id,
+        "corrected_by": entry.corrected_by_id,
+        "config_changes": list(entry.config_changes or []),
+    }
+
+
+def _entry_changes_since(*, entry: LogbookEntry, version: int) -> list[AuditEvent]:
+    return list(
+        AuditEvent.objects.filter(
+            entity=ENTRY_ENTITY, object_id=entry.pk, changes__version__0__gte=version
+        ).order_by("at", "pk")
+    )
+
+
+def _config_changes_clean(raw: Any) -> list[dict[str, str]]:
+    if not isinstance(raw, list | tuple):
+        raise ValueError("Config changes are a list of {key, before, after}.")
+    rows: list[dict[str, str]] = []
+    for item in raw:
+        if not isinstance(item, Mapping):
+            raise ValueError("Each config change has a key, a before and an after value.")
+        # One line each: the chronicle table has one row per change.
+        row = {name: " ".join(str(item.get(name) or "").split()) for name in ("key", "before")}
+        row["after"] = " ".join(str(item.get("after") or "").split())
+        if not row["key"] and not row["before"] and not row["after"]:
+            continue  # an empty form row
+        if not row["key"]:
+            raise ValueError("Each config change names the setting it changes.")
+        if any(len(value) > CONFIG_VALUE_MAX_LENGTH for value in row.values()):
+            raise ValueError(f"Config values are at most {CONFIG_VALUE_MAX_LENGTH} characters.")
+        if row["before"] == row["after"]:
+            raise ValueError(f"{row['key']}: before and after are the same.")
+        rows.append(row)
+    return rows
+
+
+def _entry_values_clean(*, run: Run, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Validated model values for the given fields; ValidationError naming each bad one."""
+    unknown = sorted(set(changes) - set(ENTRY_EDITABLE_FIELDS))
+    if unknown:
+        raise ValidationError({name: "This field cannot be edited." for name in unknown})
+    errors: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    for name, raw in changes.items():
+        try:
+            values[name] = _entry_value_clean(run=run, name=name, raw=raw)
+        except ValueError as exc:
+            errors[name] = str(exc)
+    if errors:
+        raise ValidationError(errors)
+    return values
+
+
+def _entry_value_clean(*, run: Run, name: str, raw: Any) -> Any:
+    if name == "kind":
+        if raw not in LogbookEntry.Kind.values:
+            raise ValueError(f"Unknown kind {raw!r}.")
+        return raw
+    if name == "role":
+        if raw not in LogbookEntry.Role.values:
+            raise ValueError(f"Unknown role {raw!r}.")
+        return raw
+    if name == "title":
+        title = " ".join(str(raw or "").split())
+        if not title:
+            raise ValueError("A title is required.")
+        if len(title) > LogbookEntry._meta.get_field("title").max_length:
+            raise ValueError("The title is too long (300 characters at most).")
+        return title
+    if name == "body":
+        body = str(raw or "").replace("\r\n", "\n").strip("\n")
+        if len(body) > ENTRY_BODY_MAX_LENGTH:
+            raise ValueError(f"The body is too long ({ENTRY_BODY_MAX_LENGTH} characters at most).")
+        return body
+    if name == "occurred_at":
+        if not isinstance(raw, datetime) or timezone.is_naive(raw):
+            raise ValueError("A time with its time zone is required.")
+        return raw
+    if name in ("step", "step_end"):
+        if raw is None:
+            return None
+        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+            raise ValueError("A step is a whole number ≥ 0.")
+        return raw
+    if name == "config_changes":
+        return _config_changes_clean(raw)
+    # Links: an object of this run, or None.
+    if raw is not None and getattr(raw, "run_id", None) != run.pk:
+        raise ValueError("Link only to records of this run.")
+    return raw
+
+
+def _entry_invariants_check(entry: LogbookEntry) -> None:
+    errors: dict[str, str] = {}
+    if entry.step_end is not None and (entry.step is None or entry.step_end < entry.step):
+        errors["step_end"] = "The step range ends before it starts (or has no start)."
+    target = entry.corrected_by
+    if target is not None:
+        if entry.pk is not None and target.pk == entry.pk:
+            errors["corrected_by"] = "An entry cannot correct itself."
+        elif target.occurred_at < entry.occurred_at:
+            errors["corrected_by"] = "The correcting entry must be a later one."
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def logbook_entry_create(
+    *,
+    run: Run,
+    user: Any,
+    title: str,
+    kind: str = LogbookEntry.Kind.NOTE,
+    body: str = "",
+    occurred_at: datetime | None = None,
+    role: str = LogbookEntry.Role.ONCALL,
+    author_name: str | None = None,
+    step: int | None = None,
+    step_end: int | None = None,
+    attempt: Attempt | None = None,
+    checkpoint: Checkpoint | None = None,
+    interruption: Interruption | None = None,
+    sdc_replay: SdcReplay | None = None,
+    corrected_by: LogbookEntry | None = None,
+    config_changes: Sequence[Mapping[str, Any]] = (),
+    is_automatic: bool = False,
+    source_key: str = "",
+) -> LogbookEntry:
+    """Write one entry and its "create" audit event. `user` is the author (None: automation);
+    `author_name` overrides the name shown (imports keep the file's author). With a
+    `source_key` already used in the run, returns that entry and writes nothing."""
+    if source_key:
+        existing = LogbookEntry.objects.filter(run=run, source_key=source_key).first()
+        if existing is not None:
+            return existing
+    values = _entry_values_clean(
+        run=run,
+        changes={
+            "kind": kind,
+            "role": role,
+            "title": title,
+            "body": body,
+            "occurred_at": occurred_at or timezone.now(),
+            "step": step,
+            "step_end": step_end,
+            "attempt": attempt,
+            "checkpoint": checkpoint,
+            "interruption": interruption,
+            "sdc_replay": sdc_replay,
+            "corrected_by": corrected_by,
+            "config_changes": list(config_changes),
+        },
+    )
+    authenticated = user is not None and getattr(user, "is_authenticated", False)
+    if author_name is None:
+        author_name = user.get_username() if authenticated else RESTART_DRAFT_AUTHOR
+    entry = LogbookEntry(
+        run=run,
+        author=user if authenticated else None,
+        author_name=author_name[:150],
+        is_automatic=is_automatic,
+        source_key=source_key,
+        **values,
+    )
+    _entry_invariants_check(entry)
+    entry.save()
+    audit_record(
+        project=run.project,
+        entity=ENTRY_ENTITY,
+        object_id=entry.pk,
+        user=user,
+        action="create",
+        changes=diff_fields({}, logbook_entry_snapshot(entry), ENTRY_EDITABLE_FIELDS),
+    )
+    return entry
+
+
+@transaction.atomic
+def logbook_entry_update(
+    *, entry: LogbookEntry, user: Any, version: int, changes: Mapping[str, Any]
+) -> LogbookEntry:
+    """Apply `changes` (field -> value; links as model instances) to the entry if it is still
+    at `version`, bump the version and record the before/after of each changed field.
+    Raises LogbookStaleEdit (nothing written) or ValidationError (before any write)."""
+    values = _entry_values_clean(run=entry.run, changes=changes)
+    current = (
+        LogbookEntry.objects.select_for_update(of=("self",))
+        .select_related("run__project", "attempt", "checkpoint", "corrected_by")
+        .get(pk=entry.pk)
+    )
+    if current.version != version:
+        raise LogbookStaleEdit(current, _entry_changes_since(entry=current, version=version))
+    before = logbook_entry_snapshot(current)
+    for name, value in values.items():
+        setattr(current, name, value)
+    _entry_invariants_check(current)
+    diff = diff_fields(before, logbook_entry_snapshot(current), ENTRY_EDITABLE_FIELDS)
+    if not diff:
+        return current
+    # The optimistic lock, stated in the statement that writes (the row lock above makes a
+    # miss impossible today, but the rule must not depend on it).
+    updated = LogbookEntry.objects.filter(pk=current.pk, version=version).update(
+        version=F("version") + 1,
+        updated_at=timezone.now(),
+        **{name: getattr(current, name) for name in values},
+    )
+    if updated != 1:
+        current.refresh_from_db()
+        raise LogbookStaleEdit(current, _entry_changes_since(entry=current, version=version))
+    current.version = version + 1
+    audit_record(
+        project=current.run.project,
+        entity=ENTRY_ENTITY,
+        object_id=current.pk,
+        user=user,
+        action="update",
+        changes={**diff, "version": [version, version + 1]},
+    )
+    return current
+
+
+@transaction.atomic
+def logbook_entry_delete(*, entry: LogbookEntry, user: Any, version: int | None = None) -> None:
+    """Delete the entry (entries it corrected lose the link), recording what it held. With
+    `version`, refuses with LogbookStaleEdit if someone changed it since."""
+    current = (
+        LogbookEntry.objects.select_for_update(of=("self",))
+        .select_related("run__project", "attempt", "checkpoint")
+        .get(pk=entry.pk)
+    )
+    if version is not None and current.version != version:
+        raise LogbookStaleEdit(current, _entry_changes_since(entry=current, version=version))
+    snapshot = logbook_entry_snapshot(current)
+    audit_record(
+        project=current.run.project,
+        entity=ENTRY_ENTITY,
+        object_id=current.pk,
+        user=user,
+        action="delete",
+        changes={
+            name: [pair[1], None]
+            for name, pair in diff_fields({}, snapshot, ENTRY_EDITABLE_FIELDS).items()
+        },
+    )
+    current.delete()
+
+
+# --- Restart drafts -----------------------------------------------------------------------
+
+
+def _duration_text(seconds: float) -> str:
+    minutes = seconds / 60
+    if minutes < 120:
+        return f"{round(minutes):,} min"
+    return f"{minutes / 60:.1f} h"
+
+
+def _hosts_text(names: list[str]) -> str:
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f" on host{'s' if len(names) > 1 else ''} {shown}"
+
+
+def _attempt_last_step(attempt: Attempt) -> int | None:
+    """The highest step the attempt reported a metric for (through the (series, step) key)."""
+    return MetricPoint.objects.filter(series__attempt=attempt).aggregate(top=Max("step"))["top"]
+
+
+def _restart_interruption(*, attempt: Attempt, previous: Attempt) -> Interruption | None:
+    """The interruption that ended `previous` before `attempt` started: one filed against
+    `previous`, else an unattributed one between the two starts."""
+    unattributed = Q(attempt__isnull=True)
+    if previous.started_at is not None:
+        unattributed &= Q(occurred_at__gte=previous.started_at)
+    if attempt.started_at is not None:
+        unattributed &= Q(occurred_at__lte=attempt.started_at)
+    return (
+        Interruption.objects.filter(Q(attempt=previous) | unattributed, run=attempt.run_id)
+        .select_related("root_cause")
+        .order_by("-occurred_at", "-pk")
+        .first()
+    )
+
+
+def restart_entry_draft(*, attempt: Attempt) -> LogbookEntry | None:
+    """Draft the automatic "restart" entry of an attempt that started after an interruption
+    ("Attempt 12 resumed from checkpoint at step 12,000 after NCCL Watchdog Timeouts on host
+    h123; 345 steps lost, 14 min downtime"). None when no interruption precedes it.
+
+    Idempotent (keyed "draft:restart:<attempt pk>"): called again, e.g. when the restore or
+    the interruption arrives in a later batch, it refreshes the draft while no person has
+    edited it, and leaves it alone once someone has."""
+    run = attempt.run
+    previous = run.attempts.filter(number__lt=attempt.number).order_by("-number").first()
+    if previous is None:
+        return None
+    interruption = _restart_interruption(attempt=attempt, previous=previous)
+    if interruption is None:
+        return None
+    restore = CheckpointRestore.objects.filter(attempt=attempt).select_related("checkpoint").first()
+    checkpoint = restore.checkpoint if restore is not None else None
+    resume_step = checkpoint.step if checkpoint is not None else attempt.resumed_from_step
+    if checkpoint is None and resume_step is not None:
+        checkpoint = Checkpoint.objects.filter(run=run, step=resume_step).first()
+    hosts = sorted(interruption.hosts.values_list("name", flat=True))
+    cause = interruption.root_cause.name
+    if interruption.root_cause.slug == UNKNOWN_SLUG and interruption.reported_category:
+        cause = interruption.reported_category
+
+    facts = [
+        f"- **Interruption:** {cause} at {chronicles.heading_time(interruption.occurred_at)} "
+        f"({'planned' if interruption.planned else 'unexpected'}), incident "
+        f"#{interruption.pk}" + (f": {interruption.message}" if interruption.message else ""),
+    ]
+    if hosts:
+        facts.append(f"- **Hosts:** {', '.join(hosts)}")
+    if resume_step is None:
+        resumed = f"Attempt {attempt.number} started"
+        facts.append("- **Resumed from:** no checkpoint restore reported")
+    elif checkpoint is not None:
+        resumed = f"Attempt {attempt.number} resumed from checkpoint at step {resume_step:,}"
+        facts.append(
+            f"- **Resumed from:** checkpoint at step {resume_step:,}"
+            + (f" (`{checkpoint.uri}`)" if checkpoint.uri else "")
+        )
+    else:
+        resumed = f"Attempt {attempt.number} resumed from step {resume_step:,}"
+        facts.append(f"- **Resumed from:** step {resume_step:,}")
+
+    costs: list[str] = []
+    last_step = interruption.step
+    if last_step is None:
+        last_step = _attempt_last_step(previous)
+    lost = interruption.lost_steps
+    if lost is not None:
+        facts.append(f"- **Steps lost:** {lost:,} (as reported with the interruption)")
+    elif last_step is not None and resume_step is not None:
+        lost = max(0, last_step - resume_step)
+        facts.append(
+            f"- **Steps lost:** {lost:,} = last step attempt {previous.number} reached "
+            f"({last_step:,}) {MINUS} resume step ({resume_step:,})"
+        )
+    if lost is not None:
+        costs.append(f"{lost:,} step{'' if lost == 1 else 's'} lost")
+    if attempt.started_at is not None:
+        downtime_s = max(0.0, (attempt.started_at - interruption.occurred_at).total_seconds())
+        downtime = _duration_text(downtime_s)
+        costs.append(f"{downtime} downtime")
+        facts.append(
+            f"- **Downtime:** {downtime} = attempt {attempt.number} start "
+            f"({chronicles.heading_time(attempt.started_at)}) {MINUS} interruption "
+            f"({chronicles.heading_time(interruption.occurred_at)})"
+        )
+    title = f"{resumed} after {cause}{_hosts_text(hosts)}"
+    if costs:
+        title += "; " + ", ".join(costs)
+    body = "\n".join(
+        [
+            *facts,
+            "",
+            "*Drafted automatically from the attempt's start, restore and interruption "
+            "records; on-call may edit it.*",
+        ]
+    )
+    draft = {
+        "title": title[:300],
+        "body": body,
+        "occurred_at": attempt.started_at or interruption.recovered_at or timezone.now(),
+        "step": resume_step,
+        # The lost range: from the resume step to the last step reached before the stop.
+        "step_end": last_step if lost and resume_step is not None and last_step else None,
+        "attempt": attempt,
+        "checkpoint": checkpoint,
+        "interruption": interruption,
+    }
+    source_key = f"draft:restart:{attempt.pk}"
+    with transaction.atomic():
+        existing = (
+            LogbookEntry.objects.select_for_update(of=("self",))
+            .select_related("run__project", "attempt", "checkpoint")
+            .filter(run=run, source_key=source_key)
+            .first()
+        )
+        if existing is None:
+            return logbook_entry_create(
+                run=run,
+                user=None,
+                kind=LogbookEntry.Kind.RESTART,
+                role=LogbookEntry.Role.AUTOMATION,
+                author_name=RESTART_DRAFT_AUTHOR,
+                is_automatic=True,
+                source_key=source_key,
+                **draft,
+            )
+        touched_by_people = AuditEvent.objects.filter(
+            entity=ENTRY_ENTITY, object_id=existing.pk, user__isnull=False
+        ).exists()
+        if touched_by_people:
+            return existing
+        return logbook_entry_update(
+            entry=existing, user=None, version=existing.version, changes=draft
+        )
+
+
+# --- Import of a chronicle file -------------------------------------------------------------
+
+
+def _import_key(data: Mapping[str, Any]) -> str:
+    identity = "|".join(
+        [data["occurred_at"].isoformat(), data["kind"], data["title"], data["author_name"]]
+    )
+    return "import:" + hashlib.sha256(identity.encode()).hexdigest()[:40]
+
+
+@transaction.atomic
+def logbook_import(*, run: Run, user: Any, text: str) -> int:
+    """Create the entries of an exported logbook file in `run`; returns how many were new.
+    An entry already in the run (same time, kind and title, or imported before) is skipped,
+    so importing the same file twice creates nothing the second time. Links are kept where
+    the run has the record (attempt number, checkpoint step, incident and SDC ids); a
+    "Corrected by" reference is linked to the matching entry. Raises ChronicleError (the file)
+    or ValidationError (an entry), writing nothing."""
+    parsed = chronicles.markdown_to_entries(text)
+    for number, data in enumerate(parsed, start=1):
+        if data["kind"] not in LogbookEntry.Kind.values:
+            raise chronicles.ChronicleError(f"entry {number}: unknown kind {data['kind']!r}.")
+    attempts = {a.number: a for a in run.attempts.filter(number__in=_wanted(parsed, "attempt"))}
+    checkpoints = {
+        c.step: c for c in run.checkpoints.filter(step__in=_wanted(parsed, "checkpoint_step"))
+    }
+    incidents = {
+        i.pk: i for i in run.interruptions.filter(pk__in=_wanted(parsed, "interruption_id"))
+    }
+    sdcs = {s.pk: s for s in run.sdc_replays.filter(pk__in=_wanted(parsed, "sdc_replay_id"))}
+    created: list[tuple[LogbookEntry, Mapping[str, Any]]] = []
+    for data in parsed:
+        key = _import_key(data)
+        duplicate = LogbookEntry.objects.filter(run=run).filter(
+            Q(source_key=key)
+            | Q(occurred_at=data["occurred_at"], kind=data["kind"], title=data["title"])
+        )
+        if duplicate.exists():
+            continue
+        entry = logbook_entry_create(
+            run=run,
+            user=user,
+            title=data["title"],
+            kind=data["kind"],
+            body=data["body"],
+            occurred_at=data["occurred_at"],
+            role=data["role"],
+            author_name=data["author_name"],
+            step=data["step"],
+            step_end=data["step_end"],
+            attempt=attempts.get(data["attempt"]),
+            checkpoint=checkpoints.get(data["checkpoint_step"]),
+            interruption=incidents.get(data["interruption_id"]),
+            sdc_replay=sdcs.get(data["sdc_replay_id"]),
+            config_changes=data["config_changes"],
+            is_automatic=data["is_automatic"],
+            source_key=key,
+        )
+        created.append((entry, data))
+    # Corrections last: the correcting entry is usually above in the file, but need not be.
+    for entry, data in created:
+        ref = data["corrected_by"]
+        if not ref:
+            continue
+        minute = ref["occurred_at"]
+        target = (
+            LogbookEntry.objects.filter(
+                run=run,
+                kind=ref["kind"],
+                title=ref["title"],
+                occurred_at__gte=minute,
+                occurred_at__lt=minute + timedelta(minutes=1),
+            )
+            .order_by("occurred_at", "pk")
+            .first()
+        )
+        if target is not None:
+            logbook_entry_update(
+                entry=entry, user=user, version=entry.version, changes={"corrected_by": target}
+            )
+    return len(created)
+
+
+def _wanted(parsed: list[dict[str, Any]], name: str) -> set[int]:
+    return {data[name] for data in parsed if data[name] is not None}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import html
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -34,6 +37,7 @@ def metric_figure(
     restarts: pd.DataFrame | None = None,
     interruptions: pd.DataFrame | None = None,
     downtime: pd.DataFrame | None = None,
+    notes: pd.DataFrame | None = None,
 ) -> go.Figure:
     """One metric, a line per attempt, over steps or wall-clock time. SVG traces, not WebGL:
     series arrive downsampled to a few thousand points, and WebGL contexts are a scarce
@@ -44,6 +48,8 @@ def metric_figure(
     restarts: columns attempt, x: where an attempt resumed (dashed line).
     interruptions: columns x, label: where the job stopped (dotted line, hover marker).
     downtime: columns x0, x1: wall time between attempts (shaded).
+    notes: columns x0, x1 (None for a point), label, kind: annotations and logbook entries
+        (a range is shaded, a point is a line; both have a hover marker at the bottom).
     """
     figure = go.Figure()
     for index, (attempt, group) in enumerate(points.groupby("attempt", sort=True)):
@@ -108,6 +114,8 @@ def metric_figure(
                 hovertemplate="interrupted at %{x}<br>%{text}<extra></extra>",
             )
         )
+    if notes is not None and not notes.empty:
+        _add_notes(figure, points, notes)
     figure.update_layout(
         title={"text": title, "x": 0.01, "font": {"size": 14}},
         height=300,
@@ -121,3 +129,96 @@ def metric_figure(
         hovermode="closest",
     )
     return figure
+
+
+NOTE_COLOURS = {"annotation": "#1f6feb", "logbook": "#2e7d32"}
+
+
+def _add_notes(figure: go.Figure, points: pd.DataFrame, notes: pd.DataFrame) -> None:
+    for row in notes.itertuples():
+        colour = NOTE_COLOURS.get(str(row.kind), "#1f6feb")
+        if row.x1 is not None and not pd.isna(row.x1):
+            figure.add_vrect(
+                x0=row.x0, x1=row.x1, fillcolor=colour, opacity=0.08, line_width=0, layer="below"
+            )
+        else:
+            figure.add_vline(x=row.x0, line={"color": colour, "dash": "dashdot", "width": 1})
+    values = points["value"].to_numpy(dtype=float)
+    finite = values[np.isfinite(values)]
+    bottom = float(finite.min()) if finite.size else 0.0
+    for kind, group in notes.groupby("kind", sort=True):
+        figure.add_trace(
+            go.Scatter(
+                x=group["x0"],
+                y=[bottom] * len(group),
+                mode="markers",
+                name="annotations" if kind == "annotation" else "logbook entries",
+                marker={
+                    "color": NOTE_COLOURS.get(str(kind), "#1f6feb"),
+                    "symbol": "triangle-up",
+                    "size": 9,
+                },
+                # Labels arrive escaped (chart_marks): Plotly renders a few tags in hovers.
+                text=list(group["label"]),
+                hovertemplate="%{x}<br>%{text}<extra></extra>",
+            )
+        )
+
+
+# --- Annotations and logbook entries as chart marks ------------------------------------------
+
+LABEL_CHARS = 120
+
+
+def _naive_utc(moment: datetime | None) -> pd.Timestamp | None:
+    # Plotly's date axis wants naive UTC, like the run page's other marks.
+    if moment is None:
+        return None
+    return pd.Timestamp(moment.astimezone(UTC).replace(tzinfo=None))
+
+
+def _label(text: str) -> str:
+    """One line, short, and HTML-escaped: Plotly renders a few tags in hover text, and an
+    annotation's text is user input."""
+    line = " ".join(text.split())
+    if len(line) > LABEL_CHARS:
+        line = line[: LABEL_CHARS - 1] + "…"
+    return html.escape(line)
+
+
+def chart_marks(annotations: Iterable[Any], entries: Iterable[Any], axis: Axis) -> pd.DataFrame:
+    """Where annotations and logbook entries sit on a run's charts.
+
+    annotations: objects with time, time_end, step, step_end, text, tags (Annotation rows).
+    entries: objects with occurred_at, step, step_end, title, kind (LogbookEntry rows).
+    axis: "step" places marks by step (those without a step are left out); "time" by wall
+        time (naive UTC Timestamps; annotations without a time are left out; an entry is a
+        point at its occurred_at).
+    Returns columns x0, x1 (None for a point), label (escaped for Plotly), kind
+    ("annotation" or "logbook"), ordered by x0.
+    """
+    rows: list[tuple[Any, Any, str, str]] = []
+    for mark in annotations:
+        tags = f" [{', '.join(mark.tags)}]" if mark.tags else ""
+        label = _label(f"{mark.text}{tags}")
+        if axis == "step":
+            if mark.step is not None:
+                rows.append((mark.step, mark.step_end, label, "annotation"))
+        elif mark.time is not None:
+            rows.append((_naive_utc(mark.time), _naive_utc(mark.time_end), label, "annotation"))
+    for entry in entries:
+        kind = entry.get_kind_display() if hasattr(entry, "get_kind_display") else entry.kind
+        label = _label(f"{kind}: {entry.title}")
+        if axis == "step":
+            if entry.step is not None:
+                rows.append((entry.step, entry.step_end, label, "logbook"))
+        elif entry.occurred_at is not None:
+            rows.append((_naive_utc(entry.occurred_at), None, label, "logbook"))
+    rows.sort(key=lambda row: (row[0], row[3]))
+    # Object columns: a missing end stays None (not NaN/NaT), so callers test `x1 is None`.
+    return pd.DataFrame(
+        {
+            name: pd.Series([row[index] for row in rows], dtype=object)
+            for index, name in enumerate(("x0", "x1", "label", "kind"))
+        }
+    )

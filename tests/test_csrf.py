@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 
+from logbook import services as logbook_services
 from telemetry import services as telemetry_services
 
 UNSAFE_METHODS = ("post", "put", "patch", "delete")
@@ -42,7 +44,15 @@ def test_unsafe_requests_without_csrf_token_are_refused(alice, project):
     telemetry_services.attempt_ensure(run=run, number=1, hosts=["csrf-host"])
     client = Client(enforce_csrf_checks=True)
     client.force_login(alice)
-    values = {"<int:run_id>": str(run.pk), "<str:name>": "csrf-host"}
+    interruption = logbook_services.interruption_record(
+        run=run, source_key="csrf", occurred_at=timezone.now(), category="nic"
+    )
+    values = {
+        "<int:run_id>": str(run.pk),
+        "<str:name>": "csrf-host",
+        "<int:pk>": str(interruption.pk),
+        "<slug:slug>": project.slug,
+    }
     paths = sorted(
         {p for p in (_concrete(r, values) for r in _walk(get_resolver().url_patterns)) if p}
     )

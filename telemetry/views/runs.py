@@ -39,6 +39,16 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     )
     checkpoints = list(run.checkpoints.select_related("attempt").order_by("-step"))  # type: ignore[attr-defined]
     marks = _chart_marks(attempts, interruptions, axis)
+    annotations = list(run.annotations.select_related("created_by").order_by("step", "time"))  # type: ignore[attr-defined]
+    entries = list(
+        run.logbook_entries.only("occurred_at", "step", "step_end", "title", "kind")  # type: ignore[attr-defined]
+    )
+    notes = charts.chart_marks(annotations, entries, axis)
+    can_annotate = (
+        selectors.projects_for_user(user=request.user, roles=selectors.OPERATOR_ROLES)
+        .filter(pk=run.project_id)
+        .exists()
+    )
     figures = []
     for name in selectors.run_metric_names(run=run)[:MAX_CHARTS]:
         per_attempt = selectors.series_for_run(run=run, name=name, max_points=CHART_MAX_POINTS)
@@ -62,6 +72,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             restarts=marks.restarts,
             interruptions=marks.interruptions if name == "loss" else None,
             downtime=marks.downtime,
+            notes=notes,
         )
         figures.append(
             {
@@ -82,6 +93,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "interruptions": interruptions,
             "checkpoints": checkpoints,
             "quarantined": selectors.run_quarantined_hardware(run=run),
+            "annotations": annotations,
+            "can_annotate": can_annotate,
             "figures": figures,
             "charts_payload": [{"id": f["id"], "figure": f["figure"]} for f in figures],
         },

@@ -1,0 +1,195 @@
+"""`python -m bench`: Chronicle against MLflow on the same private PostgreSQL, same machine,
+same run. Starts everything it measures (chaos.harness: PostgreSQL, Redis, gunicorn, Celery;
+MLflow's server from its own virtualenv), stops it all by PID, writes
+bench/results/<date>.json and prints the table. Missed targets are printed, never fatal."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from bench import charts, copy_ceiling, load, mlflow_side, pages, report
+from chaos import harness
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="Small sizes: a smoke run (~2 min).")
+    parser.add_argument("--skip-mlflow", action="store_true", help="Measure Chronicle only.")
+    parser.add_argument("--points", type=int, help="Points per ingest measurement.")
+    parser.add_argument("--rounds", type=int, default=1, help="Alternating ingest rounds.")
+    parser.add_argument("--chart-points", type=int, help="Size of the large chart series.")
+    parser.add_argument("--repeats", type=int, help="Requests per chart query.")
+    parser.add_argument("--llama-scale", type=float, help="Fraction of the Llama 3 data set.")
+    parser.add_argument("--page-rounds", type=int, help="Walks of the page list per reader.")
+    parser.add_argument("--readers", type=int, default=8)
+    parser.add_argument("--web-workers", type=int, default=4)
+    parser.add_argument("--worker-concurrency", type=int, default=2)
+    parser.add_argument("--mlflow-workers", type=int, default=4)
+    parser.add_argument("--skip-charts", action="store_true")
+    parser.add_argument("--skip-pages", action="store_true")
+    parser.add_argument("--no-write", action="store_true", help="Print only; no results file.")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    args.points = args.points or (20_000 if quick else 200_000)
+    args.chart_points = args.chart_points or (100_000 if quick else 1_000_000)
+    args.repeats = args.repeats or (5 if quick else 20)
+    args.llama_scale = args.llama_scale or (0.01 if quick else 1.0)
+    args.page_rounds = args.page_rounds or (1 if quick else 4)
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse(argv)
+    results: dict[str, Any] = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": report.machine(),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "args": vars(args),
+        "notes": [],
+        "ingest": [],
+    }
+    mlflow_exe, mlflow_version = (None, "skipped (--skip-mlflow)")
+    if not args.skip_mlflow:
+        mlflow_exe, mlflow_version = mlflow_side.ensure_installed()
+        if mlflow_exe is None:
+            results["notes"].append(mlflow_version)
+            log(mlflow_version)
+    results["mlflow_version"] = mlflow_version
+    server: mlflow_side.MlflowServer | None = None
+    with (
+        harness.stack(concurrency=args.worker_concurrency, web_workers=args.web_workers) as app,
+        contextlib.ExitStack() as cleanup,
+    ):
+        if mlflow_exe is not None:
+            try:
+                server = mlflow_side.start(
+                    mlflow_exe, mlflow_version, app.pg, app.root, workers=args.mlflow_workers
+                )
+                cleanup.callback(server.stop)
+                log(f"MLflow {mlflow_version} on :{server.port} (pid {server.proc.pid})")
+            except Exception as exc:  # still measure Chronicle
+                results["notes"].append(f"MLflow server did not start: {exc!r}"[:500])
+                log(results["notes"][-1])
+        # Production settings serve static files from a collectstatic manifest (as `make web`
+        # does); without it every page answers 500. Done before any page is rendered.
+        app.manage("collectstatic", "--noinput", "-v", "0")
+        token = app.create_token("bench")
+        workload = load.workload(args.points)
+
+        log(f"COPY ceiling: {workload.points:,} rows")
+        results["copy_ceiling"] = copy_ceiling.measure(app.pg, workload).as_dict()
+
+        sampler = load.RssSampler(load.app_roles(app))
+        stamp = time.strftime("%H%M%S")
+        with sampler:
+            for clients in (1, 4):
+                for round_no in range(args.rounds):
+                    run = f"bench-ingest-{stamp}-c{clients}-r{round_no}"
+                    figure = load.chronicle_ingest(app, token, workload, clients=clients, run=run)
+                    log(f"chronicle {clients} client(s): {figure.points_per_s:,.0f} points/s")
+                    results["ingest"].append(figure.as_dict())
+                    if server is not None:
+                        theirs = load.mlflow_ingest(
+                            server, workload, clients=clients, experiment=f"bench-{stamp}"
+                        )
+                        log(f"mlflow {clients} client(s): {theirs.points_per_s:,.0f} points/s")
+                        results["ingest"].append(theirs.as_dict())
+        results["rss_peak_process"] = sampler.peak_process
+        results["rss_peak_total"] = sampler.peak_total
+
+        cookie = ""
+        if not args.skip_charts:
+            sizes = {"bench_1m": args.chart_points, "bench_100k": args.chart_points // 10}
+            log(f"chart series: loading {sizes}")
+            run_id = charts.load_series(app, token, f"bench-charts-{stamp}", sizes)
+            cookie = pages.reader_cookie(app)
+            results["charts"] = [
+                f.as_dict()
+                for f in charts.chronicle_queries(app, run_id, cookie, sizes, repeats=args.repeats)
+            ]
+            if server is not None:
+                results["charts"] += [
+                    f.as_dict()
+                    for f in charts.mlflow_queries(
+                        server, sizes["bench_100k"], repeats=args.repeats
+                    )
+                ]
+        if server is not None:
+            # MLflow's part is over: free its memory and CPU for the page measurements.
+            server.stop()
+
+        if not args.skip_pages:
+            results.update(_pages(app, token, args, stamp, workload))
+    results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    if not args.no_write:
+        path = report.write(results)
+        log(f"results written to {path}")
+    print(report.table(results))
+    return results
+
+
+def _pages(
+    app: harness.Chronicle,
+    token: str,
+    args: argparse.Namespace,
+    stamp: str,
+    workload: load.Workload,
+) -> dict[str, Any]:
+    log(f"generating the Llama 3 data set at scale {args.llama_scale}")
+    began = time.monotonic()
+    out = subprocess.run(
+        [harness.PYTHON, "manage.py", "generate_llama_scale", "--scale", str(args.llama_scale)],
+        cwd=harness.ROOT,
+        env=app.env(),
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"generate_llama_scale failed:\n{out.stderr[-3000:]}")
+    summary, run_id = out.stdout.strip().splitlines()[-2:]
+    log(summary)
+    generated_s = time.monotonic() - began
+    cookie = pages.reader_cookie(app)
+    # Ingest runs all through the page measurement, one client in a loop.
+    stop = threading.Event()
+    background: list[dict[str, Any]] = []
+
+    def ingest_loop() -> None:
+        index = 0
+        while not stop.is_set():
+            figure = load.chronicle_ingest(
+                app, token, workload, clients=1, run=f"bench-bg-{stamp}-{index}"
+            )
+            background.append(figure.as_dict())
+            index += 1
+
+    feeder = threading.Thread(target=ingest_loop, daemon=True)
+    feeder.start()
+    try:
+        figures = pages.measure(
+            app, int(run_id), cookie, readers=args.readers, rounds=args.page_rounds
+        )
+    finally:
+        stop.set()
+        feeder.join(timeout=600)
+    return {
+        "llama_scale": {"scale": args.llama_scale, "summary": summary, "seconds": generated_s},
+        "pages": [f.as_dict() for f in figures],
+        "pages_readers": args.readers,
+        "pages_background_ingest": background,
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+"""The load generator both servers get: the same points in 1,000-point batches of 10 metric
+names, from 1 or 4 concurrent clients on persistent connections.
+
+Chronicle's points count once they are queryable: the clock stops when the workers have
+processed every batch (the IngestBatch backlog, polled in PostgreSQL), not at the last 202.
+MLflow's `log-batch` is synchronous: the clock stops at the last answer.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import queue
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import llama_scale as ls
+from chaos import harness
+
+POINTS_PER_BATCH = 1000
+METRIC_NAMES = (*ls.METRICS, "eval_loss", "grad_norm_clipped")
+STEPS_PER_BATCH = POINTS_PER_BATCH // len(METRIC_NAMES)
+BASE_EPOCH = harness.BASE_EPOCH
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Steps and values of every point, in batch order: one table both servers are fed."""
+
+    steps: np.ndarray  # int64, one per step
+    values: dict[str, np.ndarray]  # metric name -> float64 per step
+    times: np.ndarray  # epoch seconds per step
+
+    @property
+    def points(self) -> int:
+        return int(self.steps.size) * len(METRIC_NAMES)
+
+    def batches(self) -> list[slice]:
+        return [
+            slice(first, min(first + STEPS_PER_BATCH, self.steps.size))
+            for first in range(0, self.steps.size, STEPS_PER_BATCH)
+        ]
+
+
+def workload(points: int, *, seed: int = 7) -> Workload:
+    n_steps = max(1, -(-points // len(METRIC_NAMES)))
+    steps = np.arange(n_steps, dtype=np.int64)
+    base = ls.metric_values(steps, 4.0, seed=seed)
+    values = {name: base[name] for name in ls.METRICS}
+    values["eval_loss"] = base["loss"] + 0.03
+    values["grad_norm_clipped"] = np.minimum(base["grad_norm"], 1.0)
+    return Workload(steps=steps, values=values, times=BASE_EPOCH + steps * 4.0)
+
+
+def chronicle_bodies(load: Workload, run: str) -> list[bytes]:
+    bodies = []
+    for index, part in enumerate(load.batches()):
+        steps = load.steps[part].tolist()
+        times = load.times[part].tolist()
+        metrics = [
+            {"name": name, "step": step, "value": value, "time": moment}
+            for name in METRIC_NAMES
+            for step, value, moment in zip(
+                steps, load.values[name][part].tolist(), times, strict=True
+            )
+        ]
+        body = {"batch_id": f"{run}-{index:06d}", "run": run, "attempt": 1, "metrics": metrics}
+        bodies.append(json.dumps(body, separators=(",", ":")).encode())
+    return bodies
+
+
+def mlflow_bodies(load: Workload, run_id: str) -> list[bytes]:
+    bodies = []
+    for part in load.batches():
+        steps = load.steps[part].tolist()
+        stamps = (load.times[part] * 1000).astype(np.int64).tolist()
+        metrics = [
+            {"key": name, "value": value, "timestamp": stamp, "step": step}
+            for name in METRIC_NAMES
+            for step, value, stamp in zip(
+                steps, load.values[name][part].tolist(), stamps, strict=True
+            )
+        ]
+        body = {"run_id": run_id, "metrics": metrics}
+        bodies.append(json.dumps(body, separators=(",", ":")).encode())
+    return bodies
+
+
+@dataclass
+class SendResult:
+    latencies_s: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    retries: int = 0
+    last_answer_at: float = 0.0
+
+
+def send_all(
+    address: tuple[str, int],
+    path: str,
+    bodies: Sequence[bytes],
+    *,
+    clients: int,
+    headers: dict[str, str],
+    ok: tuple[int, ...] = (200, 202),
+) -> SendResult:
+    """POST every body once (retrying 429/5xx/network errors), from `clients` threads each on
+    its own keep-alive connection."""
+    work: queue.Queue[bytes] = queue.Queue()
+    for body in bodies:
+        work.put(body)
+    result = SendResult()
+    lock = threading.Lock()
+    all_headers = {"Content-Type": "application/json", **headers}
+
+    def loop() -> None:
+        conn: http.client.HTTPConnection | None = None
+        while True:
+            try:
+                body = work.get_nowait()
+            except queue.Empty:
+                break
+            for _ in range(20):
+                began = time.perf_counter()
+                try:
+                    if conn is None:
+                        conn = http.client.HTTPConnection(*address, timeout=120)
+                    conn.request("POST", path, body=body, headers=all_headers)
+                    response = conn.getresponse()
+                    payload = response.read()
+                    status = response.status
+                except (OSError, http.client.HTTPException) as exc:
+                    if conn is not None:
+                        conn.close()
+                    conn, status, payload = None, 0, repr(exc).encode()
+                elapsed = time.perf_counter() - began
+                if status in ok:
+                    with lock:
+                        result.latencies_s.append(elapsed)
+                        result.last_answer_at = time.monotonic()
+                    break
+                if status and status != 429 and status < 500:
+                    with lock:
+                        result.failures.append(f"{status} {payload[:300]!r}")
+                    break
+                with lock:
+                    result.retries += 1
+                time.sleep(0.2)
+            else:
+                with lock:
+                    result.failures.append("gave up after 20 tries")
+        if conn is not None:
+            conn.close()
+
+    threads = [threading.Thread(target=loop, daemon=True) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return result
+
+
+# --- Memory ---------------------------------------------------------------------------------
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class RssSampler:
+    """Peak resident set size per process role, sampled every `every_s` from /proc (the web
+    server's master and workers, the Celery worker's main process and pool children)."""
+
+    def __init__(self, roles: dict[str, Callable[[], list[int]]], every_s: float = 0.2) -> None:
+        self.roles = roles
+        self.every_s = every_s
+        self.peak_process: dict[str, int] = dict.fromkeys(roles, 0)
+        self.peak_total: dict[str, int] = dict.fromkeys(roles, 0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for role, pids in self.roles.items():
+                sizes = [rss_bytes(pid) for pid in pids()]
+                if sizes:
+                    self.peak_process[role] = max(self.peak_process[role], max(sizes))
+                    self.peak_total[role] = max(self.peak_total[role], sum(sizes))
+            self._stop.wait(self.every_s)
+
+
+def app_roles(app: harness.Chronicle) -> dict[str, Callable[[], list[int]]]:
+    def web() -> list[int]:
+        return [app.web.pid, *app.web_workers()] if app.web else []
+
+    def worker() -> list[int]:
+        return [app.worker.pid, *app.pool_children()] if app.worker else []
+
+    return {"web": web, "worker": worker}
+
+
+# --- Measurements ---------------------------------------------------------------------------
+
+
+@dataclass
+class IngestFigure:
+    system: str
+    clients: int
+    points: int
+    batches: int
+    seconds: float
+    points_per_s: float
+    p50_ms: float
+    p95_ms: float
+    retries: int
+    failures: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    # Nearest rank: the value below which q% of the samples fall, never interpolated.
+    rank = max(1, int(np.ceil(q / 100 * len(ordered))))
+    return ordered[rank - 1]
+
+
+def _figure(
+    system: str, clients: int, load: Workload, n_batches: int, seconds: float, sent: SendResult
+) -> IngestFigure:
+    ms = [s * 1000 for s in sent.latencies_s]
+    return IngestFigure(
+        system=system,
+        clients=clients,
+        points=load.points,
+        batches=n_batches,
+        seconds=round(seconds, 3),
+        points_per_s=round(load.points / seconds, 1) if seconds > 0 else 0.0,
+        p50_ms=round(statistics.median(ms), 2) if ms else float("nan"),
+        p95_ms=round(percentile(ms, 95), 2),
+        retries=sent.retries,
+        failures=sent.failures[:5],
+    )
+
+
+def chronicle_ingest(
+    app: harness.Chronicle,
+    token: str,
+    load: Workload,
+    *,
+    clients: int,
+    run: str,
+    drain_timeout_s: float = 600,
+) -> IngestFigure:
+    bodies = chronicle_bodies(load, run)
+    start = time.monotonic()
+    sent = send_all(
+        app.base_url,
+        "/api/v1/ingest",
+        bodies,
+        clients=clients,
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    deadline = time.monotonic() + drain_timeout_s
+    while True:
+        total, pending = harness.backlog(app.pg, run)
+        if total >= len(bodies) - len(sent.failures) and pending == 0:
+            break
+        if time.monotonic() > deadline:
+            sent.failures.append(f"backlog not drained: {pending} of {total} pending")
+            break
+        time.sleep(0.05)
+    return _figure("chronicle", clients, load, len(bodies), time.monotonic() - start, sent)
+
+
+def mlflow_ingest(server: Any, load: Workload, *, clients: int, experiment: str) -> IngestFigure:
+    from bench import mlflow_side
+
+    run_id = mlflow_side.create_run(server, experiment)
+    bodies = mlflow_bodies(load, run_id)
+    start = time.monotonic()
+    sent = send_all(
+        server.address, "/api/2.0/mlflow/runs/log-batch", bodies, clients=clients, headers={}
+    )
+    return _figure("mlflow", clients, load, len(bodies), time.monotonic() - start, sent)

@@ -1,0 +1,241 @@
+"""The results document (bench/results/<date>.json) and the printed table: absolute figures,
+ratios against MLflow and against the COPY ceiling, and every target of issue 5 with
+pass or miss. A miss never fails the benchmark: it is printed with its gap."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MB = 1024 * 1024
+
+# Issue 5's targets.
+INGEST_VS_MLFLOW = 10.0
+INGEST_ABSOLUTE_4 = 90_000.0
+COPY_SHARE = 0.30
+INGEST_P50_MS = 50.0
+CHART_1M_P95_MS = 100.0
+CHART_100K_P95_MS = 30.0
+PAGE_P95_MS = 300.0
+RSS_MB = 300.0
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    value: float | None
+    limit: str
+    passed: bool | None  # None: not measured in this run
+
+    @property
+    def verdict(self) -> str:
+        return "n/a" if self.passed is None else ("pass" if self.passed else "MISS")
+
+
+def machine() -> dict[str, Any]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = 0
+    with contextlib.suppress(ValueError, OSError):
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gb": round(mem / 1024**3, 1),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+    }
+
+
+def _ingest(results: dict[str, Any], system: str, clients: int) -> dict[str, Any] | None:
+    found = [
+        f for f in results.get("ingest", []) if f["system"] == system and f["clients"] == clients
+    ]
+    if not found:
+        return None
+    # Several alternating rounds: the median round by throughput.
+    found.sort(key=lambda f: f["points_per_s"])
+    return found[len(found) // 2]
+
+
+def _query(results: dict[str, Any], system: str, prefix: str) -> dict[str, Any] | None:
+    for figure in results.get("charts", []):
+        if figure["system"] == system and figure["what"].startswith(prefix):
+            return figure
+    return None
+
+
+def targets(results: dict[str, Any]) -> list[Target]:
+    found: list[Target] = []
+    copy_rate = (results.get("copy_ceiling") or {}).get("rows_per_s")
+    for clients in (1, 4):
+        ours = _ingest(results, "chronicle", clients)
+        theirs = _ingest(results, "mlflow", clients)
+        ratio = ours["points_per_s"] / theirs["points_per_s"] if ours and theirs else None
+        found.append(
+            Target(
+                f"ingest x MLflow, {clients} client(s)",
+                ratio,
+                f">= {INGEST_VS_MLFLOW:.0f}x",
+                None if ratio is None else ratio >= INGEST_VS_MLFLOW,
+            )
+        )
+        if ours:
+            found.append(
+                Target(
+                    f"ingest request p50, {clients} client(s) (ms)",
+                    ours["p50_ms"],
+                    f"<= {INGEST_P50_MS:.0f}",
+                    ours["p50_ms"] <= INGEST_P50_MS,
+                )
+            )
+    four = _ingest(results, "chronicle", 4)
+    found.append(
+        Target(
+            "ingest points/s, 4 clients",
+            four["points_per_s"] if four else None,
+            f">= {INGEST_ABSOLUTE_4:,.0f}",
+            None if four is None else four["points_per_s"] >= INGEST_ABSOLUTE_4,
+        )
+    )
+    best = max((f["points_per_s"] for f in results.get("ingest", []) if f["system"] == "chronicle"),
+               default=None)  # fmt: skip
+    share = best / copy_rate if best and copy_rate else None
+    found.append(
+        Target(
+            "best ingest / COPY ceiling",
+            share,
+            f">= {COPY_SHARE:.0%}",
+            None if share is None else share >= COPY_SHARE,
+        )
+    )
+    for prefix, limit, label in (
+        ("series 1,000,000", CHART_1M_P95_MS, "chart 1M -> 4,000 p95 (ms)"),
+        ("series 100,000", CHART_100K_P95_MS, "chart 100K -> 4,000 p95 (ms)"),
+    ):
+        figure = _query(results, "chronicle", prefix)
+        found.append(
+            Target(
+                label,
+                figure["p95_ms"] if figure else None,
+                f"<= {limit:.0f}",
+                None if figure is None else figure["p95_ms"] <= limit,
+            )
+        )
+    for page in results.get("pages", []):
+        found.append(
+            Target(
+                f"page {page['label']} p95 (ms)",
+                page["p95_ms"],
+                f"<= {PAGE_P95_MS:.0f}",
+                page["p95_ms"] <= PAGE_P95_MS and not page["errors"],
+            )
+        )
+    for role, peak in (results.get("rss_peak_process") or {}).items():
+        found.append(
+            Target(
+                f"peak RSS of one {role} process (MB)",
+                round(peak / MB, 1),
+                f"<= {RSS_MB:.0f}",
+                peak / MB <= RSS_MB,
+            )
+        )
+    return found
+
+
+def _fmt(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        f"Chronicle benchmark {results.get('started', '')} on {results['machine']['cpus']} CPU "
+        f"({results['machine']['cpu']}), {results['machine']['memory_gb']} GB; "
+        f"load average at start {results.get('loadavg_start')}",
+    ]
+    if results.get("mlflow_version"):
+        lines.append(f"MLflow: {results['mlflow_version']}")
+    if results.get("notes"):
+        lines += [f"note: {note}" for note in results["notes"]]
+    copy_rate = (results.get("copy_ceiling") or {}).get("rows_per_s")
+    lines += [
+        "",
+        "Ingest (points/s counted when queryable)",
+        _row("system", "clients", "points", "points/s", "p50 ms", "p95 ms", "x MLflow", "of COPY"),
+    ]
+    for figure in results.get("ingest", []):
+        theirs = _ingest(results, "mlflow", figure["clients"])
+        ratio = (figure["points_per_s"] / theirs["points_per_s"]
+                 if theirs and figure["system"] == "chronicle" else None)  # fmt: skip
+        share = figure["points_per_s"] / copy_rate if copy_rate else None
+        lines.append(_row(
+            figure["system"], str(figure["clients"]), f"{figure['points']:,}",
+            _fmt(figure["points_per_s"]), _fmt(figure["p50_ms"]), _fmt(figure["p95_ms"]),
+            _fmt(ratio) + ("x" if ratio else ""), f"{share:.0%}" if share else "-",
+        ))  # fmt: skip
+    if copy_rate:
+        lines.append(f"  raw binary COPY ceiling: {copy_rate:,.0f} rows/s")
+    if results.get("charts"):
+        lines += ["", "Chart queries (sequential, loopback)",
+                  _row("system", "query", "", "returned", "p50 ms", "p95 ms", "", "")]  # fmt: skip
+        for figure in results["charts"]:
+            lines.append(_row(figure["system"], figure["what"], "", f"{figure['returned']:,}",
+                              _fmt(figure["p50_ms"]), _fmt(figure["p95_ms"]), "", ""))  # fmt: skip
+    if results.get("pages"):
+        lines += ["", f"Pages at Llama 3 scale ({results.get('pages_readers', 8)} readers, "
+                  "ingest running)", _page_row("page", "requests", "errors", "first ms", "p50 ms",
+                                               "p95 ms", "max ms")]  # fmt: skip
+        for page in results["pages"]:
+            lines.append(_page_row(page["label"], str(page["requests"]), str(page["errors"]),
+                                   _fmt(page["first_ms"]), _fmt(page["p50_ms"]),
+                                   _fmt(page["p95_ms"]), _fmt(page["max_ms"])))  # fmt: skip
+    if results.get("rss_peak_process"):
+        totals = results["rss_peak_total"]
+        lines += ["", "Peak RSS during ingest: " + ", ".join(
+            f"{role} {peak / MB:.0f} MB per process ({totals[role] / MB:.0f} MB all together)"
+            for role, peak in results["rss_peak_process"].items())]  # fmt: skip
+    lines += ["", "Targets (issue 5)"]
+    for target in targets(results):
+        lines.append(f"  {target.verdict:<5} {target.name:<48} {_fmt(target.value):>10}  "
+                     f"(target {target.limit})")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _row(*cells: str) -> str:
+    widths = (10, 34, 10, 11, 9, 9, 9, 8)
+    return "  " + "".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False))
+
+
+def _page_row(label: str, *cells: str) -> str:
+    return f"  {label:<22}" + "".join(cell.rjust(10) for cell in cells)
+
+
+def write(results: dict[str, Any], directory: Path = RESULTS) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    results = {**results, "targets": [
+        {"name": t.name, "value": t.value, "limit": t.limit, "verdict": t.verdict}
+        for t in targets(results)
+    ]}  # fmt: skip
+    path = directory / f"{time.strftime('%Y-%m-%d')}.json"
+    path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    return path

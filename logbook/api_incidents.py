@@ -1,0 +1,196 @@
+"""JSON for the triage queue and one incident, and the incident edit for scripts (session
+auth; DRF enforces CSRF for session-authenticated writes). A PATCH names the version it
+started from and is answered 409, with the current state, if someone changed it since."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from logbook import triage
+from logbook.markdown import render_markdown
+from logbook.models import AuditEvent, Interruption
+from logbook.selectors import incidents as selectors
+from logbook.selectors.sdc import FilterError
+
+_FILTER_PARAMETERS = [
+    OpenApiParameter("run", OpenApiTypes.INT, description="Only this run (404 if not yours)."),
+    OpenApiParameter("status", OpenApiTypes.STR, description="Comma-separated statuses, or "
+                     "'all' (default: open,triaged)."),
+    OpenApiParameter("category", OpenApiTypes.STR, description="Root-cause slug."),
+    OpenApiParameter("host", OpenApiTypes.STR, description="Incidents involving this host."),
+]  # fmt: skip
+
+
+def _when(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def incident_json(incident: Interruption) -> dict[str, Any]:
+    return {
+        "id": incident.pk,
+        "url": reverse("logbook:incident-detail", args=[incident.pk]),
+        "run": {
+            "id": incident.run_id,
+            "name": incident.run.name,
+            "project": incident.run.project.slug,
+        },
+        "attempt": incident.attempt.number if incident.attempt else None,
+        "occurred_at": _when(incident.occurred_at),
+        "detected_at": _when(incident.detected_at),
+        "recovered_at": _when(incident.recovered_at),
+        "step": incident.step,
+        "planned": incident.planned,
+        "reported_category": incident.reported_category,
+        "root_cause": {
+            "slug": incident.root_cause.slug,
+            "name": incident.root_cause.name,
+            "group": incident.root_cause.group,
+        },
+        "component": incident.component,
+        "hosts": sorted(host.name for host in incident.hosts.all()),
+        "devices": sorted(device.uuid for device in incident.devices.all()),
+        "severity": incident.severity,
+        "manual_intervention": incident.manual_intervention,
+        "lost_steps": incident.lost_steps,
+        "message": incident.message,
+        "notes": incident.notes,
+        "notes_html": str(render_markdown(incident.notes)),
+        "status": incident.status,
+        "triaged_by": incident.triaged_by.get_username() if incident.triaged_by else None,
+        "triaged_at": _when(incident.triaged_at),
+        "resolved_by": incident.resolved_by.get_username() if incident.resolved_by else None,
+        "resolved_at": _when(incident.resolved_at),
+        "version": incident.version,
+    }
+
+
+def event_json(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "id": event.pk,
+        "at": _when(event.at),
+        "user": event.username,
+        "action": event.action,
+        "changes": event.changes,
+    }
+
+
+class IncidentListApi(APIView):
+    @extend_schema(
+        operation_id="incidents_list",
+        parameters=_FILTER_PARAMETERS,
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request) -> Response:
+        try:
+            filters = selectors.filters_parse(user=request.user, params=request.query_params)
+        except FilterError as exc:
+            raise ValidationError({exc.field: exc.message}) from exc
+        queue = selectors.incident_queue(user=request.user, filters=filters)
+        return Response(
+            {
+                "filters": filters.as_query(),
+                "total": queue.total,
+                "truncated": queue.truncated,
+                "incidents": [incident_json(incident) for incident in queue.incidents],
+            }
+        )
+
+
+class IncidentDetailApi(APIView):
+    class PatchInput(serializers.Serializer):
+        version = serializers.IntegerField(min_value=1)
+        root_cause = serializers.CharField(required=False, max_length=64)
+        component = serializers.CharField(
+            required=False, allow_blank=True, max_length=triage.COMPONENT_MAX_LENGTH
+        )
+        hosts = serializers.ListField(
+            child=serializers.CharField(max_length=255), required=False, max_length=10_000
+        )
+        devices = serializers.ListField(
+            child=serializers.CharField(max_length=128), required=False, max_length=100_000
+        )
+        severity = serializers.ChoiceField(choices=Interruption.Severity.choices, required=False)
+        manual_intervention = serializers.BooleanField(required=False)
+        lost_steps = serializers.IntegerField(
+            min_value=0, max_value=triage.LOST_STEPS_MAX, required=False, allow_null=True
+        )
+        notes = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            trim_whitespace=False,
+            max_length=triage.NOTES_MAX_LENGTH,
+        )
+        status = serializers.ChoiceField(choices=Interruption.Status.choices, required=False)
+
+    @extend_schema(operation_id="incident_get", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request, pk: int) -> Response:
+        incident = selectors.incident_get_for_user(user=request.user, pk=pk)
+        history = selectors.incident_history(incident=incident)
+        return Response(
+            {
+                "incident": incident_json(incident),
+                "can_edit": selectors.user_can_triage(user=request.user, incident=incident),
+                "history": [event_json(event) for event in history],
+            }
+        )
+
+    @extend_schema(
+        operation_id="incident_update",
+        request=PatchInput,
+        responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+    )
+    def patch(self, request: Request, pk: int) -> Response:
+        incident = selectors.incident_get_for_user(user=request.user, pk=pk)
+        if not selectors.user_can_triage(user=request.user, incident=incident):
+            raise PermissionDenied("Only on-call engineers and admins may triage.")
+        if not isinstance(request.data, dict):
+            raise ValidationError({"detail": "Send a JSON object."})
+        serializer = self.PatchInput(data=request.data)
+        unknown = sorted(set(request.data) - set(serializer.fields))
+        if unknown:
+            # Refused rather than ignored: a script must not believe it changed `planned`.
+            raise ValidationError({name: "This field cannot be edited." for name in unknown})
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        version, status = data.pop("version"), data.pop("status", None)
+        try:
+            # Fields and status in one go: both or neither (each still its own audit event).
+            with transaction.atomic():
+                if data:
+                    incident = triage.incident_update(
+                        interruption=incident, user=request.user, version=version, changes=data
+                    )
+                    version = incident.version
+                if status is not None and status != incident.status:
+                    incident = triage.incident_transition(
+                        interruption=incident, user=request.user, version=version, status=status
+                    )
+        except triage.StaleEdit as stale:
+            current = selectors.incident_get_for_user(user=request.user, pk=pk)
+            return Response(
+                {
+                    "detail": f"{stale} Nothing was saved; re-read the incident and apply your "
+                    f"change to version {current.version}.",
+                    "current": incident_json(current),
+                    "their_changes": [event_json(event) for event in stale.their_changes],
+                },
+                status=409,
+            )
+        except DjangoValidationError as exc:
+            raise ValidationError(
+                exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}
+            ) from exc
+        incident = selectors.incident_get_for_user(user=request.user, pk=pk)
+        return Response({"incident": incident_json(incident)})

@@ -1,0 +1,382 @@
+"""A run's logbook as Markdown that reads like the OPT-175B chronicles, and back.
+
+Pure: no ORM. Export writes one `## <UTC time> [<role>: <author>] <title>` heading per entry,
+newest first, a short list of facts (kind, attempt, steps, links, "Corrected by"), the config
+changes as a before → after table, then the Markdown body. Import reads the same layout back,
+so exporting and importing keeps every entry and field.
+
+Layout of one entry (the fact lines are optional except Kind; they end at the first blank
+line, so the body that follows can be any Markdown):
+
+    ## 2021-11-30 19:24 UTC [on-call: Stephen] Attempt 37: manual requeue of 36
+
+    - **Kind:** restart, drafted automatically
+    - **Time:** 2021-11-30T19:24:07+00:00          (only when seconds are not zero)
+    - **Attempt:** 37
+    - **Steps:** 12,000<en dash>12,345
+    - **Checkpoint:** step 12,000
+    - **Incident:** #45
+    - **SDC record:** #3
+    - **Corrected by:** the debrief of 2021-12-02 10:00 UTC: what really happened
+    - **Config changes:** 1 (before → after below)
+
+    | Setting | Before | After |
+    |---|---|---|
+    | lr | 3e-4 | 1.5e-4 |
+
+    The body, in Markdown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+# Role slugs as the heading spells them (the OPT chronicles write "[on-call: Stephen]").
+ROLE_LABELS: dict[str, str] = {
+    "oncall": "on-call",
+    "cluster_manager": "cluster manager",
+    "automation": "automation",
+}
+_ROLE_BY_LABEL = {label: slug for slug, label in ROLE_LABELS.items()}
+
+HEADING_TIME_FORMAT = "%Y-%m-%d %H:%M"
+TABLE_HEADER = "| Setting | Before | After |"
+TABLE_RULE = "|---|---|---|"
+AUTOMATIC_SUFFIX = ", drafted automatically"
+
+# A line that starts an entry. Anything that looks like one but does not parse is an error,
+# never silently taken for body text.
+_ENTRY_START = re.compile(r"^## \d{4}-\d{2}-\d{2} ")
+_HEADING = re.compile(
+    r"^## (?P<at>\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC "
+    r"\[(?P<role>[a-z -]+): (?P<author>(?:\\.|[^\]\\])*)\] (?P<rest>.+)$"
+)
+# Body lines that would read as an entry heading get one more leading backslash on export
+# and lose one on import (a line already starting with backslashes keeps them all).
+_ESCAPED_START = re.compile(r"^\\*## \d{4}-\d{2}-\d{2} ")
+_FACT = re.compile(r"^- \*\*(?P<key>[A-Za-z ]+):\*\* ?(?P<value>.*)$")
+EN_DASH = "\u2013"
+_STEPS = re.compile(r"^(?P<start>[\d,]+)(?:\s*[\u2013-]\s*(?P<end>[\d,]+))?$")
+_CORRECTION = re.compile(
+    r"^the (?P<kind>[a-z ]+) of (?P<at>\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC: (?P<title>.+)$"
+)
+FACT_KEYS = (
+    "Kind",
+    "Time",
+    "Attempt",
+    "Steps",
+    "Checkpoint",
+    "Incident",
+    "SDC record",
+    "Corrected by",
+    "Config changes",
+)
+
+
+class ChronicleError(ValueError):
+    """The file is not a logbook in the exported layout; the message names the line."""
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        self.line = line
+        super().__init__(f"Line {line}: {message}" if line is not None else message)
+
+
+@dataclass(frozen=True)
+class CorrectionRef:
+    """The later entry that corrects one, as the chronicles name it: kind, time, title."""
+
+    kind: str
+    occurred_at: datetime
+    title: str
+
+
+@dataclass(frozen=True)
+class ChronicleEntry:
+    occurred_at: datetime
+    author_name: str
+    role: str
+    kind: str
+    title: str
+    body: str = ""
+    is_automatic: bool = False
+    attempt: int | None = None
+    step: int | None = None
+    step_end: int | None = None
+    checkpoint_step: int | None = None
+    interruption_id: int | None = None
+    sdc_replay_id: int | None = None
+    config_changes: list[dict[str, str]] = field(default_factory=list)
+    corrected_by: CorrectionRef | None = None
+
+
+# --- Export ----------------------------------------------------------------------------------
+
+
+def kind_label(kind: str) -> str:
+    return kind.replace("_", " ")
+
+
+def heading_time(moment: datetime) -> str:
+    return f"{moment.astimezone(UTC).strftime(HEADING_TIME_FORMAT)} UTC"
+
+
+def correction_text(ref: CorrectionRef) -> str:
+    """'the debrief of 2021-12-02 10:00 UTC: title' (also what the page shows inline)."""
+    return f"the {kind_label(ref.kind)} of {heading_time(ref.occurred_at)}: {ref.title}"
+
+
+def _steps_text(step: int, step_end: int | None) -> str:
+    if step_end is None or step_end == step:
+        return f"{step:,}"
+    return f"{step:,}{EN_DASH}{step_end:,}"
+
+
+def _cell(value: str) -> str:
+    # Backslash first, so the pipe's escape is not itself escaped.
+    return " ".join(str(value).splitlines()).replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _escape_author(name: str) -> str:
+    return name.replace("\\", "\\\\").replace("]", "\\]")
+
+
+def _escape_body(body: str) -> list[str]:
+    lines = body.replace("\r\n", "\n").strip("\n").split("\n") if body.strip() else []
+    return ["\\" + line if _ESCAPED_START.match(line) else line for line in lines]
+
+
+def entry_to_markdown(entry: ChronicleEntry) -> str:
+    role = ROLE_LABELS.get(entry.role, entry.role)
+    author = _escape_author(entry.author_name or "unknown")
+    title = " ".join(entry.title.split())
+    prefix = f"Attempt {entry.attempt}: " if entry.attempt is not None else ""
+    lines = [f"## {heading_time(entry.occurred_at)} [{role}: {author}] {prefix}{title}", ""]
+    facts = [("Kind", kind_label(entry.kind) + (AUTOMATIC_SUFFIX if entry.is_automatic else ""))]
+    moment = entry.occurred_at.astimezone(UTC)
+    if moment.second or moment.microsecond:
+        facts.append(("Time", moment.isoformat()))
+    if entry.attempt is not None:
+        facts.append(("Attempt", str(entry.attempt)))
+    if entry.step is not None:
+        facts.append(("Steps", _steps_text(entry.step, entry.step_end)))
+    if entry.checkpoint_step is not None:
+        facts.append(("Checkpoint", f"step {entry.checkpoint_step:,}"))
+    if entry.interruption_id is not None:
+        facts.append(("Incident", f"#{entry.interruption_id}"))
+    if entry.sdc_replay_id is not None:
+        facts.append(("SDC record", f"#{entry.sdc_replay_id}"))
+    if entry.corrected_by is not None:
+        facts.append(("Corrected by", correction_text(entry.corrected_by)))
+    if entry.config_changes:
+        facts.append(("Config changes", f"{len(entry.config_changes)} (before → after below)"))
+    lines += [f"- **{key}:** {value}" for key, value in facts]
+    lines.append("")
+    if entry.config_changes:
+        lines += [TABLE_HEADER, TABLE_RULE]
+        lines += [
+            f"| {_cell(c.get('key', ''))} | {_cell(c.get('before', ''))} "
+            f"| {_cell(c.get('after', ''))} |"
+            for c in entry.config_changes
+        ]
+        lines.append("")
+    body = _escape_body(entry.body)
+    if body:
+        lines += [*body, ""]
+    return "\n".join(lines)
+
+
+def logbook_to_markdown(entries: Iterable[ChronicleEntry], *, title: str = "") -> str:
+    """The whole logbook, newest entry first (ties: the order given)."""
+    ordered = sorted(entries, key=lambda entry: entry.occurred_at, reverse=True)
+    parts = [f"# {title}\n"] if title else []
+    parts += [entry_to_markdown(entry) for entry in ordered]
+    return "\n".join(parts)
+
+
+# --- Import ----------------------------------------------------------------------------------
+
+
+def markdown_to_entries(text: str) -> list[dict[str, Any]]:
+    """Parse an exported logbook back into entries (dicts with ChronicleEntry's fields, in
+    file order). Text before the first entry (a title) is ignored. Raises ChronicleError
+    naming the line of the first problem."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    starts = [index for index, line in enumerate(lines) if _ENTRY_START.match(line)]
+    if not starts:
+        raise ChronicleError(
+            "no logbook entries found: each entry starts with a heading like "
+            "'## 2021-11-30 19:24 UTC [on-call: Stephen] What happened'."
+        )
+    bounds = zip(starts, [*starts[1:], len(lines)], strict=True)
+    return [asdict(_parse_entry(lines, start, end)) for start, end in bounds]
+
+
+def _parse_entry(lines: Sequence[str], start: int, end: int) -> ChronicleEntry:
+    heading = _HEADING.match(lines[start])
+    if heading is None:
+        raise ChronicleError(
+            "an entry heading must read '## YYYY-MM-DD HH:MM UTC [role: author] title'.",
+            line=start + 1,
+        )
+    role = _ROLE_BY_LABEL.get(heading["role"])
+    if role is None:
+        raise ChronicleError(
+            f"unknown role {heading['role']!r}; expected one of {', '.join(_ROLE_BY_LABEL)}.",
+            line=start + 1,
+        )
+    occurred_at = datetime.strptime(heading["at"], HEADING_TIME_FORMAT).replace(tzinfo=UTC)
+    author = re.sub(r"\\(.)", r"\1", heading["author"])
+    index = start + 1
+    while index < end and not lines[index].strip():
+        index += 1
+    facts: dict[str, tuple[str, int]] = {}
+    while index < end and lines[index].strip():
+        fact = _FACT.match(lines[index])
+        if fact is None or fact["key"] not in FACT_KEYS:
+            raise ChronicleError(
+                "expected a fact line like '- **Kind:** restart' (facts end at a blank line).",
+                line=index + 1,
+            )
+        facts[fact["key"]] = (fact["value"].strip(), index + 1)
+        index += 1
+    if "Kind" not in facts:
+        raise ChronicleError("the entry has no '- **Kind:** ...' line.", line=start + 1)
+    values = _parse_facts(facts)
+    config_changes: list[dict[str, str]] = []
+    if "Config changes" in facts:
+        config_changes, index = _parse_table(lines, index, end, facts["Config changes"])
+    attempt = values["attempt"]
+    title = heading["rest"].strip()
+    if attempt is not None and title.startswith(f"Attempt {attempt}: "):
+        title = title[len(f"Attempt {attempt}: ") :].strip()
+    if not title:
+        raise ChronicleError("the entry has no title.", line=start + 1)
+    body_lines = [
+        line[1:] if _ESCAPED_START.match(line) and line.startswith("\\") else line
+        for line in lines[index:end]
+    ]
+    return ChronicleEntry(
+        occurred_at=values["time"] or occurred_at,
+        author_name=author,
+        role=role,
+        title=title,
+        body="\n".join(body_lines).strip("\n"),
+        config_changes=config_changes,
+        **{key: value for key, value in values.items() if key != "time"},
+    )
+
+
+def _parse_facts(facts: dict[str, tuple[str, int]]) -> dict[str, Any]:
+    kind_text, _ = facts["Kind"]
+    automatic = kind_text.endswith(AUTOMATIC_SUFFIX)
+    if automatic:
+        kind_text = kind_text[: -len(AUTOMATIC_SUFFIX)]
+    values: dict[str, Any] = {
+        "kind": kind_text.strip().replace(" ", "_"),
+        "is_automatic": automatic,
+        "time": None,
+        "attempt": None,
+        "step": None,
+        "step_end": None,
+        "checkpoint_step": None,
+        "interruption_id": None,
+        "sdc_replay_id": None,
+        "corrected_by": None,
+    }
+    if "Time" in facts:
+        text, line = facts["Time"]
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise ChronicleError(f"{text!r} is not an ISO 8601 time.", line=line) from None
+        if moment.tzinfo is None:
+            raise ChronicleError("the exact time needs its UTC offset.", line=line)
+        values["time"] = moment.astimezone(UTC)
+    if "Attempt" in facts:
+        values["attempt"] = _integer(*facts["Attempt"])
+    if "Steps" in facts:
+        text, line = facts["Steps"]
+        steps = _STEPS.match(text)
+        if steps is None:
+            raise ChronicleError(
+                f"steps {text!r}: expected '1,200' or '1,200{EN_DASH}1,345'.", line=line
+            )
+        values["step"] = _integer(steps["start"], line)
+        if steps["end"] is not None:
+            values["step_end"] = _integer(steps["end"], line)
+            if values["step_end"] < values["step"]:
+                raise ChronicleError("the step range ends before it starts.", line=line)
+    if "Checkpoint" in facts:
+        text, line = facts["Checkpoint"]
+        values["checkpoint_step"] = _integer(text.removeprefix("step").strip(), line)
+    if "Incident" in facts:
+        values["interruption_id"] = _integer(facts["Incident"][0].lstrip("#"), facts["Incident"][1])
+    if "SDC record" in facts:
+        text, line = facts["SDC record"]
+        values["sdc_replay_id"] = _integer(text.lstrip("#"), line)
+    if "Corrected by" in facts:
+        text, line = facts["Corrected by"]
+        ref = _CORRECTION.match(text)
+        if ref is None:
+            raise ChronicleError(
+                "expected 'the <kind> of YYYY-MM-DD HH:MM UTC: <title>'.", line=line
+            )
+        values["corrected_by"] = CorrectionRef(
+            kind=ref["kind"].replace(" ", "_"),
+            occurred_at=datetime.strptime(ref["at"], HEADING_TIME_FORMAT).replace(tzinfo=UTC),
+            title=ref["title"].strip(),
+        )
+    return values
+
+
+def _integer(text: str, line: int) -> int:
+    cleaned = text.replace(",", "").strip()
+    if not cleaned.isdigit():
+        raise ChronicleError(f"{text!r} is not a whole number.", line=line)
+    return int(cleaned)
+
+
+def _parse_table(
+    lines: Sequence[str], index: int, end: int, declared: tuple[str, int]
+) -> tuple[list[dict[str, str]], int]:
+    """The before → after table after the facts; returns its rows and the line after it."""
+    text, fact_line = declared
+    expected = _integer(text.split(" ", 1)[0], fact_line)
+    while index < end and not lines[index].strip():
+        index += 1
+    if index + 1 >= end or lines[index].strip() != TABLE_HEADER:
+        raise ChronicleError(f"expected the config table header {TABLE_HEADER!r}.", line=index + 1)
+    index += 2  # header and rule
+    rows: list[dict[str, str]] = []
+    while index < end and lines[index].startswith("|"):
+        cells = _split_row(lines[index])
+        if len(cells) != 3:
+            raise ChronicleError("a config row needs setting, before and after.", line=index + 1)
+        rows.append({"key": cells[0], "before": cells[1], "after": cells[2]})
+        index += 1
+    if len(rows) != expected:
+        raise ChronicleError(
+            f"{expected} config changes announced, {len(rows)} rows found.", line=fact_line
+        )
+    return rows, index
+
+
+def _split_row(line: str) -> list[str]:
+    cells: list[str] = []
+    current: list[str] = []
+    chars = iter(line.strip()[1:])  # after the leading pipe
+    for char in chars:
+        if char == "\\":
+            current.append(next(chars, ""))
+        elif char == "|":
+            cells.append("".join(current).strip())
+            current = []
+        else:
+            current.append(char)
+    if "".join(current).strip():
+        cells.append("".join(current).strip())
+    return cells

@@ -1,0 +1,398 @@
+"""Project webhooks (Slack-compatible JSON): what to send for a new unexpected interruption, a
+confirmed SDC and a run that stopped reporting; one delivery row per endpoint and event,
+POSTed after commit, retried with backoff, and given up as failed after MAX_ATTEMPTS.
+
+A delivery talks to its endpoint's URL and nothing else: no proxies, no redirects.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Max, OuterRef, Q, Subquery
+from django.urls import reverse
+from django.utils import timezone
+
+from logbook.models import Interruption, SdcReplay, WebhookDelivery, WebhookEndpoint
+from telemetry.models import Attempt, Project, Run
+
+logger = logging.getLogger(__name__)
+
+Event = WebhookEndpoint.Event
+
+DELIVERY_TIMEOUT_S = 5.0
+MAX_ATTEMPTS = 5
+# Wait after the n-th failed attempt (n = 1, 2, ...); the last value repeats.
+RETRY_BACKOFF_S = (30, 120, 600, 1800)
+# A worker that claimed a delivery and died mid-request: the sweep retries it after this.
+CLAIM_LEASE_S = DELIVERY_TIMEOUT_S * 2 + 30
+# A running run silent for this long has stopped reporting.
+RUN_STALL_AFTER = timedelta(minutes=15)
+# Runs silent for longer than this are abandoned, not stalled: do not page for them when a
+# webhook is first added or the beat was down.
+RUN_STALL_LOOKBACK = timedelta(days=2)
+MAX_ERROR_CHARS = 1000
+
+
+def _slack_escape(text: str) -> str:
+    """Slack treats &, < and > as control characters in message text."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _absolute(path: str) -> str:
+    # Links in chat must be absolute; CHRONICLE_BASE_URL names the site (empty: relative).
+    return getattr(settings, "CHRONICLE_BASE_URL", "").rstrip("/") + path
+
+
+def _run_path(run: Run) -> str:
+    return reverse("telemetry:run-detail", args=[run.pk])
+
+
+def _message(*, event: str, title: str, lines: list[str], link: str, facts: dict) -> dict:
+    """Slack-compatible body: `text` (the fallback every chat tool shows), `blocks` for
+    Slack, and the same facts as plain data under `chronicle` for other receivers."""
+    body = "\n".join(_slack_escape(line) for line in lines)
+    text = f"*{_slack_escape(title)}*\n{body}\n<{link}|Open in Chronicle>"
+    return {
+        "text": text,
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+        ],
+        "chronicle": {"event": event, "link": link, **facts},
+    }
+
+
+# --- Payload builders ------------------------------------------------------------------------
+
+
+def interruption_payload(interruption: Interruption) -> dict[str, Any]:
+    run = interruption.run
+    hosts = sorted(host.name for host in interruption.hosts.all())
+    category = interruption.root_cause.name
+    link = _absolute(_run_path(run))
+    lines = [
+        f"Run: {run.project.slug}/{run.name}"
+        + (f" (attempt {interruption.attempt.number})" if interruption.attempt else ""),
+        f"Category: {category}",
+        f"Hosts: {', '.join(hosts) if hosts else 'none reported'}",
+        f"Step: {interruption.step if interruption.step is not None else 'unknown'}",
+        f"At: {interruption.occurred_at.isoformat()}",
+    ]
+    if interruption.message:
+        lines.append(f"Message: {interruption.message[:500]}")
+    return _message(
+        event=Event.INTERRUPTION,
+        title=f"Unexpected interruption: {run.name}",
+        lines=lines,
+        link=link,
+        facts={
+            "run": {"id": run.pk, "name": run.name, "project": run.project.slug},
+            "interruption": interruption.pk,
+            "category": category,
+            "hosts": hosts,
+            "step": interruption.step,
+            "occurred_at": interruption.occurred_at.isoformat(),
+            "message": interruption.message,
+        },
+    )
+
+
+def sdc_confirmed_payload(replay: SdcReplay) -> dict[str, Any]:
+    run = replay.run
+    device = replay.device.uuid if replay.device else ""
+    host = replay.host.name if replay.host else ""
+    lines = [
+        f"Run: {run.project.slug}/{run.name}",
+        f"Step: {replay.step}",
+        f"Device: {device or 'unknown'}" + (f" on {host}" if host else ""),
+        f"Detection: {replay.get_detection_display()}",
+        f"Action: {replay.get_action_display()}",
+    ]
+    if replay.replay_result:
+        lines.append(f"Replay: {replay.replay_result[:300]}")
+    return _message(
+        event=Event.SDC_CONFIRMED,
+        title=f"SDC confirmed: {run.name} at step {replay.step}",
+        lines=lines,
+        link=_absolute(reverse("logbook:sdc") + f"?run={run.pk}"),
+        facts={
+            "run": {"id": run.pk, "name": run.name, "project": run.project.slug},
+            "sdc_replay": replay.pk,
+            "step": replay.step,
+            "device": device,
+            "host": host,
+            "detection": replay.detection,
+            "action": replay.action,
+        },
+    )
+
+
+def run_stalled_payload(run: Run, *, now: datetime) -> dict[str, Any]:
+    assert run.last_seen_at is not None
+    silent_min = int((now - run.last_seen_at).total_seconds() // 60)
+    return _message(
+        event=Event.RUN_STALLED,
+        title=f"Run stopped reporting: {run.name}",
+        lines=[
+            f"Run: {run.project.slug}/{run.name}",
+            f"Last report: {run.last_seen_at.isoformat()} ({silent_min} min ago)",
+            f"Last step: {run.last_step if run.last_step is not None else 'unknown'}",
+        ],
+        link=_absolute(_run_path(run)),
+        facts={
+            "run": {"id": run.pk, "name": run.name, "project": run.project.slug},
+            "last_seen_at": run.last_seen_at.isoformat(),
+            "last_step": run.last_step,
+            "silent_min": silent_min,
+        },
+    )
+
+
+# --- Fan-out ---------------------------------------------------------------------------------
+
+
+def notify(
+    *, project: Project, event: str, event_key: str, payload: dict[str, Any]
+) -> list[WebhookDelivery]:
+    """One pending delivery per enabled endpoint of the project subscribed to `event` (an
+    endpoint with no events listed takes all), at most one per (endpoint, event_key) however
+    often the event is reported; each new one is enqueued once the transaction commits.
+    Returns the deliveries created now."""
+    created: list[WebhookDelivery] = []
+    now = timezone.now()
+    for endpoint in WebhookEndpoint.objects.filter(project=project, enabled=True):
+        if endpoint.events and event not in endpoint.events:
+            continue
+        try:
+            # A savepoint: a concurrent duplicate must not break the caller's transaction.
+            with transaction.atomic():
+                delivery = WebhookDelivery.objects.create(
+                    endpoint=endpoint,
+                    event=event,
+                    event_key=event_key[:200],
+                    payload=payload,
+                    # Due now: if the enqueue below is lost, the retry sweep sends it.
+                    next_attempt_at=now,
+                )
+        except IntegrityError:
+            continue  # already notified (unique per endpoint and event_key)
+        created.append(delivery)
+        transaction.on_commit(lambda pk=delivery.pk: delivery_enqueue(delivery_pk=pk))
+    return created
+
+
+def delivery_enqueue(*, delivery_pk: int) -> None:
+    """Publish the delivery task. A failed publish is logged, not raised: the row is
+    committed and due, so the retry sweep sends it."""
+    from logbook.tasks import webhook_deliver_task  # tasks import this module
+
+    try:
+        webhook_deliver_task.delay(delivery_pk)
+    except Exception:
+        logger.exception("could not enqueue webhook delivery %s; the sweep will", delivery_pk)
+
+
+def interruption_notify(*, interruption: Interruption) -> list[WebhookDelivery]:
+    """Call after recording an interruption: unexpected ones page the project's webhooks."""
+    if interruption.planned:
+        return []
+    return notify(
+        project=interruption.run.project,
+        event=Event.INTERRUPTION,
+        event_key=f"interruption:{interruption.pk}",
+        payload=interruption_payload(interruption),
+    )
+
+
+def sdc_confirmed_notify(replay: SdcReplay) -> list[WebhookDelivery]:
+    """Call after saving an SdcReplay's verdict: a confirmed one notifies once, however often
+    it is saved."""
+    if replay.verdict != SdcReplay.Verdict.CONFIRMED:
+        return []
+    return notify(
+        project=replay.run.project,
+        event=Event.SDC_CONFIRMED,
+        event_key=f"sdc_confirmed:{replay.pk}",
+        payload=sdc_confirmed_payload(replay),
+    )
+
+
+def run_stall_check(*, now: datetime | None = None) -> int:
+    """Notify for every run that stopped reporting: its latest attempt is running but it
+    has not been seen for RUN_STALL_AFTER. Once per stall: the event key holds last_seen_at,
+    so a run that resumes reporting and stalls again notifies again. Returns the number of
+    deliveries created."""
+    now = now or timezone.now()
+    latest_status = Attempt.objects.filter(run=OuterRef("pk")).order_by("-number")
+    stalled = (
+        Run.objects.filter(
+            project__webhooks__enabled=True,
+            last_seen_at__lt=now - RUN_STALL_AFTER,
+            last_seen_at__gte=now - RUN_STALL_LOOKBACK,
+        )
+        .annotate(latest_status=Subquery(latest_status.values("status")[:1]))
+        .filter(latest_status=Attempt.Status.RUNNING)
+        .select_related("project")
+        .distinct()
+    )
+    created = 0
+    for run in stalled:
+        assert run.last_seen_at is not None
+        created += len(
+            notify(
+                project=run.project,
+                event=Event.RUN_STALLED,
+                event_key=f"run_stalled:{run.pk}:{run.last_seen_at.isoformat()}",
+                payload=run_stalled_payload(run, now=now),
+            )
+        )
+    return created
+
+
+# --- Delivery --------------------------------------------------------------------------------
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect would send the payload somewhere the admin did not configure."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+# No ProxyHandler settings: an environment proxy must not see (or reroute) the payload.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
+@dataclass(frozen=True)
+class PostResult:
+    status_code: int | None
+    error: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+def webhook_post(*, url: str, payload: dict[str, Any]) -> PostResult:
+    """POST the JSON payload to `url`; never raises."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json", "User-Agent": "Chronicle-webhook/1"},
+        method="POST",
+    )
+    try:
+        with _OPENER.open(request, timeout=DELIVERY_TIMEOUT_S) as response:
+            return PostResult(response.status, "")
+    except urllib.error.HTTPError as exc:
+        body = exc.read(300).decode("utf-8", "replace") if exc.fp else ""
+        return PostResult(exc.code, f"HTTP {exc.code} {exc.reason}: {body}".strip())
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return PostResult(None, f"{type(exc).__name__}: {reason}")
+
+
+def retry_delay_s(attempts: int) -> float:
+    """Wait after `attempts` failed attempts (1-based)."""
+    return float(RETRY_BACKOFF_S[min(attempts, len(RETRY_BACKOFF_S)) - 1])
+
+
+def webhook_deliver(*, delivery_pk: int, now: datetime | None = None) -> str:
+    """Make one attempt at a due, pending delivery and record its outcome: delivered (2xx),
+    or pending again with next_attempt_at pushed back, or failed after MAX_ATTEMPTS.
+    Returns what happened ("delivered", "retry", "failed", "not due")."""
+    now = now or timezone.now()
+    # Claim with a conditional UPDATE: two workers (a task and the sweep) never both send.
+    claimed = (
+        WebhookDelivery.objects.filter(pk=delivery_pk, status=WebhookDelivery.Status.PENDING)
+        .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+        .update(attempts=F("attempts") + 1, next_attempt_at=now + timedelta(seconds=CLAIM_LEASE_S))
+    )
+    if not claimed:
+        return "not due"
+    delivery = WebhookDelivery.objects.select_related("endpoint").get(pk=delivery_pk)
+    if not delivery.endpoint.enabled:
+        result = PostResult(None, "The endpoint was disabled before delivery.")
+        attempts_left = False
+    else:
+        result = webhook_post(url=delivery.endpoint.url, payload=delivery.payload)
+        attempts_left = delivery.attempts < MAX_ATTEMPTS
+    update: dict[str, Any] = {"last_status_code": result.status_code, "last_error": ""}
+    if result.ok:
+        outcome = "delivered"
+        update |= {
+            "status": WebhookDelivery.Status.DELIVERED,
+            "delivered_at": now,
+            "next_attempt_at": None,
+        }
+    elif attempts_left:
+        outcome = "retry"
+        update |= {
+            "last_error": result.error[:MAX_ERROR_CHARS],
+            "next_attempt_at": now + timedelta(seconds=retry_delay_s(delivery.attempts)),
+        }
+    else:
+        outcome = "failed"
+        update |= {
+            "status": WebhookDelivery.Status.FAILED,
+            "last_error": result.error[:MAX_ERROR_CHARS],
+            "next_attempt_at": None,
+        }
+    WebhookDelivery.objects.filter(pk=delivery_pk).update(**update)
+    # A retry is enqueued by the sweep (logbook.webhooks_retry_due, every 30 s) once due.
+    return outcome
+
+
+def deliveries_due(*, now: datetime | None = None, limit: int = 500) -> list[int]:
+    """Pending deliveries whose next attempt is due: retries after their backoff, enqueues
+    that were lost, claims whose worker died. Oldest due first."""
+    now = now or timezone.now()
+    due = WebhookDelivery.objects.filter(
+        status=WebhookDelivery.Status.PENDING, next_attempt_at__lte=now
+    ).order_by("next_attempt_at")
+    return list(due.values_list("pk", flat=True)[:limit])
+
+
+def last_delivery_times(*, project: Project) -> dict[int, datetime | None]:
+    """Each endpoint's latest successful delivery (for the webhooks page)."""
+    rows = (
+        WebhookEndpoint.objects.filter(project=project)
+        .annotate(last=Max("deliveries__delivered_at"))
+        .values_list("pk", "last")
+    )
+    return dict(rows)
+
+
+# --- Endpoints (admins) ----------------------------------------------------------------------
+
+
+def webhook_endpoint_create(
+    *, project: Project, name: str, url: str, events: list[str]
+) -> WebhookEndpoint:
+    """Add an enabled endpoint; `events` empty means every event."""
+    endpoint = WebhookEndpoint(
+        project=project,
+        name=name.strip(),
+        url=url.strip(),
+        events=[event for event in Event.values if event in events],
+    )
+    # `events` is checked above; the model field lacks blank=True, so full_clean would
+    # refuse the empty list that means "every event".
+    endpoint.full_clean(exclude=["events"])
+    endpoint.save()
+    return endpoint
+
+
+def webhook_endpoint_set_enabled(*, endpoint: WebhookEndpoint, enabled: bool) -> WebhookEndpoint:
+    """Disable (no new deliveries; pending ones give up at their next attempt) or enable."""
+    endpoint.enabled = enabled
+    endpoint.save(update_fields=["enabled"])
+    return endpoint

@@ -1,0 +1,158 @@
+"""Reads of the triage queue: the unexpected interruptions of the user's projects as
+incidents, one incident with what its page needs, and its audit history."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from logbook.models import AuditEvent, Interruption, RootCause
+from logbook.selectors.sdc import FilterError
+from telemetry.models import Run
+from telemetry.selectors import OPERATOR_ROLES, User, projects_for_user, run_get_for_user
+
+QUEUE_MAX_ROWS = 500
+# What the queue shows when no status is asked for: the incidents still needing someone.
+ACTIVE_STATUSES: tuple[str, ...] = (Interruption.Status.OPEN, Interruption.Status.TRIAGED)
+ALL_STATUSES = "all"
+
+
+@dataclass(frozen=True)
+class IncidentFilters:
+    """`run` is already checked against the user's projects; `statuses` is never empty."""
+
+    run: Run | None = None
+    statuses: tuple[str, ...] = ACTIVE_STATUSES
+    category: str = ""  # a root-cause slug
+    host: str = ""
+
+    @property
+    def status_param(self) -> str:
+        """The status filter as the query string writes it ("" for the default)."""
+        if self.statuses == ACTIVE_STATUSES:
+            return ""
+        if set(self.statuses) == set(Interruption.Status.values):
+            return ALL_STATUSES
+        return ",".join(self.statuses)
+
+    def as_query(self) -> dict[str, str]:
+        return {
+            "run": str(self.run.pk) if self.run else "",
+            "status": ",".join(self.statuses),
+            "category": self.category,
+            "host": self.host,
+        }
+
+
+def filters_parse(*, user: User, params: Mapping[str, str]) -> IncidentFilters:
+    """Read run, status ("open,triaged" by default; "all"; or a comma-separated list),
+    category (root-cause slug) and host. A run the user may not see is a 404; an unreadable
+    value raises FilterError."""
+    run = None
+    raw_run = (params.get("run") or "").strip()
+    if raw_run:
+        if not raw_run.isdigit():
+            raise FilterError("run", f"must be a run id, got {raw_run[:20]!r}")
+        run = run_get_for_user(user=user, run_id=int(raw_run))
+    raw_status = (params.get("status") or "").strip()
+    if not raw_status:
+        statuses = ACTIVE_STATUSES
+    elif raw_status == ALL_STATUSES:
+        statuses = tuple(Interruption.Status.values)
+    else:
+        wanted = {part.strip() for part in raw_status.split(",") if part.strip()}
+        unknown = sorted(wanted - set(Interruption.Status.values))
+        if unknown:
+            raise FilterError(
+                "status",
+                f"must be {ALL_STATUSES} or any of {', '.join(Interruption.Status.values)}",
+            )
+        # In workflow order, so equal filters compare equal.
+        statuses = tuple(s for s in Interruption.Status.values if s in wanted)
+    return IncidentFilters(
+        run=run,
+        statuses=statuses,
+        category=(params.get("category") or "").strip()[:64],
+        host=(params.get("host") or "").strip()[:255],
+    )
+
+
+def incidents_for_user(*, user: User) -> QuerySet[Interruption]:
+    """Every unexpected interruption of the user's projects, with what a row shows."""
+    return (
+        Interruption.objects.filter(run__project__in=projects_for_user(user=user), planned=False)
+        .select_related("run__project", "root_cause", "attempt", "triaged_by", "resolved_by")
+        .prefetch_related("hosts", "devices")
+        .order_by("-occurred_at", "-pk")
+    )
+
+
+@dataclass(frozen=True)
+class IncidentQueue:
+    incidents: list[Interruption]
+    total: int
+    truncated: bool
+
+
+def incident_queue(
+    *, user: User, filters: IncidentFilters, limit: int = QUEUE_MAX_ROWS
+) -> IncidentQueue:
+    """The triage queue, newest first, at most `limit` rows (four queries whatever the
+    number of incidents: count, rows, hosts, devices)."""
+    incidents = incidents_for_user(user=user).filter(status__in=filters.statuses)
+    if filters.run is not None:
+        incidents = incidents.filter(run=filters.run)
+    if filters.category:
+        incidents = incidents.filter(root_cause__slug=filters.category)
+    if filters.host:
+        incidents = incidents.filter(hosts__name=filters.host)
+    total = incidents.count()
+    rows = list(incidents[:limit])
+    return IncidentQueue(incidents=rows, total=total, truncated=total > len(rows))
+
+
+def incident_get_for_user(*, user: User, pk: int) -> Interruption:
+    """The interruption, if it belongs to a project the user may see; 404 otherwise (never
+    403: do not confirm it exists). Planned interruptions have a page too (links from
+    elsewhere), though the queue lists only unexpected ones."""
+    incident = (
+        Interruption.objects.filter(pk=pk, run__project__in=projects_for_user(user=user))
+        .select_related("run__project", "root_cause", "attempt", "triaged_by", "resolved_by")
+        .prefetch_related("hosts", "devices")
+        .first()
+    )
+    if incident is None:
+        raise Http404("No such incident.")
+    return incident
+
+
+def user_can_triage(*, user: User, incident: Interruption) -> bool:
+    """On-call and admins of the incident's project (and superusers) may edit it."""
+    return (
+        projects_for_user(user=user, roles=OPERATOR_ROLES)
+        .filter(pk=incident.run.project_id)
+        .exists()
+    )
+
+
+def incident_history(*, incident: Interruption) -> QuerySet[AuditEvent]:
+    """The incident's audit events, newest first."""
+    return AuditEvent.objects.filter(
+        entity=AuditEvent.Entity.INTERRUPTION, object_id=incident.pk
+    ).order_by("-at", "-pk")
+
+
+def root_causes() -> QuerySet[RootCause]:
+    """The taxonomy, as the category menus list it."""
+    return RootCause.objects.order_by("group", "name")
+
+
+def runs_for_menu(*, user: User) -> QuerySet[Run]:
+    return (
+        Run.objects.filter(project__in=projects_for_user(user=user))
+        .select_related("project")
+        .order_by("project__slug", "name")
+    )

@@ -1,0 +1,85 @@
+"""Reads of a run's logbook: its entries with their links in one query, one entry for an
+edit, its audit history, and the entries as chronicle records for the Markdown export."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from logbook.chronicles import ChronicleEntry, CorrectionRef
+from logbook.models import AuditEvent, LogbookEntry
+from telemetry.models import Run
+from telemetry.selectors import OPERATOR_ROLES, User, projects_for_user, run_get_for_user
+
+# The edit form offers the latest entries as corrections; a logbook has hundreds at most,
+# this keeps the page bounded if one has more.
+CORRECTION_CHOICES_LIMIT = 300
+
+
+def run_logbook_entries(*, run: Run) -> QuerySet[LogbookEntry]:
+    """The run's entries, newest first, with every link the page shows (one query)."""
+    return (
+        LogbookEntry.objects.filter(run=run)
+        .select_related("attempt", "checkpoint", "interruption", "sdc_replay", "corrected_by")
+        .order_by("-occurred_at", "-pk")
+    )
+
+
+def logbook_entry_get_for_user(*, user: User, run_id: int, pk: int) -> LogbookEntry:
+    """The entry of a run the user may see; 404 otherwise (never 403)."""
+    run = run_get_for_user(user=user, run_id=run_id)
+    entry = run_logbook_entries(run=run).select_related("run__project").filter(pk=pk).first()
+    if entry is None:
+        raise Http404("No such logbook entry.")
+    return entry
+
+
+def user_may_write_logbook(*, user: User, run: Run) -> bool:
+    """On-call and admins of the run's project write the logbook; viewers read it."""
+    return projects_for_user(user=user, roles=OPERATOR_ROLES).filter(pk=run.project_id).exists()
+
+
+def logbook_entry_history(*, entry: LogbookEntry) -> QuerySet[AuditEvent]:
+    """Every recorded change to the entry, newest first."""
+    return AuditEvent.objects.filter(
+        entity=AuditEvent.Entity.LOGBOOK_ENTRY, object_id=entry.pk
+    ).order_by("-at", "-pk")
+
+
+def correction_choices(*, run: Run, after: LogbookEntry | None = None) -> QuerySet[LogbookEntry]:
+    """Entries that may correct `after` (later ones), or any recent entry of the run."""
+    entries = LogbookEntry.objects.filter(run=run).order_by("-occurred_at", "-pk")
+    if after is not None:
+        entries = entries.filter(occurred_at__gte=after.occurred_at).exclude(pk=after.pk)
+    return entries.only("pk", "occurred_at", "kind", "title")[:CORRECTION_CHOICES_LIMIT]
+
+
+def chronicle_entry(entry: LogbookEntry) -> ChronicleEntry:
+    """The entry as the pure export reads it (links as attempt number, checkpoint step, ids).
+    Expects the links selected with the entry (run_logbook_entries)."""
+    target = entry.corrected_by
+    return ChronicleEntry(
+        occurred_at=entry.occurred_at,
+        author_name=entry.author_name,
+        role=entry.role,
+        kind=entry.kind,
+        title=entry.title,
+        body=entry.body,
+        is_automatic=entry.is_automatic,
+        attempt=entry.attempt.number if entry.attempt is not None else None,
+        step=entry.step,
+        step_end=entry.step_end,
+        checkpoint_step=entry.checkpoint.step if entry.checkpoint is not None else None,
+        interruption_id=entry.interruption_id,
+        sdc_replay_id=entry.sdc_replay_id,
+        config_changes=list(entry.config_changes or []),
+        corrected_by=(
+            CorrectionRef(kind=target.kind, occurred_at=target.occurred_at, title=target.title)
+            if target is not None
+            else None
+        ),
+    )
+
+
+def run_chronicle(*, run: Run) -> list[ChronicleEntry]:
+    return [chronicle_entry(entry) for entry in run_logbook_entries(run=run)]

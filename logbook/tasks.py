@@ -1,0 +1,34 @@
+"""Celery tasks for notifications: thin, take ids, call a service, return what happened."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from logbook import notifications
+
+
+@shared_task(
+    name="logbook.webhook_deliver",
+    ignore_result=True,
+    acks_late=True,
+    soft_time_limit=60,
+    time_limit=90,
+)
+def webhook_deliver_task(delivery_pk: int) -> str:
+    # Idempotent: the service claims the row with a conditional UPDATE, so a redelivered
+    # message (acks_late) or the sweep racing this task sends at most once per attempt.
+    return notifications.webhook_deliver(delivery_pk=delivery_pk)
+
+
+@shared_task(name="logbook.webhooks_retry_due", ignore_result=True, soft_time_limit=240)
+def webhooks_retry_due_task() -> int:
+    # Enqueue rather than send here: one slow endpoint must not hold up the others.
+    due = notifications.deliveries_due()
+    for delivery_pk in due:
+        notifications.delivery_enqueue(delivery_pk=delivery_pk)
+    return len(due)
+
+
+@shared_task(name="logbook.runs_stall_check", ignore_result=True, soft_time_limit=120)
+def runs_stall_check_task() -> int:
+    return notifications.run_stall_check()

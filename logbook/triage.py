@@ -1,0 +1,294 @@
+"""Triage writes: on-call edits an incident (an unexpected interruption) and moves it through
+open → triaged → resolved. Every write is optimistic-locked on Interruption.version and
+records one AuditEvent in the same transaction, so nothing is silently overwritten and the
+incident page can show who changed what."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from logbook.audit import audit_record, diff_fields
+from logbook.models import AuditEvent, Interruption, RootCause
+from telemetry import services as telemetry_services
+
+ENTITY = AuditEvent.Entity.INTERRUPTION
+EDITABLE_FIELDS: tuple[str, ...] = (
+    "root_cause",
+    "component",
+    "hosts",
+    "devices",
+    "severity",
+    "manual_intervention",
+    "lost_steps",
+    "notes",
+)
+STATUS_FIELDS: tuple[str, ...] = (
+    "status",
+    "triaged_by",
+    "triaged_at",
+    "resolved_by",
+    "resolved_at",
+)
+# Which status may follow which: forward one step at a time, and reopen from either.
+TRANSITIONS: dict[str, frozenset[str]] = {
+    Interruption.Status.OPEN: frozenset({Interruption.Status.TRIAGED}),
+    Interruption.Status.TRIAGED: frozenset(
+        {Interruption.Status.RESOLVED, Interruption.Status.OPEN}
+    ),
+    Interruption.Status.RESOLVED: frozenset({Interruption.Status.OPEN}),
+}
+COMPONENT_MAX_LENGTH = 200
+NOTES_MAX_LENGTH = 50_000
+LOST_STEPS_MAX = 2**63 - 1  # the column is a bigint
+
+
+class StaleEdit(Exception):
+    """The edit started from an older version than the stored one. `current` is the incident
+    as stored now; `their_changes` the audit events written since that version, oldest
+    first, so the caller can show what the other person changed."""
+
+    def __init__(self, current: Interruption, their_changes: list[AuditEvent]) -> None:
+        names = sorted({event.username for event in their_changes})
+        super().__init__(
+            f"Incident {current.pk} was changed by {', '.join(names) or 'someone else'} "
+            f"(now version {current.version}) while you were editing."
+        )
+        self.current = current
+        self.their_changes = their_changes
+
+
+def incident_snapshot(interruption: Interruption) -> dict[str, Any]:
+    """The incident's editable and status fields in the JSON-friendly form the audit trail
+    stores (root cause as slug, hosts and devices as sorted names, users as usernames)."""
+    return {
+        "root_cause": interruption.root_cause.slug,
+        "component": interruption.component,
+        "hosts": sorted(host.name for host in interruption.hosts.all()),
+        "devices": sorted(device.uuid for device in interruption.devices.all()),
+        "severity": interruption.severity,
+        "manual_intervention": interruption.manual_intervention,
+        "lost_steps": interruption.lost_steps,
+        "notes": interruption.notes,
+        "status": interruption.status,
+        "triaged_by": interruption.triaged_by.get_username() if interruption.triaged_by else None,
+        "triaged_at": interruption.triaged_at,
+        "resolved_by": interruption.resolved_by.get_username()
+        if interruption.resolved_by
+        else None,
+        "resolved_at": interruption.resolved_at,
+    }
+
+
+def changes_since(*, interruption: Interruption, version: int) -> list[AuditEvent]:
+    """Audit events that moved the incident past `version`, oldest first. Each write records
+    the version step it made ({"version": [before, after]}), which is what is matched here."""
+    return list(
+        AuditEvent.objects.filter(
+            entity=ENTITY, object_id=interruption.pk, changes__version__0__gte=version
+        ).order_by("at", "pk")
+    )
+
+
+def _locked(interruption: Interruption, version: int) -> Interruption:
+    """The stored row, locked until the transaction ends; StaleEdit if it moved past
+    `version`. The lock keeps the snapshot taken next consistent with the UPDATE after it."""
+    current = (
+        Interruption.objects.select_for_update(of=("self",))
+        .select_related("root_cause", "triaged_by", "resolved_by", "run__project")
+        .get(pk=interruption.pk)
+    )
+    if current.version != version:
+        raise StaleEdit(current, changes_since(interruption=current, version=version))
+    return current
+
+
+def _bump(current: Interruption, version: int, values: Mapping[str, Any]) -> None:
+    """UPDATE ... WHERE pk AND version: the optimistic lock itself (the row lock above makes a
+    miss here impossible, but the condition states the rule in the statement that writes)."""
+    updated = Interruption.objects.filter(pk=current.pk, version=version).update(
+        version=F("version") + 1, **values
+    )
+    if updated != 1:
+        current.refresh_from_db()
+        raise StaleEdit(current, changes_since(interruption=current, version=version))
+
+
+def _clean_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Validated model values for the given fields; ValidationError naming each bad one."""
+    unknown = sorted(set(changes) - set(EDITABLE_FIELDS))
+    if unknown:
+        raise ValidationError({name: "This field cannot be edited." for name in unknown})
+    errors: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    for name, raw in changes.items():
+        try:
+            values[name] = _clean_one(name, raw)
+        except ValueError as exc:
+            errors[name] = str(exc)
+    if errors:
+        raise ValidationError(errors)
+    return values
+
+
+def _clean_one(name: str, raw: Any) -> Any:
+    if name == "root_cause":
+        if isinstance(raw, RootCause):
+            return raw
+        root_cause = RootCause.objects.filter(slug=str(raw or "")).first()
+        if root_cause is None:
+            raise ValueError(f"No root cause {str(raw)[:64]!r} in the taxonomy.")
+        return root_cause
+    if name in ("component", "notes"):
+        text = "" if raw is None else str(raw)
+        limit = COMPONENT_MAX_LENGTH if name == "component" else NOTES_MAX_LENGTH
+        if len(text) > limit:
+            raise ValueError(f"At most {limit} characters.")
+        return text.strip() if name == "component" else text
+    if name in ("hosts", "devices"):
+        if isinstance(raw, str) or not isinstance(raw, Sequence | set):
+            raise ValueError("A list of names.")
+        names = sorted({str(item).strip() for item in raw if str(item).strip()})
+        if any(len(item) > (255 if name == "hosts" else 128) for item in names):
+            raise ValueError("A name is too long.")
+        return names
+    if name == "severity":
+        if raw not in Interruption.Severity.values:
+            raise ValueError(f"One of {', '.join(Interruption.Severity.values)}.")
+        return raw
+    if name == "manual_intervention":
+        if not isinstance(raw, bool):
+            raise ValueError("true or false.")
+        return raw
+    if name == "lost_steps":
+        if raw is None:
+            return None
+        if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= LOST_STEPS_MAX:
+            raise ValueError("A whole number of steps, 0 or more, or empty.")
+        return raw
+    raise ValueError("This field cannot be edited.")  # pragma: no cover - guarded above
+
+
+@transaction.atomic
+def incident_update(
+    *, interruption: Interruption, user: Any, version: int, changes: Mapping[str, Any]
+) -> Interruption:
+    """Apply `changes` (a subset of EDITABLE_FIELDS: root_cause as slug or RootCause, hosts as
+    names, devices as UUIDs) to the incident if it is still at `version`; bump the version and
+    audit the fields that changed. Unknown hosts and devices are created. An edit that changes
+    nothing writes nothing. Raises StaleEdit or ValidationError (before any write)."""
+    values = _clean_changes(changes)
+    current = _locked(interruption, version)
+    before = incident_snapshot(current)
+    after = dict(before)
+    for name, value in values.items():
+        after[name] = value.slug if isinstance(value, RootCause) else value
+    diff = diff_fields(before, after, EDITABLE_FIELDS)
+    if not diff:
+        return current
+    scalars = {
+        name: values[name]
+        for name in diff
+        if name not in ("hosts", "devices")  # many-to-many: set below
+    }
+    _bump(current, version, scalars)
+    if "hosts" in diff:
+        current.hosts.set(telemetry_services.hosts_ensure(names=values["hosts"]))
+    if "devices" in diff:
+        current.devices.set(telemetry_services.devices_ensure(uuids=values["devices"]))
+    audit_record(
+        project=current.run.project,
+        entity=ENTITY,
+        object_id=current.pk,
+        user=user,
+        action="update",
+        changes={**diff, "version": [version, version + 1]},
+    )
+    return _reloaded(current)
+
+
+@transaction.atomic
+def incident_transition(
+    *, interruption: Interruption, user: Any, version: int, status: str
+) -> Interruption:
+    """Move the incident to `status` (open → triaged → resolved, or back to open), recording
+    who and when: triaging sets triaged_by/at, resolving resolved_by/at, reopening clears the
+    stamps of the steps it undoes (the audit keeps them). Raises StaleEdit, or
+    ValidationError for a move TRANSITIONS does not allow."""
+    current = _locked(interruption, version)
+    allowed = TRANSITIONS.get(current.status, frozenset())
+    if status not in allowed:
+        raise ValidationError(
+            {"status": f"An incident that is {current.status} cannot become {status or '?'}."}
+        )
+    now = timezone.now()
+    authenticated = user is not None and getattr(user, "is_authenticated", False)
+    actor = user if authenticated else None
+    values: dict[str, Any] = {"status": status}
+    if status == Interruption.Status.TRIAGED:
+        values.update(triaged_by=actor, triaged_at=now)
+    elif status == Interruption.Status.RESOLVED:
+        values.update(resolved_by=actor, resolved_at=now)
+    else:  # reopened: it is neither resolved nor, from triaged, triaged any more
+        values.update(resolved_by=None, resolved_at=None)
+        if current.status == Interruption.Status.TRIAGED:
+            values.update(triaged_by=None, triaged_at=None)
+    before = incident_snapshot(current)
+    after = {
+        **before,
+        **{
+            name: (value.get_username() if hasattr(value, "get_username") else value)
+            for name, value in values.items()
+        },
+    }
+    _bump(current, version, values)
+    audit_record(
+        project=current.run.project,
+        entity=ENTITY,
+        object_id=current.pk,
+        user=user,
+        action="update",
+        changes={**diff_fields(before, after, STATUS_FIELDS), "version": [version, version + 1]},
+    )
+    return _reloaded(current)
+
+
+def _reloaded(current: Interruption) -> Interruption:
+    return (
+        Interruption.objects.select_related(
+            "run__project", "root_cause", "attempt", "triaged_by", "resolved_by"
+        )
+        .prefetch_related("hosts", "devices")
+        .get(pk=current.pk)
+    )
+
+
+def merge_proposal(
+    *, stale: StaleEdit, mine: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """After a StaleEdit: the values to put back in the form so a second save loses nobody's
+    work, and the fields both people changed. `mine` holds the submitted values in snapshot
+    form (root cause slug, sorted host/device names). A field I left as I found it takes
+    their value; a field I changed keeps mine; one we both changed to different values is a
+    conflict, shown with my value kept for me to decide."""
+    current = incident_snapshot(stale.current)
+    # What I started from: the stored value with their changes undone, oldest first wins.
+    base = dict(current)
+    for event in reversed(stale.their_changes):
+        for name, (old, _new) in event.changes.items():
+            base[name] = old
+    proposal: dict[str, Any] = {}
+    conflicts: list[str] = []
+    for name, value in mine.items():
+        if value == base.get(name):
+            proposal[name] = current.get(name)
+        else:
+            proposal[name] = value
+            if current.get(name) != base.get(name) and current.get(name) != value:
+                conflicts.append(name)
+    return proposal, conflicts

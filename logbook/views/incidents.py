@@ -1,0 +1,258 @@
+"""The triage queue and the incident page: on-call confirms or corrects an incident, writes
+notes in Markdown and moves it open → triaged → resolved; everyone in the project reads it
+and its audit history."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from logbook import triage
+from logbook.models import AuditEvent, Interruption, RootCause
+from logbook.selectors import incidents as selectors
+from logbook.selectors.incidents import IncidentFilters
+from logbook.selectors.sdc import FilterError
+
+FIELD_LABELS = {
+    "root_cause": "Root cause",
+    "component": "Component",
+    "hosts": "Hosts",
+    "devices": "Devices",
+    "severity": "Severity",
+    "manual_intervention": "Manual intervention",
+    "lost_steps": "Lost steps",
+    "notes": "Notes",
+    "status": "Status",
+    "triaged_by": "Triaged by",
+    "triaged_at": "Triaged at",
+    "resolved_by": "Resolved by",
+    "resolved_at": "Resolved at",
+}
+_NAME_SEPARATORS = re.compile(r"[\s,]+")
+
+
+def _names(text: str) -> list[str]:
+    return sorted({name for name in _NAME_SEPARATORS.split(text or "") if name})
+
+
+class IncidentForm(forms.Form):
+    version = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
+    root_cause = forms.ChoiceField(label="Root cause")
+    component = forms.CharField(max_length=triage.COMPONENT_MAX_LENGTH, required=False)
+    hosts = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Host names, separated by commas, spaces or new lines.",
+    )
+    devices = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Device UUIDs, separated by commas, spaces or new lines.",
+    )
+    severity = forms.ChoiceField(choices=Interruption.Severity.choices)
+    manual_intervention = forms.BooleanField(required=False, label="Needed manual intervention")
+    lost_steps = forms.IntegerField(
+        min_value=0, max_value=triage.LOST_STEPS_MAX, required=False, label="Lost steps"
+    )
+    notes = forms.CharField(
+        required=False,
+        max_length=triage.NOTES_MAX_LENGTH,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 10}),
+        help_text="Markdown. Raw HTML is shown as text.",
+    )
+
+    def __init__(self, *args: Any, root_causes: list[RootCause], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for cause in root_causes:
+            groups.setdefault(cause.group, []).append((cause.slug, cause.name))
+        self.fields["root_cause"].choices = list(groups.items())
+
+    def clean_notes(self) -> str:
+        # Browsers send textarea lines as CRLF; store what the reader typed, not the transport.
+        return self.cleaned_data["notes"].replace("\r\n", "\n")
+
+    def changes(self) -> dict[str, Any]:
+        """The edit in the service's (and the audit trail's) terms."""
+        data = self.cleaned_data
+        return {
+            "root_cause": data["root_cause"],
+            "component": data["component"].strip(),
+            "hosts": _names(data["hosts"]),
+            "devices": _names(data["devices"]),
+            "severity": data["severity"],
+            "manual_intervention": data["manual_intervention"],
+            "lost_steps": data["lost_steps"],
+            "notes": data["notes"],
+        }
+
+
+def _form_initial(values: dict[str, Any], version: int) -> dict[str, Any]:
+    initial = {name: values[name] for name in triage.EDITABLE_FIELDS if name in values}
+    initial["hosts"] = "\n".join(values.get("hosts", []))
+    initial["devices"] = "\n".join(values.get("devices", []))
+    return {**initial, "version": version}
+
+
+def _shown(value: Any) -> str:
+    if value is None or value == "" or value == []:
+        return "\u2013"  # an en dash: "no value"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class ChangeRow:
+    field: str
+    label: str
+    before: str
+    after: str
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    event: AuditEvent
+    version: int | None
+    changes: list[ChangeRow]
+
+
+def _field_order(item: tuple[str, Any]) -> int:
+    # PostgreSQL's jsonb keeps keys in its own order; show fields in the form's order.
+    order = list(FIELD_LABELS)
+    return order.index(item[0]) if item[0] in order else len(order)
+
+
+def history_rows(events: list[AuditEvent]) -> list[HistoryRow]:
+    rows = []
+    for event in events:
+        version_step = event.changes.get("version")
+        changes = [
+            ChangeRow(name, FIELD_LABELS.get(name, name), _shown(before), _shown(after))
+            for name, (before, after) in sorted(event.changes.items(), key=_field_order)
+            if name != "version"
+        ]
+        rows.append(HistoryRow(event, version_step[1] if version_step else None, changes))
+    return rows
+
+
+@login_required
+def incident_queue(request: HttpRequest) -> HttpResponse:
+    error = ""
+    try:
+        filters = selectors.filters_parse(user=request.user, params=request.GET)
+    except FilterError as exc:
+        # Show the default queue with the problem named rather than a bare 400 page.
+        filters, error = IncidentFilters(), str(exc)
+    queue = selectors.incident_queue(user=request.user, filters=filters)
+    return render(
+        request,
+        "logbook/incidents.html",
+        {
+            "filters": filters,
+            "error": error,
+            "queue": queue,
+            "statuses": Interruption.Status.choices,
+            "menu_runs": list(selectors.runs_for_menu(user=request.user)),
+            "menu_root_causes": list(selectors.root_causes()),
+        },
+    )
+
+
+def _version(raw: str | None) -> int:
+    try:
+        return int(raw or "")
+    except ValueError:
+        return 0  # matches no stored version: answered as a stale edit, nothing written
+
+
+@login_required
+def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    incident = selectors.incident_get_for_user(user=request.user, pk=pk)
+    can_edit = selectors.user_can_triage(user=request.user, incident=incident)
+    root_causes = list(selectors.root_causes()) if can_edit else []
+    form: IncidentForm | None = None
+    conflict: dict[str, Any] | None = None
+    error = ""
+    if request.method == "POST":
+        if not can_edit:
+            return HttpResponseForbidden("Only on-call engineers and admins may triage.")
+        here = reverse("logbook:incident-detail", args=[incident.pk])
+        try:
+            if request.POST.get("action") == "transition":
+                triage.incident_transition(
+                    interruption=incident,
+                    user=request.user,
+                    version=_version(request.POST.get("version")),
+                    status=request.POST.get("status", ""),
+                )
+                return redirect(f"{here}#history")
+            bound = IncidentForm(request.POST, root_causes=root_causes)
+            form = bound
+            if bound.is_valid():
+                triage.incident_update(
+                    interruption=incident,
+                    user=request.user,
+                    version=bound.cleaned_data["version"],
+                    changes=bound.changes(),
+                )
+                return redirect(f"{here}#history")
+        except triage.StaleEdit as stale:
+            incident = selectors.incident_get_for_user(user=request.user, pk=pk)
+            conflict = _conflict(stale, form)
+            if form is not None and form.is_valid():
+                form = IncidentForm(
+                    initial=_form_initial(conflict["proposal"], incident.version),
+                    root_causes=root_causes,
+                )
+        except ValidationError as exc:
+            if form is not None and hasattr(exc, "error_dict"):
+                for name, messages in exc.message_dict.items():
+                    form.add_error(name if name in form.fields else None, messages)
+            else:
+                error = " ".join(exc.messages)
+    if can_edit and form is None:
+        snapshot = triage.incident_snapshot(incident)
+        form = IncidentForm(
+            initial=_form_initial(snapshot, incident.version), root_causes=root_causes
+        )
+    history = list(selectors.incident_history(incident=incident))
+    return render(
+        request,
+        "logbook/incident_detail.html",
+        {
+            "incident": incident,
+            "can_edit": can_edit,
+            "form": form,
+            "conflict": conflict,
+            "error": error,
+            "history": history_rows(history),
+            "next_statuses": sorted(triage.TRANSITIONS.get(incident.status, ())),
+        },
+    )
+
+
+def _conflict(stale: triage.StaleEdit, form: IncidentForm | None) -> dict[str, Any]:
+    """What the page tells someone whose edit arrived after another one."""
+    events = stale.their_changes
+    mine = form.changes() if form is not None and form.is_valid() else {}
+    proposal, conflicts = triage.merge_proposal(stale=stale, mine=mine)
+    return {
+        "who": ", ".join(sorted({event.username for event in events})) or "someone else",
+        "at": events[-1].at if events else None,
+        "history": history_rows(list(reversed(events))),
+        "proposal": proposal,
+        "conflicts": [FIELD_LABELS.get(name, name) for name in conflicts],
+        "mine": {FIELD_LABELS.get(name, name): _shown(mine[name]) for name in conflicts},
+    }

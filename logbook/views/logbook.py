@@ -1,0 +1,365 @@
+"""A run's logbook (the chronicles): read it, write and edit entries, export it as Markdown
+and import such a file back. Viewers read; on-call and admins write (403 for a viewer's
+write, 404 for anyone outside the project)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.text import slugify
+from django.views.decorators.http import require_http_methods, require_POST
+
+from logbook import services
+from logbook.chronicles import ChronicleError, logbook_to_markdown
+from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
+from logbook.selectors import logbook as selectors
+from telemetry.models import Attempt, Run
+from telemetry.selectors import run_get_for_user
+
+IMPORT_MAX_BYTES = 5 * 1024 * 1024
+CONFIG_ROWS_BLANK = 3
+LINK_FIELDS = ("attempt", "checkpoint", "incident", "sdc_record")
+
+
+class EntryForm(forms.Form):
+    kind = forms.ChoiceField(choices=LogbookEntry.Kind.choices)
+    role = forms.ChoiceField(choices=LogbookEntry.Role.choices, initial=LogbookEntry.Role.ONCALL)
+    title = forms.CharField(max_length=300)
+    body = forms.CharField(widget=forms.Textarea(attrs={"rows": 8}), required=False)
+    occurred_at = forms.DateTimeField(
+        required=False, label="Time (UTC)", help_text="YYYY-MM-DD HH:MM; empty: now."
+    )
+    step = forms.IntegerField(min_value=0, required=False)
+    step_end = forms.IntegerField(min_value=0, required=False, label="to step")
+    attempt = forms.IntegerField(min_value=1, required=False, label="Attempt number")
+    checkpoint = forms.IntegerField(min_value=0, required=False, label="Checkpoint step")
+    incident = forms.IntegerField(min_value=1, required=False, label="Incident #")
+    sdc_record = forms.IntegerField(min_value=1, required=False, label="SDC record #")
+    corrected_by = forms.TypedChoiceField(
+        coerce=int, empty_value=None, required=False, label="Corrected by (a later entry)"
+    )
+    corrects = forms.TypedChoiceField(
+        coerce=int, empty_value=None, required=False, label="Corrects (an earlier entry)"
+    )
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+
+    def __init__(self, *args: Any, run: Run, entry: LogbookEntry | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.run = run
+        if entry is None:
+            del self.fields["corrected_by"]
+            del self.fields["version"]
+            self.fields["corrects"].choices = _entry_choices(selectors.correction_choices(run=run))
+        else:
+            del self.fields["corrects"]
+            self.fields["corrected_by"].choices = _entry_choices(
+                selectors.correction_choices(run=run, after=entry)
+            )
+
+
+def _entry_choices(entries: Any) -> list[tuple[Any, str]]:
+    return [("", "—")] + [
+        (e.pk, f"{e.occurred_at:%Y-%m-%d %H:%M} UTC · {e.get_kind_display()} · {e.title[:80]}")
+        for e in entries
+    ]
+
+
+def _config_rows(request: HttpRequest) -> list[dict[str, str]]:
+    keys = request.POST.getlist("config_key")
+    befores = request.POST.getlist("config_before")
+    afters = request.POST.getlist("config_after")
+    rows = []
+    for index, key in enumerate(keys):
+        before = befores[index] if index < len(befores) else ""
+        after = afters[index] if index < len(afters) else ""
+        rows.append({"key": key, "before": before, "after": after})
+    return rows
+
+
+def _links_resolve(form: EntryForm) -> dict[str, Any]:
+    """The form's link numbers as this run's records; a form error for each that is not."""
+    run, data = form.run, form.cleaned_data
+    lookups: dict[str, tuple[str, Any, dict[str, Any]]] = {
+        "attempt": ("attempt", Attempt, {"number": data.get("attempt")}),
+        "checkpoint": ("checkpoint", Checkpoint, {"step": data.get("checkpoint")}),
+        "incident": ("interruption", Interruption, {"pk": data.get("incident")}),
+        "sdc_record": ("sdc_replay", SdcReplay, {"pk": data.get("sdc_record")}),
+    }
+    values: dict[str, Any] = {}
+    for field, (name, model, lookup) in lookups.items():
+        if next(iter(lookup.values())) is None:
+            values[name] = None
+            continue
+        found = model.objects.filter(run=run, **lookup).first()
+        if found is None:
+            form.add_error(field, "This run has no such record.")
+        values[name] = found
+    for field, name in (("corrected_by", "corrected_by"), ("corrects", "corrects")):
+        if field not in form.fields:
+            continue
+        pk = data.get(field)
+        values[name] = LogbookEntry.objects.filter(run=run, pk=pk).first() if pk else None
+    return values
+
+
+def _service_errors(form: EntryForm, exc: ValidationError) -> None:
+    """Put a service's ValidationError on the form fields it names."""
+    field_map = {"interruption": "incident", "sdc_replay": "sdc_record"}
+    for name, errors in exc.message_dict.items():
+        field = field_map.get(name, name)
+        for message in errors:
+            form.add_error(field if field in form.fields else None, message)
+
+
+def _form_changes(form: EntryForm, request: HttpRequest) -> dict[str, Any] | None:
+    """The service arguments from a valid form, or None (errors added to the form)."""
+    if not form.is_valid():
+        return None
+    links = _links_resolve(form)
+    if form.errors:
+        return None
+    data = form.cleaned_data
+    changes = {
+        "kind": data["kind"],
+        "role": data["role"],
+        "title": data["title"],
+        "body": data["body"],
+        "step": data["step"],
+        "step_end": data["step_end"],
+        "config_changes": _config_rows(request),
+        **{name: value for name, value in links.items() if name != "corrects"},
+    }
+    if data.get("occurred_at") is not None:
+        changes["occurred_at"] = data["occurred_at"]
+    if "corrects" in links:
+        changes["corrects"] = links["corrects"]
+    return changes
+
+
+def _require_writer(request: HttpRequest, run: Run) -> None:
+    if not selectors.user_may_write_logbook(user=request.user, run=run):
+        raise PermissionDenied("Only on-call engineers and admins write the logbook.")
+
+
+def _entry_display(entry: LogbookEntry) -> dict[str, Any]:
+    target = entry.corrected_by
+    return {
+        "entry": entry,
+        "correction": (
+            {
+                "pk": target.pk,
+                "kind": target.get_kind_display().lower(),
+                "occurred_at": target.occurred_at,
+                "title": target.title,
+            }
+            if target is not None
+            else None
+        ),
+    }
+
+
+def _logbook_page(
+    request: HttpRequest, run: Run, *, form: EntryForm | None = None, status: int = 200
+) -> HttpResponse:
+    may_write = selectors.user_may_write_logbook(user=request.user, run=run)
+    if form is None and may_write:
+        form = EntryForm(run=run)
+    entries = list(selectors.run_logbook_entries(run=run))
+    return render(
+        request,
+        "logbook/logbook.html",
+        {
+            "run": run,
+            "entries": [_entry_display(entry) for entry in entries],
+            "may_write": may_write,
+            "form": form,
+            "config_rows": _posted_or_blank_rows(request),
+        },
+        status=status,
+    )
+
+
+def _posted_or_blank_rows(
+    request: HttpRequest, existing: list[dict[str, str]] | None = None
+) -> list[dict[str, str]]:
+    rows = _config_rows(request) if request.method == "POST" else list(existing or [])
+    rows = [row for row in rows if any(row.values())]
+    return rows + [{"key": "", "before": "", "after": ""}] * CONFIG_ROWS_BLANK
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_logbook(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = run_get_for_user(user=request.user, run_id=run_id)
+    if request.method == "GET":
+        return _logbook_page(request, run)
+    _require_writer(request, run)
+    form = EntryForm(request.POST, run=run)
+    changes = _form_changes(form, request)
+    if changes is None:
+        return _logbook_page(request, run, form=form, status=400)
+    corrects = changes.pop("corrects", None)
+    try:
+        with transaction.atomic():
+            entry = services.logbook_entry_create(run=run, user=request.user, **changes)
+            if corrects is not None:
+                # The earlier entry now points at this one ("see the debrief of 12-02").
+                services.logbook_entry_update(
+                    entry=corrects,
+                    user=request.user,
+                    version=corrects.version,
+                    changes={"corrected_by": entry},
+                )
+    except ValidationError as exc:
+        _service_errors(form, exc)
+        return _logbook_page(request, run, form=form, status=400)
+    return redirect(reverse("logbook:run-logbook", args=[run.pk]) + f"#entry-{entry.pk}")
+
+
+def _entry_initial(entry: LogbookEntry) -> dict[str, Any]:
+    return {
+        "kind": entry.kind,
+        "role": entry.role,
+        "title": entry.title,
+        "body": entry.body,
+        "occurred_at": entry.occurred_at,
+        "step": entry.step,
+        "step_end": entry.step_end,
+        "attempt": entry.attempt.number if entry.attempt is not None else None,
+        "checkpoint": entry.checkpoint.step if entry.checkpoint is not None else None,
+        "incident": entry.interruption_id,
+        "sdc_record": entry.sdc_replay_id,
+        "corrected_by": entry.corrected_by_id,
+        "version": entry.version,
+    }
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def logbook_entry_edit(request: HttpRequest, run_id: int, pk: int) -> HttpResponse:
+    entry = selectors.logbook_entry_get_for_user(user=request.user, run_id=run_id, pk=pk)
+    run = entry.run
+    may_write = selectors.user_may_write_logbook(user=request.user, run=run)
+    stale: services.LogbookStaleEdit | None = None
+    status = 200
+    if request.method == "POST":
+        if not may_write:
+            raise PermissionDenied("Only on-call engineers and admins write the logbook.")
+        version = _posted_version(request)
+        if request.POST.get("action") == "delete":
+            try:
+                services.logbook_entry_delete(entry=entry, user=request.user, version=version)
+            except services.LogbookStaleEdit as exc:
+                stale = exc
+            else:
+                messages.success(request, f"Deleted the entry “{entry.title}”.")
+                return redirect("logbook:run-logbook", run_id=run.pk)
+            form = EntryForm(initial=_entry_initial(stale.current), run=run, entry=entry)
+            status = 409
+        else:
+            form = EntryForm(request.POST, run=run, entry=entry)
+            changes = _form_changes(form, request)
+            if changes is not None and changes.get("occurred_at") == entry.occurred_at.replace(
+                microsecond=0
+            ):
+                # The form shows whole seconds; an untouched time is not an edit.
+                changes["occurred_at"] = entry.occurred_at
+            if changes is None:
+                status = 400
+            else:
+                try:
+                    services.logbook_entry_update(
+                        entry=entry, user=request.user, version=version or 0, changes=changes
+                    )
+                except services.LogbookStaleEdit as exc:
+                    stale = exc
+                    status = 409
+                    # Keep what this person typed; the next save is made knowingly over
+                    # the other change, which is shown above the form.
+                    data = request.POST.copy()
+                    data["version"] = str(exc.current.version)
+                    form = EntryForm(data, run=run, entry=entry)
+                    form.is_valid()
+                except ValidationError as exc:
+                    _service_errors(form, exc)
+                    status = 400
+                else:
+                    messages.success(request, "Saved.")
+                    return redirect(
+                        reverse("logbook:run-logbook", args=[run.pk]) + f"#entry-{entry.pk}"
+                    )
+    else:
+        form = EntryForm(initial=_entry_initial(entry), run=run, entry=entry)
+    return render(
+        request,
+        "logbook/entry_edit.html",
+        {
+            "run": run,
+            "entry": entry,
+            "form": form,
+            "may_write": may_write,
+            "stale": stale,
+            "config_rows": _posted_or_blank_rows(request, entry.config_changes),
+            "history": list(selectors.logbook_entry_history(entry=entry)),
+        },
+        status=status,
+    )
+
+
+def _posted_version(request: HttpRequest) -> int | None:
+    try:
+        return int(request.POST.get("version", ""))
+    except ValueError:
+        return None
+
+
+@login_required
+def logbook_export(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = run_get_for_user(user=request.user, run_id=run_id)
+    text = logbook_to_markdown(
+        selectors.run_chronicle(run=run), title=f"Logbook of {run.project.slug}/{run.name}"
+    )
+    response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
+    filename = f"{slugify(run.name) or 'run'}-logbook.md"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@login_required
+@require_POST
+def logbook_import(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = run_get_for_user(user=request.user, run_id=run_id)
+    _require_writer(request, run)
+    upload = request.FILES.get("file")
+    error = ""
+    if upload is None:
+        error = "Choose a Markdown file exported from a Chronicle logbook."
+    elif upload.size > IMPORT_MAX_BYTES:
+        error = f"The file is larger than {IMPORT_MAX_BYTES // (1024 * 1024)} MB."
+    else:
+        try:
+            text = upload.read().decode("utf-8-sig")
+            created = services.logbook_import(run=run, user=request.user, text=text)
+        except UnicodeDecodeError:
+            error = "The file is not UTF-8 text."
+        except ChronicleError as exc:
+            error = f"Nothing was imported. {exc}"
+        except ValidationError as exc:
+            error = f"Nothing was imported. {'; '.join(exc.messages)}"
+        else:
+            messages.success(
+                request,
+                f"Imported {created} new entr{'y' if created == 1 else 'ies'}"
+                + (" (the others were already in the logbook)." if created == 0 else "."),
+            )
+            return redirect("logbook:run-logbook", run_id=run.pk)
+    messages.error(request, error)
+    return redirect("logbook:run-logbook", run_id=run.pk)
