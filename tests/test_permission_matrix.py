@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
+from logbook import services as logbook_services
 from telemetry import services as telemetry_services
 
 PRINCIPALS = ["anonymous", "outsider", "viewer", "oncall", "admin", "token"]
@@ -86,6 +88,29 @@ RULES: list[Rule] = [
     operator_write(
         "post", "/fleet/hosts/{host}/", {"action": "quarantine", "reason": "xid 79"}, {200, 302}
     ),
+    list_page("/incidents/"),
+    page("/incidents/{incident}/"),
+    page("/runs/{run}/logbook/"),
+    page("/runs/{run}/logbook.md"),
+    api_list("/api/v1/incidents"),
+    api_read("/api/v1/incidents/{incident}"),
+    api_list("/api/v1/annotations"),
+    operator_write(
+        "post",
+        "/api/v1/annotations",
+        {"run": "{run}", "step": 5, "text": "matrix note", "tags": ["t"]},
+        {200, 201},
+    ),
+    operator_write(
+        "post",
+        "/runs/{run}/logbook/",
+        {"kind": "note", "title": "matrix entry", "body": "text", "role": "oncall"},
+        {200, 302},
+    ),
+    Rule("get", "/projects/{project}/webhooks/", {
+        "anonymous": {302}, "outsider": {404}, "viewer": {403}, "oncall": {403},
+        "admin": {200}, "token": {302},
+    }),
     Rule("post", "/api/v1/ingest", {
         "anonymous": {401}, "outsider": {401}, "viewer": {401}, "oncall": {401},
         "admin": {401}, "token": {202},
@@ -111,7 +136,11 @@ def test_permission_matrix(rule: Rule, principals: dict, project) -> None:
     # given a run of the project on a host
     run = telemetry_services.run_upsert(project=project, name="matrix")
     telemetry_services.attempt_ensure(run=run, number=1, hosts=["matrix-host"])
-    path = rule.path.format(run=run.pk, host="matrix-host")
+    incident = logbook_services.interruption_record(
+        run=run, source_key="matrix", occurred_at=timezone.now(), category="nic"
+    )
+    names = {"run": run.pk, "host": "matrix-host", "incident": incident.pk, "project": project.slug}
+    path = rule.path.format(**names)
     answers = {}
     for principal in PRINCIPALS:
         client = principals[principal]
@@ -119,8 +148,12 @@ def test_permission_matrix(rule: Rule, principals: dict, project) -> None:
         if rule.method == "get":
             response = client.get(path)
         elif path.startswith("/api/"):
+            body = {k: (v.format(**names) if isinstance(v, str) else v)
+                    for k, v in (rule.body or {}).items()}  # fmt: skip
+            if body.get("run", "").isdigit() if isinstance(body.get("run"), str) else False:
+                body["run"] = int(body["run"])
             response = getattr(client, rule.method)(
-                path, data=json.dumps(rule.body or {}), content_type="application/json"
+                path, data=json.dumps(body), content_type="application/json"
             )
         else:
             response = getattr(client, rule.method)(path, data=rule.body or {})

@@ -117,5 +117,11 @@ def test_xss_corpus_executes_nothing(
 
 
 def extra_pages(run_ids: list[int]) -> list[str]:
-    """Pages added by later features that show user-supplied text."""
-    return []
+    """The on-call pages that show user-supplied text: the triage queue and each incident,
+    each run's logbook and its Markdown export."""
+    from logbook.models import Interruption
+
+    pages = ["/incidents/?status=all"]
+    pages += [f"/incidents/{pk}/" for pk in Interruption.objects.values_list("pk", flat=True)]
+    pages += [f"/runs/{pk}/logbook/" for pk in run_ids]
+    return pages
