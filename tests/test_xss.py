@@ -77,6 +77,26 @@ def test_xss_corpus_executes_nothing(
         lambda: IngestBatch.objects.filter(status="done").count() == len(PAYLOADS),
         what="the worker",
     )
+    # and, from on-call, annotations (text and tags), incident notes and logbook entries
+    from logbook import annotations, triage
+    from logbook import services as logbook_services
+    from logbook.models import Interruption
+
+    for index, (run, payload) in enumerate(zip(Run.objects.order_by("pk"), PAYLOADS, strict=False)):
+        annotations.annotation_create(
+            run=run, user=alice, text=payload, step=1, tags=[payload[:100], f"t{index}"]
+        )
+        incident = Interruption.objects.get(run=run)
+        triage.incident_update(
+            interruption=incident,
+            user=alice,
+            version=incident.version,
+            changes={"notes": payload + "\n\n" + payload, "component": payload[:200]},
+        )
+        logbook_services.logbook_entry_create(
+            run=run, user=alice, title=payload[:300], body=payload, step=2,
+            config_changes=[{"key": payload[:50], "before": payload, "after": payload + "!"}],
+        )  # fmt: skip
     run_ids = list(Run.objects.values_list("pk", flat=True))
     pages = ["/", "/failures/", "/sdc/", "/fleet/", "/fleet/hosts/h1/"]
     for pk in run_ids:
