@@ -6,6 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from telemetry.charts import chart_layout
+
 GROUP_COLOURS = [
     "#d62728",
     "#1f77b4",
@@ -20,16 +22,7 @@ GROUP_COLOURS = [
 
 
 def _layout(figure: go.Figure, *, title: str, height: int = 320) -> go.Figure:
-    figure.update_layout(
-        title={"text": title, "x": 0.01, "font": {"size": 14}},
-        height=height,
-        margin={"l": 60, "r": 10, "t": 36, "b": 40},
-        # Below the axis title, which sits just under the tick labels.
-        legend={"orientation": "h", "y": -0.3, "yanchor": "top"},
-        template="plotly_white",
-        hovermode="closest",
-    )
-    return figure
+    return chart_layout(figure, title=title, height=height)
 
 
 def breakdown_figure(rows: pd.DataFrame) -> go.Figure:

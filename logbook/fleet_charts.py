@@ -6,6 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from telemetry.charts import chart_layout
+
 BAR_COLOUR = "#2456a6"
 OFFENDER_COLOUR = "#c0392b"
 SDC_COLOUR = "#8e44ad"
@@ -13,17 +15,9 @@ MAX_HOSTS_CHARTED = 30
 
 
 def _layout(figure: go.Figure, *, title: str, x_title: str, y_title: str) -> go.Figure:
-    figure.update_layout(
-        title={"text": title, "x": 0.01, "font": {"size": 14}},
-        height=300,
-        margin={"l": 50, "r": 10, "t": 36, "b": 60},
-        xaxis_title=x_title,
-        yaxis_title=y_title,
-        legend={"orientation": "h", "y": -0.3},
-        template="plotly_white",
-        hovermode="closest",
+    return chart_layout(
+        figure, title=title, x_title=x_title, y_title=y_title, height=300, legend_y=-0.3
     )
-    return figure
 
 
 def weekly_sdc_figure(weekly: pd.DataFrame, *, per_week: float | None) -> go.Figure:

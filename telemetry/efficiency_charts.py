@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from telemetry.charts import ATTEMPT_COLOURS
+from telemetry.charts import ATTEMPT_COLOURS, chart_layout
 from telemetry.goodput import bucket_label
 
 PRODUCTIVE_COLOUR = "#2e7d32"
@@ -24,17 +24,9 @@ BADPUT_COLOURS = [
 
 
 def _layout(figure: go.Figure, *, title: str, x_title: str, y_title: str) -> go.Figure:
-    figure.update_layout(
-        title={"text": title, "x": 0.01, "font": {"size": 14}},
-        height=340,
-        margin={"l": 60, "r": 10, "t": 36, "b": 40},
-        xaxis_title=x_title,
-        yaxis_title=y_title,
-        legend={"orientation": "h", "y": -0.25},
-        template="plotly_white",
-        hovermode="closest",
+    return chart_layout(
+        figure, title=title, x_title=x_title, y_title=y_title, height=340, legend_y=-0.25
     )
-    return figure
 
 
 def mfu_figure(
