@@ -1007,3 +1007,23 @@ def logbook_import(*, run: Run, user: Any, text: str) -> int:
 
 def _wanted(parsed: list[dict[str, Any]], name: str) -> set[int]:
     return {data[name] for data in parsed if data[name] is not None}
+
+
+def root_cause_create(
+    *,
+    name: str,
+    slug: str,
+    group: str,
+    is_hardware: bool = False,
+    is_planned: bool = False,
+    description: str = "",
+) -> RootCause:
+    """Add a category to the taxonomy (admins extend it beyond the shipped rows)."""
+    return RootCause.objects.create(
+        name=name,
+        slug=slug,
+        group=group,
+        is_hardware=is_hardware,
+        is_planned=is_planned,
+        description=description,
+    )

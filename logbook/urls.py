@@ -2,6 +2,7 @@ from django.urls import path
 
 from logbook.views import fleet, sdc  # sdc and fleet (helper 3)
 from logbook.views import logbook as logbook_views  # logbook (issue 4)
+from logbook.views import taxonomy as taxonomy_views
 from logbook.views.checkpoints import run_checkpoints  # (helper 2)
 from logbook.views.failures import failure_breakdown  # (helper 2)
 from logbook.views.incidents import incident_detail, incident_queue  # (issue 4)
@@ -56,3 +57,5 @@ urlpatterns += [
     ),
 ]
 # --- end logbook (issue 4) ---
+
+urlpatterns += [path("taxonomy/", taxonomy_views.taxonomy, name="taxonomy")]

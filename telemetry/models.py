@@ -335,3 +335,100 @@ class JobInterval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.started_at:%H:%M:%S} to {self.ended_at:%H:%M:%S}"
+
+
+# --- GPU health from dcgm-exporter (issue 7) ---------------------------------------------------
+
+
+class DeviceSample(models.Model):
+    """One reading of one DCGM field (telemetry.dcgm.FIELDS, named as dcgm-exporter names it)
+    on one device. A wide fleet pushes every 30 s, so the row stays narrow: the composite
+    primary key (device, field, sampled_at) is the only index, and serves both reads, "latest
+    per device and field" (a backward scan of one (device, field) prefix) and a device's
+    history of a field (a range scan), and makes a re-sent timestamped push insert nothing."""
+
+    pk = models.CompositePrimaryKey("device", "field", "sampled_at")
+    device = models.ForeignKey(
+        Device, on_delete=models.CASCADE, related_name="samples", db_index=False
+    )
+    field = models.CharField(max_length=64)
+    sampled_at = models.DateTimeField()
+    value = models.FloatField()
+
+    class Meta:
+        ordering = ["device", "field", "sampled_at"]
+
+    def __str__(self) -> str:
+        return f"{self.device_id} {self.field}={self.value} @{self.sampled_at:%H:%M:%S}"
+
+
+class DeviceHealthState(models.Model):
+    """A device's newest DCGM readings: what the next push is compared with to find health
+    events, and which fields its exporter sends (to warn about disabled health counters)."""
+
+    device = models.OneToOneField(
+        Device, on_delete=models.CASCADE, primary_key=True, related_name="health_state"
+    )
+    # {field: value} of the newest reading of each field.
+    last_values = models.JSONField(default=dict, blank=True)
+    # The mapped fields of the newest push, blank ones included: the exporter's configuration.
+    fields_sent = models.JSONField(default=list, blank=True)
+    last_xid = models.IntegerField(default=0)
+    last_xid_message = models.CharField(max_length=200, blank=True)
+    last_xid_at = models.DateTimeField(null=True, blank=True)
+    model_name = models.CharField(max_length=64, blank=True)
+    last_push_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["device"]
+
+    def __str__(self) -> str:
+        return f"{self.device_id} health at {self.last_push_at:%Y-%m-%d %H:%M}"
+
+
+class DeviceEvent(models.Model):
+    """A GPU health signal from dcgm-exporter (a new XID, an uncorrectable memory error, a
+    thermal limit). Shown in fleet health whether or not a run was using the device; the
+    project is the one whose ingest token pushed it, which decides who may see it."""
+
+    class Kind(models.TextChoices):
+        XID = "xid", "XID error"
+        ECC_UNCORRECTABLE = "ecc_uncorrectable", "Uncorrectable ECC error"
+        ROW_REMAP = "row_remap", "Row remapped (uncorrectable)"
+        ROW_REMAP_FAILURE = "row_remap_failure", "Row remapping failure"
+        THERMAL = "thermal", "Thermal limit"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="device_events")
+    device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="events")
+    host = models.ForeignKey(
+        Host, on_delete=models.SET_NULL, null=True, blank=True, related_name="device_events"
+    )
+    kind = models.CharField(max_length=24, choices=Kind.choices)
+    occurred_at = models.DateTimeField()
+    field = models.CharField(max_length=64)
+    previous_value = models.FloatField(null=True, blank=True)
+    value = models.FloatField()
+    xid = models.IntegerField(null=True, blank=True)
+    # The reading may predate Chronicle's knowledge of the device (first push): no run is
+    # blamed for it.
+    first_sight = models.BooleanField(default=False)
+    message = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-occurred_at"]
+        constraints = [
+            # Two pushes racing with the same readings record one event.
+            models.UniqueConstraint(
+                fields=["device", "kind", "occurred_at"], name="device_event_unique_kind_time"
+            ),
+        ]
+        indexes = [
+            # Fleet health and the host page read a host's events newest first.
+            models.Index(fields=["host", "-occurred_at"], name="device_event_host_time_idx"),
+            # The fleet page reads a project's events in a time window.
+            models.Index(fields=["project", "-occurred_at"], name="device_event_project_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.device_id} {self.kind} {self.occurred_at:%Y-%m-%d %H:%M}"

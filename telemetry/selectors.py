@@ -15,6 +15,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 
@@ -46,6 +47,21 @@ def projects_for_user(*, user: User, roles: Sequence[str] | None = None) -> Quer
 
 
 OPERATOR_ROLES = (Membership.Role.ONCALL, Membership.Role.ADMIN)
+
+
+def project_get_for_admin(*, user: User, slug: str) -> Project:
+    """The project, if the user administers it: 404 when not a member, 403 when a member
+    without the admin role."""
+    project = projects_for_user(user=user).filter(slug=slug).first()
+    if project is None:
+        raise Http404("No such project.")
+    if not projects_for_user(user=user, roles=[Membership.Role.ADMIN]).filter(pk=project.pk):
+        raise PermissionDenied("Only the project's admins can do this.")
+    return project
+
+
+def project_members(*, project: Project) -> QuerySet[Membership]:
+    return project.memberships.select_related("user").order_by("user__username")
 
 
 def user_is_operator(*, user: User) -> bool:

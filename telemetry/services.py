@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Greatest
@@ -17,6 +18,7 @@ from telemetry.models import (
     Device,
     Host,
     JobInterval,
+    Membership,
     MetricPoint,
     MetricSeries,
     Project,
@@ -270,3 +272,42 @@ def accelerators_seed() -> int:
     ]
     AcceleratorType.objects.bulk_create(missing, ignore_conflicts=True)
     return len(missing)
+
+
+def membership_set(*, project: Project, username: str, role: str) -> Membership:
+    """Add the user to the project with `role`, or change their role. Refuses to leave the
+    project without an admin."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise ValidationError({"username": f"No user named {username!r}."})
+    if role not in Membership.Role.values:
+        raise ValidationError({"role": f"Unknown role {role!r}."})
+    with transaction.atomic():
+        membership, _ = Membership.objects.select_for_update().get_or_create(
+            project=project, user=user, defaults={"role": role}
+        )
+        if membership.role != role:
+            _keep_an_admin(project=project, leaving=membership, new_role=role)
+            membership.role = role
+            membership.save(update_fields=["role"])
+    return membership
+
+
+def membership_remove(*, membership: Membership) -> None:
+    with transaction.atomic():
+        _keep_an_admin(project=membership.project, leaving=membership, new_role=None)
+        membership.delete()
+
+
+def _keep_an_admin(*, project: Project, leaving: Membership, new_role: str | None) -> None:
+    if leaving.role != Membership.Role.ADMIN or new_role == Membership.Role.ADMIN:
+        return
+    others = (
+        Membership.objects.select_for_update()
+        .filter(project=project, role=Membership.Role.ADMIN)
+        .exclude(pk=leaving.pk)
+    )
+    if not others.exists():
+        raise ValidationError({"role": "A project needs at least one admin."})

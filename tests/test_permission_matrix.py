@@ -107,10 +107,14 @@ RULES: list[Rule] = [
         {"kind": "note", "title": "matrix entry", "body": "text", "role": "oncall"},
         {200, 302},
     ),
-    Rule("get", "/projects/{project}/webhooks/", {
-        "anonymous": {302}, "outsider": {404}, "viewer": {403}, "oncall": {403},
-        "admin": {200}, "token": {302},
-    }),
+    *[
+        Rule("get", f"/projects/{{project}}/{admin_page}/", {
+            "anonymous": {302}, "outsider": {404}, "viewer": {403}, "oncall": {403},
+            "admin": {200}, "token": {302},
+        })
+        for admin_page in ("webhooks", "members", "tokens")
+    ],
+    list_page("/taxonomy/"),
     Rule("post", "/api/v1/ingest", {
         "anonymous": {401}, "outsider": {401}, "viewer": {401}, "oncall": {401},
         "admin": {401}, "token": {202},

@@ -8,14 +8,14 @@ from urllib.parse import urlsplit
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from logbook import notifications
 from logbook.models import WebhookDelivery, WebhookEndpoint
 from telemetry.models import Membership, Project
-from telemetry.selectors import User, projects_for_user
+from telemetry.selectors import User, project_get_for_admin, projects_for_user
 
 RECENT_DELIVERIES = 50
 
@@ -42,11 +42,7 @@ def _admin_projects(user: User) -> list[Project]:
 
 
 def _project_for_admin(user: User, slug: str) -> Project:
-    """404 for projects the user is not in; 403 for members who are not its admins."""
-    project = get_object_or_404(projects_for_user(user=user), slug=slug)
-    if not projects_for_user(user=user, roles=[Membership.Role.ADMIN]).filter(pk=project.pk):
-        raise PermissionDenied("Only the project's admins manage its webhooks.")
-    return project
+    return project_get_for_admin(user=user, slug=slug)
 
 
 @login_required

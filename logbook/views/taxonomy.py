@@ -1,0 +1,40 @@
+"""The root-cause taxonomy: everyone signed in reads it; project admins add categories."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from logbook import services
+from logbook.models import RootCause
+from telemetry.models import Membership
+from telemetry.selectors import projects_for_user
+
+
+class RootCauseForm(forms.ModelForm):
+    class Meta:
+        model = RootCause
+        fields = ["name", "slug", "group", "is_hardware", "is_planned", "description"]
+
+
+@login_required
+def taxonomy(request: HttpRequest) -> HttpResponse:
+    can_edit = projects_for_user(user=request.user, roles=[Membership.Role.ADMIN]).exists()
+    form = RootCauseForm()
+    if request.method == "POST":
+        if not can_edit:
+            raise PermissionDenied("Only project admins extend the taxonomy.")
+        form = RootCauseForm(request.POST)
+        if form.is_valid():
+            cause = services.root_cause_create(**form.cleaned_data)
+            messages.success(request, f"Category {cause.name} added.")
+            return redirect("logbook:taxonomy")
+    return render(
+        request,
+        "logbook/taxonomy.html",
+        {"causes": RootCause.objects.order_by("group", "name"), "form": form, "can_edit": can_edit},
+    )

@@ -1,0 +1,107 @@
+"""Reads of GPU health from dcgm-exporter: which health counters a host's exporter leaves off,
+a host's devices with their newest readings, a device's history of a field, and the health
+events a user may see."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import pandas as pd
+from django.db.models import QuerySet
+
+from telemetry.dcgm import FIELDS, HEALTH_COUNTERS_OFF_BY_DEFAULT
+from telemetry.models import Device, DeviceEvent, DeviceHealthState, DeviceSample, Host
+from telemetry.selectors import User, projects_for_user
+
+
+def dcgm_missing_counters(*, host: Host) -> list[str]:
+    """The health counters dcgm-exporter disables by default (ECC, retired pages, NVLink
+    errors, throttling) that the newest push of none of the host's GPUs carried, in the
+    order of telemetry.dcgm.FIELDS. Empty when no exporter ever pushed for the host: nothing
+    to warn about before there is anything at all. One query."""
+    pushes = DeviceHealthState.objects.filter(device__host=host).values_list(
+        "fields_sent", flat=True
+    )
+    sent: set[str] = set()
+    seen_any = False
+    for fields in pushes:
+        seen_any = True
+        sent.update(fields)
+    if not seen_any:
+        return []
+    return [name for name in HEALTH_COUNTERS_OFF_BY_DEFAULT if name not in sent]
+
+
+@dataclass(frozen=True)
+class DeviceReading:
+    name: str
+    label: str
+    unit: str
+    value: float
+
+
+@dataclass(frozen=True)
+class DeviceHealth:
+    device: Device
+    state: DeviceHealthState
+    readings: list[DeviceReading]
+
+
+def dcgm_device_health(*, host: Host) -> list[DeviceHealth]:
+    """The host's GPUs that dcgm-exporter reported, by index, each with its newest readings
+    (the known fields, in telemetry.dcgm.FIELDS order) and last XID. One query."""
+    states = (
+        DeviceHealthState.objects.filter(device__host=host)
+        .select_related("device")
+        .order_by("device__index_on_host", "device__uuid")
+    )
+    return [
+        DeviceHealth(
+            device=state.device,
+            state=state,
+            readings=[
+                DeviceReading(name, spec.label, spec.unit, float(state.last_values[name]))
+                for name, spec in FIELDS.items()
+                if name in state.last_values
+            ],
+        )
+        for state in states
+    ]
+
+
+def device_samples(
+    *,
+    device: Device,
+    field: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> pd.DataFrame:
+    """A device's readings of one field in time order: columns sampled_at, value (a range scan
+    of DeviceSample's primary key)."""
+    rows = DeviceSample.objects.filter(device=device, field=field)
+    if since is not None:
+        rows = rows.filter(sampled_at__gte=since)
+    if until is not None:
+        rows = rows.filter(sampled_at__lt=until)
+    data = list(rows.order_by("sampled_at").values_list("sampled_at", "value"))
+    return pd.DataFrame(data, columns=["sampled_at", "value"])
+
+
+def device_events_for_user(
+    *,
+    user: User,
+    host: Host | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> QuerySet[DeviceEvent]:
+    """GPU health events pushed with the ingest tokens of the user's projects, newest first;
+    with `host`, that host's only."""
+    events = DeviceEvent.objects.filter(project__in=projects_for_user(user=user))
+    if host is not None:
+        events = events.filter(host=host)
+    if since is not None:
+        events = events.filter(occurred_at__gte=since)
+    if until is not None:
+        events = events.filter(occurred_at__lt=until)
+    return events.select_related("device", "host", "project").order_by("-occurred_at", "-pk")

@@ -1,0 +1,89 @@
+"""Project admins manage members, ingest tokens and the taxonomy from the UI; nobody else can."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ingest.models import IngestToken
+from logbook.models import RootCause
+from telemetry.models import Membership
+
+
+@pytest.mark.django_db
+def test_admin_adds_a_member_changes_the_role_and_removes_them(client, dave, bob, project):
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.create_user(username="erin", password="erin-pw-1")
+    client.force_login(dave)
+    url = f"/projects/{project.slug}/members/"
+
+    client.post(url, {"username": "erin", "role": "viewer"})
+    assert Membership.objects.get(user__username="erin").role == "viewer"
+    client.post(url, {"username": "erin", "role": "oncall"})
+    assert Membership.objects.get(user__username="erin").role == "oncall"
+    membership = Membership.objects.get(user__username="erin")
+    client.post(url, {"action": "remove", "membership": membership.pk})
+    assert not Membership.objects.filter(user__username="erin").exists()
+
+    unknown = client.post(url, {"username": "nobody", "role": "viewer"})
+    assert unknown.status_code == 200 and b"No user named" in unknown.content
+
+
+@pytest.mark.django_db
+def test_the_last_admin_cannot_leave(client, dave, project):
+    client.force_login(dave)
+    membership = Membership.objects.get(user=dave)
+
+    response = client.post(
+        f"/projects/{project.slug}/members/", {"action": "remove", "membership": membership.pk}
+    )
+
+    assert b"at least one admin" in response.content
+    assert Membership.objects.filter(user=dave, role="admin").exists()
+
+
+@pytest.mark.django_db
+def test_admin_creates_a_token_shown_once_and_revokes_it(client, dave, project):
+    client.force_login(dave)
+    url = f"/projects/{project.slug}/tokens/"
+
+    created = client.post(url, {"name": "trainer", "expires_days": 30})
+    plaintext = re.search(rb"chr_[A-Za-z0-9_-]{20,}", created.content).group().decode()
+    token = IngestToken.objects.get(name="trainer")
+    assert created["Cache-Control"] == "no-store"
+    assert plaintext.startswith(token.prefix) and plaintext not in token.key_hash
+    assert plaintext.encode() not in client.get(url).content  # shown once
+
+    client.post(url, {"action": "revoke", "token": token.pk})
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+
+
+@pytest.mark.django_db
+def test_admin_extends_the_taxonomy_and_others_cannot(client, dave, alice):
+    client.force_login(alice)
+    assert client.get("/taxonomy/").status_code == 200
+    refused = client.post(
+        "/taxonomy/", {"name": "Cosmic ray", "slug": "cosmic-ray", "group": "GPU"}
+    )
+    assert refused.status_code == 403
+
+    client.force_login(dave)
+    client.post("/taxonomy/", {"name": "Cosmic ray", "slug": "cosmic-ray", "group": "GPU"})
+    assert RootCause.objects.filter(slug="cosmic-ray", group="GPU").exists()
+
+
+@pytest.mark.parametrize("page", ["members", "tokens", "webhooks"])
+@pytest.mark.django_db
+def test_admin_pages_refuse_non_admins(client, alice, bob, charlie, project, page):
+    url = f"/projects/{project.slug}/{page}/"
+    for user, expected in ((alice, 403), (bob, 403), (charlie, 404)):
+        client.force_login(user)
+        assert client.get(url).status_code == expected, (user, url)
+        assert client.post(url, {"name": "x", "username": "x", "role": "admin"}).status_code == (
+            expected
+        )
+    client.logout()
+    assert client.get(url).status_code == 302
