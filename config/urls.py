@@ -6,10 +6,6 @@ from drf_spectacular.views import SpectacularAPIView
 
 from ingest.api import IngestView
 
-# --- prometheus ingest (issue 7) ---
-from ingest.api_prometheus import PrometheusIngestView, PushgatewayIngestView
-
-# --- end prometheus ingest (issue 7) ---
 from logbook.api import FailureBreakdownApi, RunCheckpointsApi  # (helper 2)
 
 # --- annotations api (issue 4) ---
@@ -32,15 +28,7 @@ from telemetry.views.auth import ThrottledLoginView
 
 api_v1 = [
     path("ingest", IngestView.as_view(), name="ingest"),
-    # --- prometheus ingest (issue 7) ---
-    path("ingest/prometheus", PrometheusIngestView.as_view(), name="ingest-prometheus"),
-    path(
-        "ingest/prometheus/metrics/<path:grouping>",
-        PushgatewayIngestView.as_view(),
-        name="ingest-prometheus-push",
-    ),
-    # --- end prometheus ingest (issue 7) ---
-    path("runs", RunListApi.as_view(), name="runs"),
+        path("runs", RunListApi.as_view(), name="runs"),
     path("runs/<int:run_id>/series", SeriesApi.as_view(), name="run-series"),
     # --- efficiency (helper) ---
     path("runs/<int:run_id>/mfu", RunMfuApi.as_view(), name="run-mfu"),
@@ -77,9 +65,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include((api_v1, "api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    # --- mlflow (issue 7) ---
-    path("mlflow/", include("ingest.mlflow_urls")),
-    # --- end mlflow (issue 7) ---
     path("", include("ingest.urls")),
     path("", include("logbook.urls")),
     path("", include("telemetry.urls")),
