@@ -10,7 +10,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/chronicle
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo web worker beat migrate test chaos lint format check-deploy clean
+.PHONY: help install demo web worker beat migrate test chaos bench lint format check-deploy clean
 
 help: ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ chaos: $(STAMP) ## Fault run (100,000 points through worker/web kills, Redis wip
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-50} \
 		$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz.py
 	@$(BIN)/python -m chaos.fuzz_summary
+
+bench: $(STAMP) ## Ingest, chart and page speed against MLflow in the same run (writes bench/results/)
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 lint: $(STAMP) ## ruff (lint and format check) and a check for missing migrations
 	$(BIN)/ruff check .

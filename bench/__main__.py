@@ -108,35 +108,53 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results["rss_peak_process"] = sampler.peak_process
         results["rss_peak_total"] = sampler.peak_total
 
-        cookie = ""
         if not args.skip_charts:
-            sizes = {"bench_1m": args.chart_points, "bench_100k": args.chart_points // 10}
-            log(f"chart series: loading {sizes}")
-            run_id = charts.load_series(app, token, f"bench-charts-{stamp}", sizes)
-            cookie = pages.reader_cookie(app)
-            results["charts"] = [
-                f.as_dict()
-                for f in charts.chronicle_queries(app, run_id, cookie, sizes, repeats=args.repeats)
-            ]
-            if server is not None:
-                results["charts"] += [
-                    f.as_dict()
-                    for f in charts.mlflow_queries(
-                        server, sizes["bench_100k"], repeats=args.repeats
-                    )
-                ]
+            _phase(results, "charts", lambda: _charts(app, token, args, stamp, server))
         if server is not None:
             # MLflow's part is over: free its memory and CPU for the page measurements.
             server.stop()
-
         if not args.skip_pages:
-            results.update(_pages(app, token, args, stamp, workload))
+            _phase(results, "pages", lambda: _pages(app, token, args, stamp, workload))
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     if not args.no_write:
         path = report.write(results)
         log(f"results written to {path}")
     print(report.table(results))
     return results
+
+
+def _phase(results: dict[str, Any], name: str, body: Any) -> None:
+    """Run one phase; a failure is noted in the results (and the table) instead of losing
+    what the other phases measured."""
+    try:
+        results.update(body())
+    except Exception as exc:
+        results["notes"].append(f"{name} phase failed: {exc!r}"[:800])
+        log(results["notes"][-1])
+
+
+def _charts(
+    app: harness.Chronicle,
+    token: str,
+    args: argparse.Namespace,
+    stamp: str,
+    server: mlflow_side.MlflowServer | None,
+) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    sizes = {"bench_1m": args.chart_points, "bench_100k": args.chart_points // 10}
+    log(f"chart series: loading {sizes}")
+    run_id = charts.load_series(app, token, f"bench-charts-{stamp}", sizes)
+    cookie = pages.reader_cookie(app)
+    found["charts"] = [
+        f.as_dict()
+        for f in charts.chronicle_queries(app, run_id, cookie, sizes, repeats=args.repeats)
+    ]
+    if server is not None:
+        found["charts"] += [
+            f.as_dict()
+            for f in charts.mlflow_queries(server, sizes["bench_100k"], repeats=args.repeats)
+        ]
+    return found
 
 
 def _pages(

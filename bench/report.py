@@ -142,7 +142,8 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 f"page {page['label']} p95 (ms)",
                 page["p95_ms"],
                 f"<= {PAGE_P95_MS:.0f}",
-                page["p95_ms"] <= PAGE_P95_MS and not page["errors"],
+                # NaN (no successful request) compares False: a miss.
+                bool(page["p95_ms"] <= PAGE_P95_MS) and not page["errors"],
             )
         )
     for role, peak in (results.get("rss_peak_process") or {}).items():

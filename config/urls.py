@@ -6,6 +6,10 @@ from drf_spectacular.views import SpectacularAPIView
 
 from ingest.api import IngestView
 
+# --- prometheus ingest (issue 7) ---
+from ingest.api_prometheus import PrometheusIngestView, PushgatewayIngestView
+
+# --- end prometheus ingest (issue 7) ---
 from logbook.api import FailureBreakdownApi, RunCheckpointsApi  # (helper 2)
 
 # --- annotations api (issue 4) ---
@@ -28,7 +32,15 @@ from telemetry.views.auth import ThrottledLoginView
 
 api_v1 = [
     path("ingest", IngestView.as_view(), name="ingest"),
-        path("runs", RunListApi.as_view(), name="runs"),
+    # --- prometheus ingest (issue 7) ---
+    path("ingest/prometheus", PrometheusIngestView.as_view(), name="ingest-prometheus"),
+    path(
+        "ingest/prometheus/metrics/<path:grouping>",
+        PushgatewayIngestView.as_view(),
+        name="ingest-prometheus-push",
+    ),
+    # --- end prometheus ingest (issue 7) ---
+    path("runs", RunListApi.as_view(), name="runs"),
     path("runs/<int:run_id>/series", SeriesApi.as_view(), name="run-series"),
     # --- efficiency (helper) ---
     path("runs/<int:run_id>/mfu", RunMfuApi.as_view(), name="run-mfu"),

@@ -22,6 +22,11 @@ from logbook.selectors.sdc import FilterError, HardwareFilters
 from logbook.views.sdc import filter_menus
 from telemetry.models import Device, Host
 from telemetry.selectors import user_is_operator
+from telemetry.selectors_dcgm import (
+    dcgm_device_health,
+    dcgm_missing_counters,
+    device_events_for_user,
+)
 
 
 def _filters(request: HttpRequest) -> tuple[HardwareFilters, fleet_selectors.OffenderRule, str]:
@@ -61,6 +66,7 @@ def fleet_health(request: HttpRequest) -> HttpResponse:
             "error": error,
             "fleet": fleet,
             "offenders": [one for one in fleet.hosts if one.repeat_offender],
+            "gpu_events": list(device_events_for_user(user=request.user)[:GPU_EVENTS_SHOWN]),
             "quarantined_hosts": [one for one in fleet.hosts if one.row.quarantined_at],
             "quarantined_devices": [one for one in fleet.devices if one.row.quarantined_at],
             "charts_payload": [
@@ -69,6 +75,10 @@ def fleet_health(request: HttpRequest) -> HttpResponse:
             **filter_menus(user=request.user),
         },
     )
+
+
+# GPU health events pushed from dcgm-exporter, newest first.
+GPU_EVENTS_SHOWN = 50
 
 
 class QuarantineForm(forms.Form):
@@ -120,6 +130,11 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
             "runs": list(fleet_selectors.host_runs(user=request.user, host=host)),
             "form": form,
             "can_quarantine": can_quarantine,
+            "dcgm_missing": dcgm_missing_counters(host=host),
+            "gpu_health": dcgm_device_health(host=host),
+            "gpu_events": list(
+                device_events_for_user(user=request.user, host=host)[:GPU_EVENTS_SHOWN]
+            ),
             "charts_payload": [
                 {"id": "chart-host-timeline", "figure": json.loads(figure.to_json())}
             ],

@@ -285,11 +285,13 @@ def test_query_count_does_not_grow_with_the_data(
     # given one small run, then the same page over five runs with ten times the hosts
     client.force_login(alice)
     build_run(project)
-    with django_assert_max_num_queries(13):
+    # 13, plus the host page's three GPU-health reads (missing counters, readings, events)
+    bound = 16 if "/hosts/" in url else 13
+    with django_assert_max_num_queries(bound):
         assert client.get(url).status_code == 200
     for index in range(4):
         build_run(project, f"more-{index}", hosts=40)
-    with django_assert_max_num_queries(13):
+    with django_assert_max_num_queries(bound):
         assert client.get(url).status_code == 200
 
 

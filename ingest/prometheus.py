@@ -1,0 +1,213 @@
+"""Prometheus text exposition from NVIDIA's dcgm-exporter, turned into per-GPU readings. Pure:
+no ORM, no I/O.
+
+Lines are parsed one at a time with prometheus_client's own parser so that an error names
+its line, and so that sample names stay as sent (the parser renames a counter's samples to
+`<name>_total`; dcgm-exporter's do not carry that suffix, Pushgateway clients' do, and both
+are accepted). Only the DCGM fields of telemetry.dcgm.FIELDS are kept: a push through a
+Pushgateway client also carries the pushing process's own metrics, which are skipped.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from telemetry.dcgm import FIELDS, XID, GpuReadings, is_reading
+
+MAX_SAMPLE_LINES = 20_000
+# Device.uuid and Host.name column widths.
+MAX_UUID_CHARS = 128
+MAX_HOST_CHARS = 255
+
+HOST_LABELS = ("Hostname", "hostname")  # dcgm-exporter <= 4.5.x, then master
+UUID_LABELS = ("UUID", "uuid", "gpu_uuid")  # default, old namespace, per-NVLink metrics
+MODEL_LABELS = ("modelName", "model_name")
+# Per-link samples of one GPU are summed into the GPU's value.
+LINK_LABELS = ("nvlink", "link")
+# Host names and UUIDs end up in page URLs and database text: no slashes, spaces or control
+# characters (PostgreSQL text cannot hold NUL).
+NAME_RE = re.compile(r"[^\s/\x00-\x1f\x7f]+")
+MAX_GPU_INDEX = 32_767  # Device.index_on_host is a small integer
+MAX_XID = 2**31 - 1
+# Sample timestamps Python can turn into a datetime (epoch seconds, years 1970 to 9999).
+MAX_TIMESTAMP_S = 253_402_300_799
+# Grouping labels of a Pushgateway path that name the host.
+PATH_HOST_LABELS = ("hostname", "Hostname", "host")
+
+
+class ExpositionError(Exception):
+    """A push that cannot be accepted; `status` is the HTTP answer (400 or 413)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+@dataclass
+class Exposition:
+    gpus: list[GpuReadings]
+    sample_lines: int
+    # Samples of metrics Chronicle does not keep, by metric name.
+    skipped: dict[str, int]
+
+
+def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
+    """Readings per (host, GPU UUID). `default_host` (from ?host= or a Pushgateway path's
+    grouping labels) names the host of samples without a host label: the exporter's own label
+    wins. Raises ExpositionError naming the line."""
+    gpus: dict[tuple[str, str], GpuReadings] = {}
+    skipped: dict[str, int] = {}
+    sample_lines = 0
+    for number, line in enumerate(text.split("\n"), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        sample_lines += 1
+        if sample_lines > MAX_SAMPLE_LINES:
+            raise ExpositionError(
+                413, f"More than {MAX_SAMPLE_LINES} samples in one push; the limit is "
+                f"{MAX_SAMPLE_LINES}. Split the push (e.g. one per host)."
+            )  # fmt: skip
+        name, labels, value, timestamp_s = _sample_parse(number, stripped)
+        field_name = _field_name(name)
+        if field_name is None:
+            skipped[name] = skipped.get(name, 0) + 1
+            continue
+        host = _first(labels, HOST_LABELS) or default_host.strip()
+        uuid = _first(labels, UUID_LABELS)
+        if not host:
+            raise ExpositionError(
+                400, f"line {number}: {name} has no Hostname or hostname label; run "
+                "dcgm-exporter without --no-hostname, or name the host in the URL "
+                "(?host=<name>, or /hostname/<name> on the Pushgateway path)."
+            )  # fmt: skip
+        if not uuid:
+            raise ExpositionError(400, f"line {number}: {name} has no UUID label.")
+        _name_check(number, "host name", host, MAX_HOST_CHARS)
+        _name_check(number, "UUID", uuid, MAX_UUID_CHARS)
+        if timestamp_s is not None and not 0 <= timestamp_s <= MAX_TIMESTAMP_S:
+            raise ExpositionError(
+                400, f"line {number}: the timestamp is not milliseconds since 1970 in a year "
+                "before 10000."
+            )  # fmt: skip
+        if field_name == XID and is_reading(value) and not _is_code(value):
+            raise ExpositionError(
+                400, f"line {number}: {XID} must be an XID code (an integer from 0 to "
+                f"{MAX_XID}), got {value!r}."
+            )  # fmt: skip
+        gpu = gpus.get((host, uuid))
+        if gpu is None:
+            gpu = gpus[(host, uuid)] = GpuReadings(host=host, uuid=uuid)
+        _describe(gpu, labels)
+        gpu.fields_sent.add(field_name)
+        if not is_reading(value):
+            continue
+        if field_name == XID:
+            gpu.xid_message = _printable(labels.get("err_msg", ""))[:200]
+        if any(label in labels for label in LINK_LABELS) and field_name in gpu.values:
+            gpu.values[field_name] += value
+        else:
+            # MIG instances repeat the GPU's device-level fields: the last one stands.
+            gpu.values[field_name] = value
+        if timestamp_s is not None:
+            gpu.timestamps[field_name] = timestamp_s
+    return Exposition(gpus=list(gpus.values()), sample_lines=sample_lines, skipped=skipped)
+
+
+def _sample_parse(number: int, line: str) -> tuple[str, dict[str, str], float, float | None]:
+    try:
+        families = list(text_string_to_metric_families(line + "\n"))
+    except (ValueError, IndexError, KeyError) as exc:
+        raise ExpositionError(
+            400, f"line {number}: not a Prometheus text sample ({exc}): {line[:200]!r}"
+        ) from exc
+    samples = [sample for family in families for sample in family.samples]
+    if len(samples) != 1:
+        raise ExpositionError(400, f"line {number}: not a Prometheus text sample: {line[:200]!r}")
+    sample = samples[0]
+    timestamp = sample.timestamp
+    timestamp_s = float(timestamp) if timestamp is not None else None
+    return sample.name, dict(sample.labels), float(sample.value), timestamp_s
+
+
+def _name_check(number: int, what: str, value: str, limit: int) -> None:
+    if len(value) > limit:
+        raise ExpositionError(400, f"line {number}: the {what} is longer than {limit} characters.")
+    if not NAME_RE.fullmatch(value):
+        raise ExpositionError(
+            400, f"line {number}: the {what} {value[:100]!r} has a slash, a space or a "
+            "control character."
+        )  # fmt: skip
+
+
+def _is_code(value: float) -> bool:
+    return value.is_integer() and 0 <= value <= MAX_XID
+
+
+def _field_name(name: str) -> str | None:
+    """The DCGM field a sample name is, if Chronicle keeps it. Pushgateway clients expose a
+    counter `X` as `X_total` (and `X_created`, which is skipped)."""
+    if name in FIELDS:
+        return name
+    if name.endswith("_total") and name[: -len("_total")] in FIELDS:
+        return name[: -len("_total")]
+    return None
+
+
+def _first(labels: Mapping[str, str], names: tuple[str, ...]) -> str:
+    for name in names:
+        value = labels.get(name, "").strip()
+        if value:
+            return value
+    return ""
+
+
+def _describe(gpu: GpuReadings, labels: Mapping[str, str]) -> None:
+    index = labels.get("gpu", "")
+    if gpu.gpu_index is None and index.isdigit() and int(index) <= MAX_GPU_INDEX:
+        gpu.gpu_index = int(index)
+    if not gpu.model_name:
+        gpu.model_name = _printable(_first(labels, MODEL_LABELS))[:64]
+
+
+def _printable(text: str) -> str:
+    return "".join(char for char in text if char.isprintable())
+
+
+def grouping_path_parse(path: str) -> dict[str, str]:
+    """Labels of a Pushgateway path after /metrics/: `job/<job>{/<label>/<value>}`. A label
+    written `<label>@base64` has a URL-safe base64 value (how clients send values with `/`
+    or spaces, and `=` for an empty one). Raises ExpositionError (400) on a malformed path."""
+    parts = path.strip("/").split("/")
+    if len(parts) < 2 or len(parts) % 2 or parts[0] not in ("job", "job@base64"):
+        raise ExpositionError(
+            400, "The push path must be /metrics/job/<job>{/<label>/<value>}, got "
+            f"/metrics/{path[:200]}."
+        )  # fmt: skip
+    labels: dict[str, str] = {}
+    for name, value in zip(parts[::2], parts[1::2], strict=True):
+        if name.endswith("@base64"):
+            name = name[: -len("@base64")]
+            try:
+                padded = value + "=" * (-len(value) % 4)
+                value = base64.urlsafe_b64decode(padded.encode()).decode()
+            except (binascii.Error, UnicodeDecodeError) as exc:
+                raise ExpositionError(
+                    400, f"The push path label {name!r} is not valid base64: {value[:100]!r}."
+                ) from exc
+        if not name:
+            raise ExpositionError(400, "The push path has an empty label name.")
+        labels[name] = value
+    return labels
+
+
+def path_host(labels: Mapping[str, str]) -> str:
+    """The host a Pushgateway path's grouping labels name, if any."""
+    return _first(labels, PATH_HOST_LABELS)

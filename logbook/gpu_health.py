@@ -1,0 +1,280 @@
+"""GPU health from dcgm-exporter pushes: store the readings, find health events, and open an
+interruption on the runs that were using the device's host.
+
+An event always becomes a DeviceEvent (fleet health shows it whether or not a run was
+affected). It also opens an Interruption on each run of the pushing project whose latest
+attempt is running and lists the host, unless the reading may predate that run
+(`first_sight`), or that attempt already has an open GPU-health interruption on that host
+(a failing GPU keeps raising counters every push; one incident per attempt is enough).
+
+The attempt is linked but not ended: unlike a job's own interruption event, a GPU signal
+does not prove the job stopped (a thermal limit only throttles it). The job's
+attempt_ended, or its next attempt_started, says whether it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.db import transaction
+from django.db.models import F, OuterRef, Subquery
+
+from logbook.models import Interruption
+from logbook.services import interruption_record
+from telemetry import dcgm
+from telemetry import services as telemetry_services
+from telemetry.models import (
+    Attempt,
+    Device,
+    DeviceEvent,
+    DeviceHealthState,
+    DeviceSample,
+    Host,
+    Project,
+)
+
+SOURCE_KEY_PREFIX = "dcgm:"
+
+# Taxonomy slugs (logbook.taxonomy): which Llama 3 Table 5 component a signal points at.
+MEMORY_XIDS = {48, 63, 64, 92, 94, 95, 140}
+GSP_XIDS = {119, 120}
+CAUSE_BY_KIND = {
+    DeviceEvent.Kind.ECC_UNCORRECTABLE: "gpu-hbm3-memory",
+    DeviceEvent.Kind.ROW_REMAP: "gpu-hbm3-memory",
+    DeviceEvent.Kind.ROW_REMAP_FAILURE: "gpu-hbm3-memory",
+    DeviceEvent.Kind.THERMAL: "gpu-thermal-interface-sensor",
+}
+# Most telling first: it names the interruption when one push raises several signals.
+KIND_RANK = [
+    DeviceEvent.Kind.XID,
+    DeviceEvent.Kind.ECC_UNCORRECTABLE,
+    DeviceEvent.Kind.ROW_REMAP_FAILURE,
+    DeviceEvent.Kind.ROW_REMAP,
+    DeviceEvent.Kind.THERMAL,
+]
+HIGH_SEVERITY = {
+    DeviceEvent.Kind.XID,
+    DeviceEvent.Kind.ECC_UNCORRECTABLE,
+    DeviceEvent.Kind.ROW_REMAP_FAILURE,
+}
+
+
+def root_cause_slug(event: DeviceEvent) -> str:
+    if event.kind == DeviceEvent.Kind.XID:
+        if event.xid in MEMORY_XIDS:
+            return "gpu-hbm3-memory"
+        if event.xid in GSP_XIDS:
+            return "gpu-system-processor"
+        return "faulty-gpu"
+    return CAUSE_BY_KIND[event.kind]
+
+
+@dataclass(frozen=True)
+class PushOutcome:
+    devices: int
+    samples: int
+    events: list[DeviceEvent]
+    interruptions: list[Interruption]
+
+
+@transaction.atomic
+def dcgm_push_record(
+    *, project: Project, gpus: Sequence[dcgm.GpuReadings], received_at: datetime
+) -> PushOutcome:
+    """Store one push's readings (samples, each device's state), record the health events
+    they signal and open interruptions on the runs using the affected hosts. Devices are
+    placed on the host the exporter names. Readings without a timestamp are dated
+    `received_at`. Holds a row lock on each device's state, so two pushes for the same GPU
+    compare readings one after the other."""
+    if not gpus:
+        return PushOutcome(devices=0, samples=0, events=[], interruptions=[])
+    hosts = {
+        host.name: host
+        for host in telemetry_services.hosts_ensure(names=[gpu.host for gpu in gpus])
+    }
+    devices = {
+        device.uuid: device
+        for device in telemetry_services.devices_ensure(uuids=[gpu.uuid for gpu in gpus])
+    }
+    _devices_place(gpus=gpus, hosts=hosts, devices=devices)
+    DeviceHealthState.objects.bulk_create(
+        [DeviceHealthState(device=device, last_push_at=received_at) for device in devices.values()],
+        ignore_conflicts=True,
+    )
+    states = {
+        state.device_id: state
+        for state in DeviceHealthState.objects.select_for_update()
+        .filter(device__in=list(devices.values()))
+        .order_by("device_id")  # one lock order for every push: no deadlock between two
+    }
+
+    samples: list[DeviceSample] = []
+    events: list[DeviceEvent] = []
+    for gpu in gpus:
+        device = devices[gpu.uuid]
+        state = states[device.pk]
+
+        def at(name: str, gpu: dcgm.GpuReadings = gpu) -> datetime:
+            stamp = gpu.timestamps.get(name)
+            return received_at if stamp is None else datetime.fromtimestamp(stamp, tz=UTC)
+
+        samples += [
+            DeviceSample(device=device, field=name, sampled_at=at(name), value=value)
+            for name, value in gpu.values.items()
+        ]
+        # An empty state is one just created: the device was never seen.
+        previous = state.last_values or None
+        for found in dcgm.events_detect(previous=previous, current=gpu.values):
+            event, created = DeviceEvent.objects.get_or_create(
+                device=device,
+                kind=found.kind,
+                occurred_at=at(found.field),
+                defaults={
+                    "project": project,
+                    "host": hosts[gpu.host],
+                    "field": found.field,
+                    "previous_value": found.previous,
+                    "value": found.value,
+                    "xid": found.xid,
+                    "first_sight": found.first_sight,
+                    "message": _event_message(found, gpu),
+                },
+            )
+            if created:
+                events.append(event)
+        _state_update(state=state, gpu=gpu, received_at=received_at, xid_at=at(dcgm.XID))
+    DeviceSample.objects.bulk_create(samples, ignore_conflicts=True)
+    DeviceHealthState.objects.bulk_update(
+        list(states.values()),
+        [
+            "last_values",
+            "fields_sent",
+            "last_xid",
+            "last_xid_message",
+            "last_xid_at",
+            "model_name",
+            "last_push_at",
+        ],
+    )
+    interruptions = _interruptions_open(
+        project=project, events=events, devices=devices, received_at=received_at
+    )
+    return PushOutcome(
+        devices=len(devices), samples=len(samples), events=events, interruptions=interruptions
+    )
+
+
+def _devices_place(
+    *, gpus: Sequence[dcgm.GpuReadings], hosts: dict[str, Host], devices: dict[str, Device]
+) -> None:
+    """The exporter knows where a GPU is now: follow it (a board moved to another host)."""
+    changed = []
+    for gpu in gpus:
+        device = devices[gpu.uuid]
+        host = hosts[gpu.host]
+        before = (device.host_id, device.index_on_host, device.accelerator_type)
+        device.host = host
+        if gpu.gpu_index is not None:
+            device.index_on_host = gpu.gpu_index
+        if gpu.model_name and not device.accelerator_type:
+            device.accelerator_type = gpu.model_name
+        if (device.host_id, device.index_on_host, device.accelerator_type) != before:
+            changed.append(device)
+    if changed:
+        Device.objects.bulk_update(changed, ["host", "index_on_host", "accelerator_type"])
+
+
+def _event_message(found: dcgm.HealthEvent, gpu: dcgm.GpuReadings) -> str:
+    where = f"GPU {gpu.gpu_index} ({gpu.uuid})" if gpu.gpu_index is not None else gpu.uuid
+    text = f"{found.message} on {where} of {gpu.host}"
+    if found.kind == DeviceEvent.Kind.XID and gpu.xid_message:
+        text += f"; exporter says: {gpu.xid_message}"
+    if found.first_sight:
+        text += "; first reading of this device, so it may predate the current run"
+    return text
+
+
+def _state_update(
+    *, state: DeviceHealthState, gpu: dcgm.GpuReadings, received_at: datetime, xid_at: datetime
+) -> None:
+    xid = gpu.values.get(dcgm.XID)
+    if xid is not None and int(xid) != state.last_xid:
+        state.last_xid = int(xid)
+        state.last_xid_message = (gpu.xid_message or dcgm.xid_message(int(xid)))[:200]
+        state.last_xid_at = xid_at
+    # Fields missing from this push keep their last value: a counter disabled and enabled
+    # again is compared with what it last said.
+    state.last_values = {**state.last_values, **gpu.values}
+    state.fields_sent = sorted(gpu.fields_sent)
+    state.model_name = gpu.model_name or state.model_name
+    state.last_push_at = received_at
+
+
+def _interruptions_open(
+    *,
+    project: Project,
+    events: list[DeviceEvent],
+    devices: dict[str, Device],
+    received_at: datetime,
+) -> list[Interruption]:
+    """One interruption per (running attempt, host) for this push's events on that host."""
+    blaming = [event for event in events if not event.first_sight and event.host_id is not None]
+    if not blaming:
+        return []
+    by_host: dict[int, list[DeviceEvent]] = {}
+    for event in blaming:
+        by_host.setdefault(event.host_id, []).append(event)  # type: ignore[arg-type]
+    latest = (
+        Attempt.objects.filter(run=OuterRef("attempt__run")).order_by("-number").values("pk")[:1]
+    )
+    using = (
+        Attempt.hosts.through.objects.filter(
+            host_id__in=list(by_host),
+            attempt__status=Attempt.Status.RUNNING,
+            attempt__run__project=project,
+        )
+        .annotate(latest_pk=Subquery(latest))
+        .filter(attempt_id=F("latest_pk"))
+        .select_related("attempt__run", "host")
+        .order_by("attempt_id", "host_id")
+    )
+    uuids = {device.pk: device.uuid for device in devices.values()}
+    opened: list[Interruption] = []
+    for link in using:
+        attempt, host = link.attempt, link.host
+        already_open = Interruption.objects.filter(
+            attempt=attempt,
+            hosts=host,
+            source_key__startswith=SOURCE_KEY_PREFIX,
+            status=Interruption.Status.OPEN,
+        ).exists()
+        if already_open:
+            continue
+        mine = sorted(by_host[host.pk], key=lambda event: (KIND_RANK.index(event.kind), event.pk))
+        lead = mine[0]
+        interruption = interruption_record(
+            run=attempt.run,
+            source_key=f"{SOURCE_KEY_PREFIX}{host.pk}:{lead.pk}",
+            occurred_at=min(event.occurred_at for event in mine),
+            category=root_cause_slug(lead),
+            hosts=[host.name],
+            devices=sorted({uuids[event.device_id] for event in mine}),
+            message="dcgm-exporter: " + " | ".join(event.message for event in mine),
+            detected_at=received_at,
+            # The newest step the run had reported when the signal arrived.
+            step=attempt.run.last_step,
+        )
+        Interruption.objects.filter(pk=interruption.pk).update(
+            attempt=attempt,
+            severity=Interruption.Severity.HIGH
+            if lead.kind in HIGH_SEVERITY
+            else Interruption.Severity.MEDIUM,
+        )
+        DeviceEvent.objects.filter(pk__in=[event.pk for event in mine]).update(
+            runs_interrupted=F("runs_interrupted") + 1
+        )
+        interruption.refresh_from_db()
+        opened.append(interruption)
+    return opened

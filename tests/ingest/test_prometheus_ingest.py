@@ -1,0 +1,542 @@
+"""dcgm-exporter text pushed to /api/v1/ingest/prometheus: parsing and field mapping (both
+host label spellings), each health event, interruptions on the run using the host, no event
+on repeats, limits, auth, and the real prometheus_client.push_to_gateway."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from ingest import prometheus
+from ingest.prometheus import ExpositionError, exposition_parse, grouping_path_parse
+from logbook.models import Interruption
+from telemetry import dcgm
+from telemetry.dcgm import FIELDS, HEALTH_COUNTERS_OFF_BY_DEFAULT, events_detect
+from telemetry.models import Attempt, Device, DeviceEvent, DeviceSample, Host
+from telemetry.selectors_dcgm import (
+    dcgm_device_health,
+    dcgm_missing_counters,
+    device_events_for_user,
+    device_samples,
+)
+from telemetry.services import attempt_ensure, run_upsert
+
+FIXTURE = (Path(__file__).parent / "fixtures" / "dcgm_exposition.txt").read_text()
+URL = "/api/v1/ingest/prometheus"
+A01_GPU0 = "GPU-3f6a1e0b-8c2d-4b7e-9a51-2d0c6e8f1a42"
+A01_GPU1 = "GPU-9b27c4d1-5e3a-4f80-b6c2-7a1d3e5f9c08"
+B07_GPU0 = "GPU-c1d8e2f3-4a5b-4c6d-8e7f-90a1b2c3d4e5"
+# Families in the fixture that Chronicle does not keep.
+UNMAPPED = [
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+]
+
+
+def exposition(changes: dict[tuple[str, str], str] | None = None, *, text: str = FIXTURE) -> str:
+    """The fixture with some samples' values replaced: {(GPU UUID, field): new value}."""
+    lines = []
+    for line in text.split("\n"):
+        for (uuid, name), value in (changes or {}).items():
+            if line.startswith(name + "{") and f'UUID="{uuid}"' in line:
+                line = re.sub(r"\} \S+$", "} " + value, line)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def default_counters_only(text: str = FIXTURE) -> str:
+    """What an exporter run with its shipped default-counters.csv sends."""
+    off = tuple(HEALTH_COUNTERS_OFF_BY_DEFAULT)
+    return "\n".join(
+        line
+        for line in text.split("\n")
+        if not line.startswith(off) and not line.startswith(tuple(f"# HELP {n}" for n in off))
+    )
+
+
+@pytest.fixture
+def push(client: Any, ingest_token: str) -> Callable[..., Any]:
+    def post(text: str | bytes, *, path: str = URL, token: str | None = None, **extra: Any) -> Any:
+        body = text.encode() if isinstance(text, str) else text
+        headers = {"HTTP_AUTHORIZATION": f"Bearer {token or ingest_token}", **extra}
+        content_type = headers.pop("content_type", "text/plain; version=0.0.4; charset=utf-8")
+        return client.post(path, data=body, content_type=content_type, **headers)
+
+    return post
+
+
+@pytest.fixture
+def running_on_a01(project: Any) -> Attempt:
+    """A run whose latest attempt is running on node-a01."""
+    run = run_upsert(project=project, name="llama-dcgm")
+    attempt_ensure(run=run, number=1, started_at=datetime(2026, 11, 1, tzinfo=UTC))
+    Attempt.objects.filter(run=run, number=1).update(status=Attempt.Status.FAILED)
+    return attempt_ensure(
+        run=run, number=2, started_at=datetime(2026, 11, 2, tzinfo=UTC), hosts=["node-a01"]
+    )
+
+
+# --- Parsing and mapping (pure) ----------------------------------------------------------------
+
+
+def test_fixture_maps_every_field_on_both_host_label_spellings():
+    # when the fixture (one host labelled Hostname, one hostname) is parsed
+    parsed = exposition_parse(text=FIXTURE)
+
+    # then each of the four GPUs carries every mapped field, on the right host
+    by_uuid = {gpu.uuid: gpu for gpu in parsed.gpus}
+    assert {(gpu.host, gpu.gpu_index) for gpu in parsed.gpus} == {
+        ("node-a01", 0), ("node-a01", 1), ("node-b07", 0), ("node-b07", 1),
+    }  # fmt: skip
+    for gpu in parsed.gpus:
+        assert gpu.fields_sent == set(FIELDS)
+        assert set(gpu.values) == set(FIELDS)
+        assert gpu.model_name == "NVIDIA H100 80GB HBM3"
+    # values as written in the fixture
+    assert by_uuid[A01_GPU0].values["DCGM_FI_DEV_POWER_USAGE"] == 612.457
+    assert by_uuid[A01_GPU1].values["DCGM_FI_DEV_SM_CLOCK"] == 1755
+    assert by_uuid[B07_GPU0].values["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"] == 3
+    assert by_uuid[B07_GPU0].values["DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL"] == 1
+    assert by_uuid[A01_GPU1].values["DCGM_FI_DEV_ECC_SBE_AGG_TOTAL"] == 14
+    assert by_uuid[A01_GPU0].xid_message == "No Error"
+    # and the five unmapped families (4 samples each) are counted as skipped
+    assert parsed.skipped == {name: 4 for name in UNMAPPED}
+    assert parsed.sample_lines == (len(FIELDS) + len(UNMAPPED)) * 4
+
+
+FLIT = "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
+
+
+def test_pushgateway_counter_names_and_per_link_samples():
+    # given a Pushgateway client's rendering (X_total and X_created for a counter X), a blank
+    # DCGM sentinel, NaN, and a per-link NVLink counter
+    text = "\n".join([
+        '# TYPE DCGM_FI_DEV_PCIE_REPLAY_COUNTER counter',
+        'DCGM_FI_DEV_PCIE_REPLAY_COUNTER_total{UUID="GPU-x",hostname="n1"} 7.0',
+        'DCGM_FI_DEV_PCIE_REPLAY_COUNTER_created{UUID="GPU-x",hostname="n1"} 1.76e9',
+        'DCGM_FI_DEV_MEMORY_TEMP{UUID="GPU-x",hostname="n1"} 9223372036854775794',
+        'DCGM_FI_DEV_GPU_TEMP{UUID="GPU-x",hostname="n1"} NaN',
+        f'{FLIT}{{gpu_uuid="GPU-x",hostname="n1",nvlink="0"}} 2',
+        f'{FLIT}{{gpu_uuid="GPU-x",hostname="n1",nvlink="1"}} 3',
+        'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-x",hostname="n1"} 1410 1763700000000',
+    ])  # fmt: skip
+
+    # when parsed
+    (gpu,) = exposition_parse(text=text).gpus
+
+    # then the counter is read under its DCGM name, blanks are sent but not readings, links sum
+    assert gpu.values == {
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": 7.0,
+        FLIT: 5.0,
+        "DCGM_FI_DEV_SM_CLOCK": 1410.0,
+    }
+    assert {"DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_GPU_TEMP"} <= gpu.fields_sent
+    assert gpu.timestamps == {"DCGM_FI_DEV_SM_CLOCK": 1_763_700_000.0}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('DCGM_FI_DEV_GPU_TEMP{UUID="G",Hostname="h"} 60\nDCGM_FI_DEV_GPU_TEMP{UUID="G" 61\n',
+         "line 2: not a Prometheus text sample"),
+        ('# HELP x\n\nDCGM_FI_DEV_GPU_TEMP{UUID="G"} 60\n', "line 3: DCGM_FI_DEV_GPU_TEMP has no "
+         "Hostname or hostname label"),
+        ('DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="h"} 60\n', "line 1: DCGM_FI_DEV_GPU_TEMP has no "
+         "UUID label"),
+        ('DCGM_FI_DEV_GPU_TEMP{UUID="G",Hostname="a/b"} 60\n', "line 1: the host name 'a/b' has "
+         "a slash"),
+        ('DCGM_FI_DEV_XID_ERRORS{UUID="G",Hostname="h"} 79.5\n', "line 1: DCGM_FI_DEV_XID_ERRORS "
+         "must be an XID code"),
+    ],
+)  # fmt: skip
+def test_bad_lines_are_named(text, message):
+    with pytest.raises(ExpositionError) as caught:
+        exposition_parse(text=text)
+    assert caught.value.status == 400
+    assert caught.value.detail.startswith(message), caught.value.detail
+
+
+def test_default_host_only_where_the_exporter_names_none():
+    text = 'DCGM_FI_DEV_GPU_TEMP{UUID="G1"} 60\nDCGM_FI_DEV_GPU_TEMP{UUID="G2",hostname="b"} 61\n'
+    parsed = exposition_parse(text=text, default_host="a")
+    assert {(gpu.uuid, gpu.host) for gpu in parsed.gpus} == {("G1", "a"), ("G2", "b")}
+
+
+def test_grouping_path_as_prometheus_client_builds_it():
+    # job "dcgm", a host label, and a value with a slash (sent as base64 by the client)
+    assert grouping_path_parse("job/dcgm/hostname/node-c03/rack@base64/cm93L2E=") == {
+        "job": "dcgm",
+        "hostname": "node-c03",
+        "rack": "row/a",
+    }
+    assert grouping_path_parse("job/dcgm/team@base64/=") == {"job": "dcgm", "team": ""}
+    for bad in ("job", "instance/x", "job/dcgm/hostname"):
+        with pytest.raises(ExpositionError):
+            grouping_path_parse(bad)
+
+
+# --- Event rules (pure) ------------------------------------------------------------------------
+
+XID, DBE = "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+
+
+def kinds(previous: dict[str, float] | None, current: dict[str, float]) -> list[str]:
+    return [event.kind for event in events_detect(previous=previous, current=current)]
+
+
+def test_xid_events_only_on_a_change_to_a_new_non_zero_code():
+    assert kinds({XID: 0}, {XID: 79}) == ["xid"]
+    assert kinds({XID: 79}, {XID: 79}) == []  # a last-value gauge repeats
+    assert kinds({XID: 79}, {XID: 0}) == []
+    assert kinds({XID: 79}, {XID: 48}) == ["xid"]
+    (first,) = events_detect(previous=None, current={XID: 13})
+    assert first.first_sight and first.xid == 13
+    assert "Graphics Engine Exception" in first.message
+
+
+def test_counters_raise_events_on_increase_only():
+    assert kinds({DBE: 0}, {DBE: 2}) == ["ecc_uncorrectable"]
+    assert kinds({DBE: 2}, {DBE: 2}) == []
+    assert kinds({DBE: 5}, {DBE: 0}) == []  # reset by a reboot: a new baseline
+    assert kinds(None, {DBE: 5}) == []  # first sight: the count may be years old
+    rows = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
+    assert kinds({rows: 1}, {rows: 2}) == ["row_remap"]
+    failure = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
+    assert kinds({failure: 0}, {failure: 1}) == ["row_remap_failure"]
+    assert kinds({failure: 1}, {failure: 1}) == []
+    (event,) = events_detect(
+        previous={DBE: 0, "DCGM_FI_DEV_RETIRED_DBE": 1},
+        current={DBE: 2, "DCGM_FI_DEV_RETIRED_DBE": 2},
+    )
+    assert "+2" in event.message and "+1" in event.message
+
+
+def test_thermal_events_on_crossing_the_limit_or_more_throttling():
+    temp, memory, violation = dcgm.GPU_TEMP, dcgm.MEMORY_TEMP, dcgm.THERMAL_VIOLATION
+    limit = dcgm.GPU_TEMP_LIMIT_C
+    assert kinds({temp: limit - 1}, {temp: limit}) == ["thermal"]
+    assert kinds({temp: limit + 2}, {temp: limit + 4}) == []  # still hot: no repeat
+    assert kinds({memory: 80}, {memory: dcgm.MEMORY_TEMP_LIMIT_C}) == ["thermal"]
+    (event,) = events_detect(previous={violation: 1_000_000}, current={violation: 3_500_000})
+    assert "2.5 s" in event.message  # (3.5e6 - 1e6) µs
+
+
+# --- The endpoint ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_push_stores_devices_samples_and_state(push):
+    # when the fixture is pushed
+    response = push(FIXTURE)
+
+    # then every mapped reading of the four GPUs is stored, on its host
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["devices"] == 4 and body["samples"] == len(FIELDS) * 4
+    assert body["skipped_samples"] == len(UNMAPPED) * 4
+    assert body["events"] == [] and body["interruptions"] == []
+    assert body["missing_health_counters"] == []
+    assert DeviceSample.objects.count() == len(FIELDS) * 4
+    device = Device.objects.select_related("host").get(uuid=B07_GPU0)
+    assert (device.host.name, device.index_on_host) == ("node-b07", 0)
+    assert device.accelerator_type == "NVIDIA H100 80GB HBM3"
+    history = device_samples(device=device, field="DCGM_FI_DEV_POWER_USAGE")
+    assert history["value"].tolist() == [655.902]
+    health = dcgm_device_health(host=Host.objects.get(name="node-a01"))
+    assert [one.device.uuid for one in health] == [A01_GPU0, A01_GPU1]
+    temp = next(r for r in health[1].readings if r.name == "DCGM_FI_DEV_GPU_TEMP")
+    assert (temp.value, temp.unit) == (71.0, "°C")
+
+
+@pytest.mark.django_db
+def test_missing_default_disabled_counters_are_reported(push):
+    # given an exporter on its shipped default counters
+    response = push(default_counters_only())
+
+    # then both the answer and the host page's selector name every disabled health counter
+    assert response.status_code == 200, response.content
+    assert response.json()["missing_health_counters"] == HEALTH_COUNTERS_OFF_BY_DEFAULT
+    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in HEALTH_COUNTERS_OFF_BY_DEFAULT
+    host = Host.objects.get(name="node-a01")
+    assert dcgm_missing_counters(host=host) == HEALTH_COUNTERS_OFF_BY_DEFAULT
+    # and once the exporter runs with docs/dcgm-counters.csv, the warning goes
+    push(FIXTURE)
+    assert dcgm_missing_counters(host=host) == []
+    # a host no exporter pushed for has nothing to warn about
+    assert dcgm_missing_counters(host=Host.objects.create(name="quiet")) == []
+
+
+def test_counters_file_enables_every_mapped_field():
+    lines = (Path(__file__).parents[2] / "docs" / "dcgm-counters.csv").read_text().splitlines()
+    enabled = {
+        line.split(",")[0].strip() for line in lines if line.strip() and not line.startswith("#")
+    }
+    assert set(FIELDS) <= enabled
+
+
+EVENT_CASES = [
+    # (field, value after the baseline, event kind, root cause slug)
+    ("DCGM_FI_DEV_XID_ERRORS", "79", "xid", "faulty-gpu"),
+    ("DCGM_FI_DEV_XID_ERRORS", "48", "xid", "gpu-hbm3-memory"),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "2", "ecc_uncorrectable", "gpu-hbm3-memory"),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "1", "row_remap", "gpu-hbm3-memory"),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "1", "row_remap_failure", "gpu-hbm3-memory"),
+    ("DCGM_FI_DEV_GPU_TEMP", "91", "thermal", "gpu-thermal-interface-sensor"),
+    ("DCGM_FI_DEV_THERMAL_VIOLATION", "4000000", "thermal", "gpu-thermal-interface-sensor"),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("field", "value", "kind", "cause"), EVENT_CASES)
+def test_each_event_interrupts_the_run_using_the_host(
+    push, running_on_a01, field, value, kind, cause
+):
+    # given a baseline push
+    assert push(FIXTURE).status_code == 200
+
+    # when GPU 0 of node-a01 (used by the run's running attempt) reports the signal
+    response = push(exposition({(A01_GPU0, field): value}))
+
+    # then one event and one interruption on the run, naming the host and the device
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert [(e["kind"], e["device"], e["host"]) for e in body["events"]] == [
+        (kind, A01_GPU0, "node-a01")
+    ]
+    event = DeviceEvent.objects.get()
+    assert (event.field, event.value, event.first_sight) == (field, float(value), False)
+    (interruption,) = Interruption.objects.all()
+    assert body["interruptions"] == [interruption.pk]
+    assert interruption.run_id == running_on_a01.run_id
+    assert interruption.attempt_id == running_on_a01.pk
+    assert interruption.root_cause.slug == cause
+    assert list(interruption.hosts.values_list("name", flat=True)) == ["node-a01"]
+    assert list(interruption.devices.values_list("uuid", flat=True)) == [A01_GPU0]
+    assert not interruption.planned
+    event.refresh_from_db()
+    assert event.runs_interrupted == 1
+    # the attempt goes on: a GPU signal does not prove the job stopped
+    running_on_a01.refresh_from_db()
+    assert running_on_a01.status == Attempt.Status.RUNNING
+
+    # and the same readings again change nothing
+    again = push(exposition({(A01_GPU0, field): value}))
+    assert again.json()["events"] == [] and again.json()["interruptions"] == []
+    assert DeviceEvent.objects.count() == 1 and Interruption.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_event_without_a_run_on_the_host_is_a_fleet_record_only(
+    push, running_on_a01, alice, charlie
+):
+    # given a baseline, then an XID on node-b07, which no running attempt lists
+    push(FIXTURE)
+    response = push(exposition({(B07_GPU0, "DCGM_FI_DEV_XID_ERRORS"): "79"}))
+
+    # then an event, no interruption, visible to the project's members only
+    assert [e["kind"] for e in response.json()["events"]] == ["xid"]
+    assert Interruption.objects.count() == 0
+    assert DeviceEvent.objects.get().runs_interrupted == 0
+    assert [e.device.uuid for e in device_events_for_user(user=alice)] == [B07_GPU0]
+    assert list(device_events_for_user(user=charlie)) == []
+    b07 = Host.objects.get(name="node-b07")
+    assert device_events_for_user(user=alice, host=b07).count() == 1
+    assert device_events_for_user(user=alice, host=Host.objects.get(name="node-a01")).count() == 0
+
+
+@pytest.mark.django_db
+def test_only_the_latest_running_attempt_of_the_pushing_project_is_interrupted(
+    push, project, other_project, running_on_a01
+):
+    # given another project's run on the same host, and an older attempt that lists it
+    other = run_upsert(project=other_project, name="theirs")
+    attempt_ensure(run=other, number=1, hosts=["node-a01"])
+    Attempt.objects.filter(run=running_on_a01.run, number=1).first().hosts.add(
+        Host.objects.get(name="node-a01")
+    )
+    push(FIXTURE)
+
+    # when an XID arrives with this project's token
+    push(exposition({(A01_GPU1, "DCGM_FI_DEV_XID_ERRORS"): "13"}))
+
+    # then only this project's current attempt is interrupted
+    assert list(Interruption.objects.values_list("run__name", "attempt__number")) == [
+        ("llama-dcgm", 2)
+    ]
+
+
+@pytest.mark.django_db
+def test_an_open_gpu_interruption_is_not_repeated_while_counters_rise(push, running_on_a01):
+    # given a baseline, then two DBE increases on successive pushes
+    push(FIXTURE)
+    push(exposition({(A01_GPU0, DBE): "1"}))
+    second = push(exposition({(A01_GPU0, DBE): "3"}))
+
+    # then two events, one interruption for the attempt
+    assert [e["kind"] for e in second.json()["events"]] == ["ecc_uncorrectable"]
+    assert second.json()["interruptions"] == []
+    assert DeviceEvent.objects.count() == 2
+    assert Interruption.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_first_sight_xid_is_recorded_but_blames_no_run(push, running_on_a01):
+    response = push(exposition({(A01_GPU0, "DCGM_FI_DEV_XID_ERRORS"): "79"}))
+    assert [e["kind"] for e in response.json()["events"]] == ["xid"]
+    assert DeviceEvent.objects.get().first_sight
+    assert Interruption.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_one_push_with_several_signals_on_a_host_opens_one_interruption(push, running_on_a01):
+    push(FIXTURE)
+    response = push(exposition({
+        (A01_GPU0, "DCGM_FI_DEV_GPU_TEMP"): "90",
+        (A01_GPU1, "DCGM_FI_DEV_XID_ERRORS"): "79",
+    }))  # fmt: skip
+    assert sorted(e["kind"] for e in response.json()["events"]) == ["thermal", "xid"]
+    (interruption,) = Interruption.objects.all()
+    # named by the most telling signal, listing both devices
+    assert interruption.root_cause.slug == "faulty-gpu"
+    assert sorted(interruption.devices.values_list("uuid", flat=True)) == [A01_GPU0, A01_GPU1]
+
+
+@pytest.mark.django_db
+def test_query_count_does_not_grow_with_the_number_of_gpus(push, django_assert_max_num_queries):
+    # given a push of one host's two GPUs and one of four GPUs (no events in either)
+    two = "\n".join(line for line in FIXTURE.split("\n") if "node-b07" not in line)
+    with CaptureQueriesContext(connection) as small:
+        assert push(two).status_code == 200
+    Device.objects.all().delete()
+
+    # then the four-GPU push takes no more queries than the two-GPU one
+    with django_assert_max_num_queries(len(small.captured_queries)):
+        assert push(FIXTURE).status_code == 200
+
+
+# --- Limits and errors -------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_limits_and_clear_errors(push, settings, monkeypatch):
+    bad = push('DCGM_FI_DEV_GPU_TEMP{UUID="G",Hostname="h"} sixty\n')
+    assert bad.status_code == 400 and bad.json()["detail"].startswith("line 1:")
+
+    settings.INGEST_MAX_BODY_BYTES = 1000
+    big = push(FIXTURE)
+    assert big.status_code == 413
+    assert (
+        big.json()["detail"]
+        == f"The body is {len(FIXTURE.encode())} bytes; the limit is 1000 bytes."
+    )
+    settings.INGEST_MAX_BODY_BYTES = 8 * 1024 * 1024
+
+    monkeypatch.setattr(prometheus, "MAX_SAMPLE_LINES", 10)
+    many = push(FIXTURE)
+    assert many.status_code == 413 and "the limit is 10" in many.json()["detail"]
+    monkeypatch.undo()
+
+    wrong_type = push(FIXTURE, content_type="application/json")
+    assert wrong_type.status_code == 415 and "text/plain" in wrong_type.json()["detail"]
+    snappy = push(b"x", HTTP_CONTENT_ENCODING="snappy")
+    assert snappy.status_code == 415
+    assert DeviceSample.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_gzip_body_and_host_from_the_query_string(push):
+    text = FIXTURE.replace('Hostname="node-a01",', "").replace('hostname="node-b07",', "")
+    response = push(
+        gzip.compress(text.encode()), path=f"{URL}?host=node-z09", HTTP_CONTENT_ENCODING="gzip"
+    )
+    assert response.status_code == 200, response.content
+    assert set(Device.objects.values_list("host__name", flat=True)) == {"node-z09"}
+
+
+@pytest.mark.django_db
+def test_pushgateway_path_names_the_host(push):
+    text = FIXTURE.replace('Hostname="node-a01",', "").replace('hostname="node-b07",', "")
+    response = push(text, path=f"{URL}/metrics/job/dcgm/hostname/node-c03")
+    assert response.status_code == 200, response.content
+    assert set(Device.objects.values_list("host__name", flat=True)) == {"node-c03"}
+    malformed = push(text, path=f"{URL}/metrics/instance/x")
+    assert malformed.status_code == 400 and "/metrics/job/<job>" in malformed.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_only_an_ingest_token_may_push(client, push, alice):
+    assert client.post(URL, data=FIXTURE, content_type="text/plain").status_code == 401
+    assert push(FIXTURE, token="chr_not-a-token").status_code == 401
+    client.force_login(alice)
+    assert client.post(URL, data=FIXTURE, content_type="text/plain").status_code == 401
+    assert DeviceSample.objects.count() == 0
+
+
+# --- The real Pushgateway client ---------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_push_to_gateway_against_the_live_server(live_server, project, ingest_token):
+    from prometheus_client import CollectorRegistry, Counter, Gauge, push_to_gateway
+    from prometheus_client.exposition import default_handler
+
+    # given a registry with DCGM metrics as a relay script would re-export them (no host label)
+    registry = CollectorRegistry()
+    labels = ["gpu", "UUID", "modelName"]
+    temp = Gauge("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", labels, registry=registry)
+    xid = Gauge("DCGM_FI_DEV_XID_ERRORS", "Last XID.", labels, registry=registry)
+    replay = Counter("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "PCIe retries.", labels, registry=registry)
+    gpu = ("0", "GPU-55aa0c1e-7b3d-4e2f-a1b0-c9d8e7f6a5b4", "NVIDIA H100 80GB HBM3")
+    temp.labels(*gpu).set(64)
+    xid.labels(*gpu).set(0)
+    replay.labels(*gpu).inc(5)
+
+    def chronicle_handler(url, method, timeout, headers, data):
+        headers.append(("Authorization", f"Bearer {ingest_token}"))
+        return default_handler(url, method, timeout, headers, data)
+
+    # when it is pushed twice, the second time with a new XID, gzip-compressed
+    gateway = f"{live_server.url}/api/v1/ingest/prometheus"
+    push_to_gateway(
+        gateway,
+        job="dcgm",
+        registry=registry,
+        grouping_key={"hostname": "node-c03"},
+        handler=chronicle_handler,
+    )
+    xid.labels(*gpu).set(79)
+    push_to_gateway(
+        gateway,
+        job="dcgm",
+        registry=registry,
+        grouping_key={"hostname": "node-c03"},
+        handler=chronicle_handler,
+        compression="gzip",
+    )
+
+    # then the device is on the host of the path, with its readings and the XID event
+    device = Device.objects.select_related("host").get(uuid=gpu[1])
+    assert device.host.name == "node-c03"
+    latest = {
+        field: value
+        for field, value in DeviceSample.objects.filter(device=device)
+        .order_by("sampled_at")
+        .values_list("field", "value")
+    }
+    assert latest == {
+        "DCGM_FI_DEV_GPU_TEMP": 64.0,
+        "DCGM_FI_DEV_XID_ERRORS": 79.0,
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": 5.0,
+    }
+    assert list(DeviceEvent.objects.values_list("kind", "xid")) == [("xid", 79)]
