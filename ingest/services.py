@@ -204,10 +204,9 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
         if event.type == "attempt_started":
             _attempt_started(context, event)
     attempt = context.attempt(default_number)
+    points = [(m.name, m.step, m.value, m.time) for m in batch_in.metrics]
     telemetry_services.metric_points_insert(
-        run=run,
-        attempt=attempt,
-        points=[(m.name, m.step, m.value, m.time) for m in batch_in.metrics],
+        run=run, attempt=attempt, points=points, record_progress=False
     )
     if batch_in.metrics:
         # A step this attempt replays must match what an earlier attempt reported there.
@@ -225,10 +224,16 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
     for event in batch_in.events:
         if event.type in ("attempt_started", "checkpoint_restored"):
             logbook_services.restart_entry_draft(attempt=context.event_attempt(event))
-    event_times = [event.time for event in batch_in.events]
-    if event_times:
+    # Last, and once: this UPDATE locks the run's row until commit, and every batch of the
+    # run needs it, so holding it briefly is what lets workers share a run.
+    times = [event.time for event in batch_in.events]
+    if latest := telemetry_services.points_latest(points):
+        times.append(latest)
+    if points or times:
         telemetry_services.run_progress_record(
-            run=run, last_step=run.last_step or 0, seen_at=max(event_times)
+            run=run,
+            last_step=max((p[1] for p in points), default=run.last_step or 0),
+            seen_at=max(times) if times else None,
         )
     return default_number
 

@@ -135,10 +135,12 @@ def metric_points_insert(
     run: Run,
     attempt: Attempt,
     points: Sequence[tuple[str, int, float, datetime | None]],
+    record_progress: bool = True,
 ) -> int:
     """Store (name, step, value, wall_time) points of one attempt. A point already stored at
     the same (series, step) is kept as it was (first write wins), so a redelivered batch
-    inserts nothing. Returns how many rows were new."""
+    inserts nothing. Returns how many rows were new. With record_progress=False the caller
+    moves the run's progress itself (once, last: it locks the run's row)."""
     if not points:
         return 0
     series_ids = series_ensure(run=run, attempt=attempt, names={p[0] for p in points})
@@ -146,7 +148,8 @@ def metric_points_insert(
         inserted = _points_insert_postgresql(series_ids, points)
     else:
         inserted = _points_insert_portable(series_ids, points)
-    run_progress_record(run=run, last_step=max(p[1] for p in points), seen_at=_latest(points))
+    if record_progress:
+        run_progress_record(run=run, last_step=max(p[1] for p in points), seen_at=_latest(points))
     return inserted
 
 
@@ -193,6 +196,10 @@ def _points_insert_portable(
         batch_size=500,
     )
     return MetricPoint.objects.filter(series_id__in=series_ids.values()).count() - before
+
+
+def points_latest(points: Sequence[tuple[str, int, float, datetime | None]]) -> datetime | None:
+    return _latest(points)
 
 
 def _latest(points: Sequence[tuple[str, int, float, datetime | None]]) -> datetime | None:
