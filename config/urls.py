@@ -77,6 +77,9 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include((api_v1, "api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    # --- mlflow (issue 7) ---
+    path("mlflow/", include("ingest.mlflow_urls")),
+    # --- end mlflow (issue 7) ---
     path("", include("ingest.urls")),
     path("", include("logbook.urls")),
     path("", include("telemetry.urls")),

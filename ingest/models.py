@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from telemetry.models import Project
+from telemetry.models import Project, Run
 
 
 class IngestToken(models.Model):
@@ -86,3 +86,68 @@ class IngestBatch(models.Model):
 
     def __str__(self) -> str:
         return f"{self.project}:{self.batch_id} ({self.status})"
+
+
+# --- MLflow compatibility (issue 7) ----------------------------------------------------------
+
+
+class MlflowExperiment(models.Model):
+    """An MLflow experiment: a named group of MLflow runs in the token's project. Its MLflow
+    id is this row's pk as a string, except the project's "Default" experiment, which MLflow
+    clients address as "0" without ever creating it."""
+
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="mlflow_experiments"
+    )
+    name = models.CharField(max_length=500)
+    artifact_location = models.CharField(max_length=1000, blank=True)
+    tags = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [
+            # get-by-name is how every MLflow client finds its experiment.
+            models.UniqueConstraint(fields=["project", "name"], name="mlflow_experiment_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project}:{self.name}"
+
+
+class MlflowRun(models.Model):
+    """An MLflow run (32-hex id) and the Chronicle run it writes to. Each time MLflow sets a
+    terminated run back to RUNNING (`start_run(run_id=...)`), `attempt_number` moves to a new
+    Chronicle attempt. Params (write-once) and tags (overwritten) are kept as MLflow sent
+    them; params are also merged into the Chronicle run's config."""
+
+    class Status(models.TextChoices):
+        RUNNING = "RUNNING", "Running"
+        SCHEDULED = "SCHEDULED", "Scheduled"
+        FINISHED = "FINISHED", "Finished"
+        FAILED = "FAILED", "Failed"
+        KILLED = "KILLED", "Killed"
+
+    run_uuid = models.CharField(max_length=32, unique=True)
+    experiment = models.ForeignKey(MlflowExperiment, on_delete=models.CASCADE, related_name="runs")
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="mlflow_run")
+    run_name = models.CharField(max_length=250)
+    user_id = models.CharField(max_length=250, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    attempt_number = models.PositiveIntegerField(default=1)
+    start_time_ms = models.BigIntegerField()
+    end_time_ms = models.BigIntegerField(null=True, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    tags = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-start_time_ms"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(attempt_number__gte=1), name="mlflow_run_attempt_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_uuid} ({self.run_name})"

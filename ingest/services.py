@@ -150,35 +150,26 @@ def batch_process(*, batch_pk: int) -> str:
         "died before finishing (killed, out of memory, or past the time limit)"
     )
     try:
-        outcome = _batch_process_locked(batch_pk)
+        return _batch_process_locked(batch_pk)
     except Exception as exc:
         IngestBatch.objects.filter(pk=batch_pk).update(last_error=repr(exc)[:2000])
         raise
-    if outcome == _LOCKED:
-        # Another delivery holds the batch: this one did no work, so it costs no attempt.
-        pending.update(process_attempts=F("process_attempts") - 1)
-    return outcome
-
-
-_LOCKED = "being processed by another worker"
 
 
 @transaction.atomic
 def _batch_process_locked(batch_pk: int) -> str:
-    # SKIP LOCKED: a duplicate delivery running concurrently returns instead of waiting.
-    # of=("self",): lock the batch row only; locking the joined project row too would make
-    # every other batch of the project skip itself while this one runs.
+    # A duplicate delivery running at the same time waits for the lock, then finds the batch
+    # done. (SKIP LOCKED would be faster, but two deliveries can each skip the other's brief
+    # counter update and leave the batch pending until the sweeper comes by.)
+    # of=("self",): lock the batch row only, not the joined project row every batch shares.
     batch = (
-        IngestBatch.objects.select_for_update(skip_locked=True, of=("self",))
+        IngestBatch.objects.select_for_update(of=("self",))
         .select_related("project")
         .filter(pk=batch_pk, status=IngestBatch.Status.PENDING)
         .first()
     )
     if batch is None:
-        still_pending = IngestBatch.objects.filter(
-            pk=batch_pk, status=IngestBatch.Status.PENDING
-        ).exists()
-        return _LOCKED if still_pending else "not pending"
+        return "not pending"
     batch_in = validate_batch(
         parse_json(bytes(batch.body)),
         max_metrics=settings.INGEST_MAX_METRICS_PER_BATCH,
