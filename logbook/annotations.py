@@ -13,12 +13,13 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404
-from django.utils.dateparse import parse_datetime
 
 from logbook.audit import audit_record, diff_fields
 from logbook.models import Annotation, AuditEvent
 from telemetry.charts import chart_marks  # noqa: F401 (the run page's marks live in telemetry)
 from telemetry.models import Project, Run
+from telemetry.query_time import BadTime
+from telemetry.query_time import parse_time as parse_iso_time
 from telemetry.selectors import OPERATOR_ROLES, User, projects_for_user
 
 MAX_TEXT_CHARS = 10_000
@@ -74,17 +75,11 @@ def parse_time(value: Any, *, field: str) -> datetime | None:
             raise ValidationError({field: "The time is out of range (years 1-9999)."}) from exc
     if isinstance(value, str):
         try:
-            moment = parse_datetime(value.strip())
-        except ValueError:
-            moment = None
-        if moment is None:
-            raise ValidationError({field: "Give epoch milliseconds or an ISO 8601 time."})
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        try:
-            return moment.astimezone(UTC)
-        except (ValueError, OverflowError) as exc:
-            raise ValidationError({field: "The time is out of range."}) from exc
+            return parse_iso_time(value)
+        except BadTime as exc:
+            raise ValidationError(
+                {field: f"Give epoch milliseconds or an ISO 8601 time: {exc}"}
+            ) from exc
     raise ValidationError({field: "Give epoch milliseconds or an ISO 8601 time."})
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 import pandas as pd
 from django.db.models import Max, Min, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
 
 from logbook.failures import (
     INTERRUPTION_COLUMNS,
@@ -21,6 +20,7 @@ from logbook.failures import (
 )
 from logbook.models import Interruption
 from telemetry.models import Attempt, Cluster, Run
+from telemetry.query_time import BadTime, parse_time
 from telemetry.selectors import User, projects_for_user, run_get_for_user
 
 PROJECTION_DEFAULT = 100_000
@@ -52,16 +52,10 @@ class FilterError(ValueError):
 
 
 def _parse_time(raw: str, *, end_of_day: bool) -> datetime | None:
-    """ISO 8601 date or datetime; naive values are UTC (the times pages show are UTC). A bare
-    end date means through the end of that day."""
-    value = parse_datetime(raw)
-    if value is None:
-        day = parse_date(raw)
-        if day is not None:
-            value = datetime(day.year, day.month, day.day) + timedelta(days=int(end_of_day))
-    if value is not None and value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value
+    try:
+        return parse_time(raw, end_of_day=end_of_day)
+    except BadTime:
+        return None
 
 
 def failure_filters_parse(params: Mapping[str, str]) -> FailureFilters:
@@ -78,7 +72,7 @@ def failure_filters_parse(params: Mapping[str, str]) -> FailureFilters:
         raw = (params.get(name) or "").strip()
         try:
             times[name] = _parse_time(raw, end_of_day=name == "end") if raw else None
-        except ValueError:
+        except (ValueError, OverflowError):
             times[name] = None
         if raw and times[name] is None:
             errors[name] = f"must be an ISO 8601 date or datetime, got {raw[:40]!r}"

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import datetime
 
 import pandas as pd
 from django.db.models import Max, Min, Q, QuerySet
-from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
 
 from logbook import sdc
 from logbook.models import SdcReplay
 from telemetry.models import Attempt, Cluster, Host, Run
+from telemetry.query_time import BadTime, parse_time
 from telemetry.selectors import User, projects_for_user, run_get_for_user
 
 LEDGER_MAX_ROWS = 500
@@ -87,17 +86,9 @@ def _moment(raw: str | None, field: str, *, end_of_day: bool) -> datetime | None
     if not text:
         return None
     try:
-        # The date first: Python reads "2026-11-12" as a datetime (midnight) too, and a bare
-        # "until" date means through the end of that day.
-        day: date | None = parse_date(text)
-        moment = None if day is not None else parse_datetime(text)
-    except ValueError:
-        day, moment = None, None
-    if day is not None:
-        return datetime.combine(day + timedelta(days=1) if end_of_day else day, time(), UTC)
-    if moment is None:
-        raise FilterError(field, f"must be a date (YYYY-MM-DD) or datetime, got {text[:30]!r}")
-    return moment if timezone.is_aware(moment) else moment.replace(tzinfo=UTC)
+        return parse_time(text, end_of_day=end_of_day)
+    except BadTime as exc:
+        raise FilterError(field, f"must be a date (YYYY-MM-DD) or datetime: {exc}") from exc
 
 
 def runs_in_scope(*, user: User, filters: HardwareFilters) -> QuerySet[Run]:

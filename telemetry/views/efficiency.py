@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC
 from typing import Any
 
 import pandas as pd
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
-from django.utils.dateparse import parse_datetime
 
 from telemetry import efficiency, efficiency_charts, goodput, selectors
+from telemetry.query_time import BadTime, parse_time
 
 
 class BadQuery(ValueError):
@@ -28,14 +27,9 @@ def window_from_query(params: QueryDict) -> efficiency.Window:
             values[name] = None
             continue
         try:
-            moment = parse_datetime(raw.replace(" ", "T"))
-        except ValueError:  # well formed but impossible, like month 13
-            moment = None
-        if moment is None:
-            raise BadQuery(f"{name}: cannot read {raw[:40]!r} as an ISO 8601 time")
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        values[name] = moment
+            values[name] = parse_time(raw)
+        except BadTime as exc:
+            raise BadQuery(f"{name}: {exc}") from exc
     if values["start"] and values["end"] and values["end"] <= values["start"]:
         raise BadQuery("end: must be after start")
     return efficiency.Window(start=values["start"], end=values["end"])

@@ -1,0 +1,42 @@
+"""Times typed into filters and forms: an ISO 8601 date or datetime (UTC when it names no
+offset), returned in UTC and within the years the data can mean. One parser for every page
+and API, so an odd offset or a year 420 gets a 400, never a database error."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.utils.dateparse import parse_date, parse_datetime
+
+YEARS = (1970, 2200)
+
+
+class BadTime(ValueError):
+    pass
+
+
+def parse_time(text: str, *, end_of_day: bool = False) -> datetime:
+    """The moment `text` names; a bare date is its midnight (the next one with end_of_day,
+    so "until 2026-11-12" includes that day). Raises BadTime saying what is wrong."""
+    text = text.strip()
+    try:
+        day: date | None = parse_date(text)
+        moment = None if day is not None else parse_datetime(text.replace(" ", "T"))
+    except ValueError as exc:  # well formed but impossible, like month 13
+        raise BadTime(f"{text[:40]!r} is not a valid date or time") from exc
+    if day is not None:
+        try:
+            moment = datetime.combine(day + timedelta(days=int(end_of_day)), time(), UTC)
+        except OverflowError as exc:
+            raise BadTime(f"{text[:40]!r} is out of range") from exc
+    if moment is None:
+        raise BadTime(f"cannot read {text[:40]!r} as an ISO 8601 date or time")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
+        moment = moment.astimezone(UTC)
+    except (OverflowError, ValueError) as exc:
+        raise BadTime(f"{text[:40]!r} is out of range") from exc
+    if not YEARS[0] <= moment.year <= YEARS[1]:
+        raise BadTime(f"{text[:40]!r} is outside the years {YEARS[0]}-{YEARS[1]}")
+    return moment
