@@ -8,6 +8,7 @@ SECRET_KEY, and runs web, worker and beat as separate processes.
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 import dj_database_url
@@ -53,14 +54,29 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 DEBUG = env_bool("DEBUG", False)
 
+def _local_secret_key(path: Path) -> str:
+    """A random key kept in ./var for the embedded default (no environment at all), so a
+    local install works out of the box and keeps its sessions across restarts."""
+    if not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
 SECRET_KEY = env_str("SECRET_KEY")
 if SECRET_KEY is None:
-    if not DEBUG:
+    if DEBUG:
+        SECRET_KEY = "insecure-development-key-do-not-use-in-production"
+    elif env_str("DATABASE_URL") is None:
+        SECRET_KEY = _local_secret_key(BASE_DIR / "var" / "secret_key")
+    else:
+        # A deployment (it names its database) must name its key: processes on other
+        # machines have to share it.
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. Set it in the environment (see .env.example), "
             "or set DEBUG=1 for a local, insecure development key."
         )
-    SECRET_KEY = "insecure-development-key-do-not-use-in-production"
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

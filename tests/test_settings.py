@@ -1,0 +1,37 @@
+"""Settings: the embedded default needs no environment; a deployment must name its key."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOW_KEY = "from django.conf import settings; import django; django.setup(); print(len(settings.SECRET_KEY))"
+
+
+def _run(env_overrides: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL", "REDIS_URL"}}  # fmt: skip
+    env |= {"DJANGO_SETTINGS_MODULE": "config.settings", **env_overrides}
+    return subprocess.run(
+        [sys.executable, "-c", SHOW_KEY], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+
+def test_embedded_default_uses_a_persisted_random_key():
+    first, second = _run({}), _run({})
+
+    assert first.returncode == 0, first.stderr
+    assert int(first.stdout) >= 50
+    assert first.stdout == second.stdout
+    key_file = ROOT / "var" / "secret_key"
+    assert oct(key_file.stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_deployment_without_a_key_refuses_to_start():
+    result = _run({"DATABASE_URL": "postgres://u@127.0.0.1:5432/x"})
+
+    assert result.returncode != 0
+    assert "SECRET_KEY is not set" in result.stderr
