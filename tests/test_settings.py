@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHOW_KEY = "from django.conf import settings; import django; django.setup(); print(len(settings.SECRET_KEY))"
+SHOW_KEY = (
+    "import django; from django.conf import settings; django.setup(); "
+    "print(len(settings.SECRET_KEY))"
+)
 
 
 def _run(env_overrides: dict[str, str]) -> subprocess.CompletedProcess[str]:
