@@ -54,6 +54,7 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 DEBUG = env_bool("DEBUG", False)
 
+
 def _local_secret_key(path: Path) -> str:
     """A random key kept in ./var for the embedded default (no environment at all), so a
     local install works out of the box and keeps its sessions across restarts."""
