@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import zlib
-
-from django.conf import settings
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
-from rest_framework import exceptions, serializers, status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from ingest import services
-from ingest.authentication import HasIngestToken, IngestTokenAuthentication
+from ingest.edge import BodyError, IngestTokenView, body_read
 from ingest.schema import EVENT_TYPES, BatchError
-from ingest.throttles import BACKLOG_RETRY_AFTER_S, IngestTokenRateThrottle, backlog_is_full
-
-# Decompressed bodies may be at most this many times the compressed size: a gzip bomb is
-# refused after reading a bounded amount, never inflated in full.
-MAX_GZIP_RATIO = 50
+from ingest.throttles import BACKLOG_RETRY_AFTER_S, backlog_is_full
 
 
 class _MetricPointDoc(serializers.Serializer):
@@ -57,21 +49,9 @@ class IngestErrorDoc(serializers.Serializer):
     errors = serializers.ListField(child=serializers.DictField(), required=False)
 
 
-class IngestView(APIView):
-    authentication_classes = [IngestTokenAuthentication]
-    permission_classes = [HasIngestToken]
-    # The body is read raw and validated by ingest.schema: DRF parsers would reject the NaN
-    # literals Python clients send, and parse the body twice.
-    parser_classes: list[type] = []
-    throttle_classes = [IngestTokenRateThrottle]
-
-    def permission_denied(
-        self, request: Request, message: str | None = None, code: str | None = None
-    ) -> None:
-        if not request.successful_authenticator:
-            # Say what is missing rather than DRF's generic "credentials were not provided".
-            raise exceptions.NotAuthenticated(HasIngestToken.message)
-        super().permission_denied(request, message=message, code=code)
+class IngestView(IngestTokenView):
+    # The body is validated by ingest.schema: DRF parsers would reject the NaN literals
+    # Python clients send, and parse the body twice.
 
     @extend_schema(
         operation_id="ingest_batch",
@@ -114,11 +94,11 @@ class IngestView(APIView):
                 headers={"Retry-After": str(BACKLOG_RETRY_AFTER_S)},
             )
         try:
-            body = _read_body(request)
+            body = body_read(request, content_types=("application/json",), hint="application/json")
             acceptance = services.batch_submit(token=request.auth, body=body)
-        except BatchError as exc:
+        except (BatchError, BodyError) as exc:
             payload: dict[str, object] = {"detail": exc.detail}
-            if exc.errors:
+            if getattr(exc, "errors", None):
                 payload["errors"] = exc.errors
             return Response(payload, status=exc.status)
         batch = acceptance.batch
@@ -140,37 +120,3 @@ class IngestView(APIView):
             },
             status=status.HTTP_200_OK if acceptance.duplicate else status.HTTP_202_ACCEPTED,
         )
-
-
-def _read_body(request: Request) -> bytes:
-    limit = settings.INGEST_MAX_BODY_BYTES
-    content_type = request.content_type.split(";")[0].strip().lower()
-    if content_type != "application/json":
-        raise BatchError(
-            415,
-            f"Content-Type must be application/json, got {content_type or 'nothing'!r}.",
-        )
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    if declared.isdigit() and int(declared) > limit:
-        raise BatchError(413, f"The body is {declared} bytes; the limit is {limit} bytes.")
-    raw = request.body
-    if len(raw) > limit:
-        raise BatchError(413, f"The body is {len(raw)} bytes; the limit is {limit} bytes.")
-    encoding = request.META.get("HTTP_CONTENT_ENCODING", "identity").strip().lower()
-    if encoding in ("", "identity"):
-        return raw
-    if encoding != "gzip":
-        raise BatchError(415, f"Content-Encoding {encoding!r} is not supported; use gzip.")
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    bound = min(limit, max(len(raw), 1) * MAX_GZIP_RATIO)
-    try:
-        body = inflater.decompress(raw, bound + 1)
-    except zlib.error as exc:
-        raise BatchError(400, f"The gzip body is corrupt: {exc}.") from exc
-    if len(body) > bound or inflater.unconsumed_tail:
-        raise BatchError(
-            413,
-            f"The decompressed body exceeds {bound} bytes (limit {limit} bytes, "
-            f"and at most {MAX_GZIP_RATIO}x the compressed size).",
-        )
-    return body

@@ -13,26 +13,20 @@ events must be compared in order with the previous push of the same GPU.
 
 from __future__ import annotations
 
-import zlib
-
-from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import exceptions, serializers, status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from ingest.api import MAX_GZIP_RATIO
-from ingest.authentication import HasIngestToken, IngestTokenAuthentication
+from ingest.edge import BodyError, IngestTokenView, body_read
 from ingest.prometheus import (
     ExpositionError,
     exposition_parse,
     grouping_path_parse,
     path_host,
 )
-from ingest.throttles import IngestTokenRateThrottle
 from logbook.gpu_health import dcgm_push_record
 from telemetry.dcgm import HEALTH_COUNTERS_OFF_BY_DEFAULT
 
@@ -76,20 +70,7 @@ _RESPONSES = {
 }
 
 
-class PrometheusIngestView(APIView):
-    authentication_classes = [IngestTokenAuthentication]
-    permission_classes = [HasIngestToken]
-    # The body is text, read raw.
-    parser_classes: list[type] = []
-    throttle_classes = [IngestTokenRateThrottle]
-
-    def permission_denied(
-        self, request: Request, message: str | None = None, code: str | None = None
-    ) -> None:
-        if not request.successful_authenticator:
-            raise exceptions.NotAuthenticated(HasIngestToken.message)
-        super().permission_denied(request, message=message, code=code)
-
+class PrometheusIngestView(IngestTokenView):
     @extend_schema(
         operation_id="ingest_prometheus",
         request={"text/plain": OpenApiTypes.STR},
@@ -168,47 +149,18 @@ def _ingest(request: Request, *, grouping: str | None) -> Response:
 
 
 def _read_text(request: Request) -> str:
-    limit = settings.INGEST_MAX_BODY_BYTES
-    content_type = request.content_type.split(";")[0].strip().lower()
-    if content_type and content_type not in TEXT_TYPES:
-        raise ExpositionError(
-            415,
-            f"Content-Type must be text/plain (Prometheus text format), got {content_type!r}; "
-            "with curl, add -H 'Content-Type: text/plain'.",
+    try:
+        raw = body_read(
+            request,
+            content_types=("", *TEXT_TYPES),
+            hint="text/plain (Prometheus text format); with curl, add -H 'Content-Type: "
+            "text/plain'",
         )
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    if declared.isdigit() and int(declared) > limit:
-        raise ExpositionError(413, f"The body is {declared} bytes; the limit is {limit} bytes.")
-    raw = request.body
-    if len(raw) > limit:
-        raise ExpositionError(413, f"The body is {len(raw)} bytes; the limit is {limit} bytes.")
-    encoding = request.META.get("HTTP_CONTENT_ENCODING", "identity").strip().lower()
-    if encoding not in ("", "identity"):
-        if encoding != "gzip":
-            raise ExpositionError(
-                415, f"Content-Encoding {encoding!r} is not supported; use gzip or none."
-            )
-        raw = _gunzip(raw, limit=limit)
+    except BodyError as exc:
+        raise ExpositionError(exc.status, exc.detail) from exc
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ExpositionError(
             400, f"The body is not UTF-8 (byte {exc.start}); the text format is UTF-8."
         ) from exc
-
-
-def _gunzip(raw: bytes, *, limit: int) -> bytes:
-    # Bounded like the JSON ingest: a gzip bomb is refused after a bounded read.
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    bound = min(limit, max(len(raw), 1) * MAX_GZIP_RATIO)
-    try:
-        body = inflater.decompress(raw, bound + 1)
-    except zlib.error as exc:
-        raise ExpositionError(400, f"The gzip body is corrupt: {exc}.") from exc
-    if len(body) > bound or inflater.unconsumed_tail:
-        raise ExpositionError(
-            413,
-            f"The decompressed body exceeds {bound} bytes (limit {limit} bytes, "
-            f"and at most {MAX_GZIP_RATIO}x the compressed size).",
-        )
-    return body

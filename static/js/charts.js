@@ -1,11 +1,10 @@
-// Draws the MFU and goodput pages' charts from the figures the server embedded with
-// json_script (the run_detail.js pattern).
+// Draws a page's Plotly charts from the figures the server embedded with json_script
+// (a list of {"id", "figure"} in #charts-data). Every chart page uses this one file.
 (function () {
   "use strict";
   var node = document.getElementById("charts-data");
   if (!node || typeof Plotly === "undefined") { return; }
-  var charts = JSON.parse(node.textContent);
-  charts.forEach(function (chart) {
+  JSON.parse(node.textContent).forEach(function (chart) {
     var target = document.getElementById(chart.id);
     if (!target) { return; }
     Plotly.newPlot(target, chart.figure.data, chart.figure.layout,

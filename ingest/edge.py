@@ -1,0 +1,78 @@
+"""What every token-authenticated ingest endpoint shares: the view's authentication,
+permission and rate limit, and reading the raw body within the limits (size, encoding,
+gzip bombs), so JSON batches, Prometheus text and what comes next refuse alike."""
+
+from __future__ import annotations
+
+import zlib
+
+from django.conf import settings
+from rest_framework import exceptions
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from ingest.authentication import HasIngestToken, IngestTokenAuthentication
+from ingest.throttles import IngestTokenRateThrottle
+
+# Decompressed bodies may be at most this many times the compressed size: a gzip bomb is
+# refused after reading a bounded amount, never inflated in full.
+MAX_GZIP_RATIO = 50
+
+
+class BodyError(Exception):
+    """A body the client must fix; `status` is the HTTP status to answer."""
+
+    def __init__(self, status: int, detail: str):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+class IngestTokenView(APIView):
+    """Ingest tokens only (they open nothing else), rate-limited per token, body read raw."""
+
+    authentication_classes = [IngestTokenAuthentication]
+    permission_classes = [HasIngestToken]
+    parser_classes: list[type] = []
+    throttle_classes = [IngestTokenRateThrottle]
+
+    def permission_denied(
+        self, request: Request, message: str | None = None, code: str | None = None
+    ) -> None:
+        if not request.successful_authenticator:
+            # Say what is missing rather than DRF's generic "credentials were not provided".
+            raise exceptions.NotAuthenticated(HasIngestToken.message)
+        super().permission_denied(request, message=message, code=code)
+
+
+def body_read(request: Request, *, content_types: tuple[str, ...], hint: str) -> bytes:
+    """The request body, decompressed, within settings.INGEST_MAX_BODY_BYTES. An empty
+    Content-Type is accepted only when `content_types` includes ""."""
+    limit = settings.INGEST_MAX_BODY_BYTES
+    content_type = request.content_type.split(";")[0].strip().lower()
+    if content_type not in content_types:
+        raise BodyError(415, f"Content-Type must be {hint}, got {content_type or 'nothing'!r}.")
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyError(413, f"The body is {declared} bytes; the limit is {limit} bytes.")
+    raw = request.body
+    if len(raw) > limit:
+        raise BodyError(413, f"The body is {len(raw)} bytes; the limit is {limit} bytes.")
+    encoding = request.META.get("HTTP_CONTENT_ENCODING", "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return raw
+    if encoding != "gzip":
+        raise BodyError(415, f"Content-Encoding {encoding!r} is not supported; use gzip.")
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    bound = min(limit, max(len(raw), 1) * MAX_GZIP_RATIO)
+    try:
+        body = inflater.decompress(raw, bound + 1)
+    except zlib.error as exc:
+        raise BodyError(400, f"The gzip body is corrupt: {exc}.") from exc
+    if len(body) > bound or inflater.unconsumed_tail:
+        raise BodyError(
+            413,
+            f"The decompressed body exceeds {bound} bytes (limit {limit} bytes, "
+            f"and at most {MAX_GZIP_RATIO}x the compressed size).",
+        )
+    return body
