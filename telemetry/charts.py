@@ -194,8 +194,8 @@ def _add_notes(figure: go.Figure, points: pd.DataFrame, notes: pd.DataFrame) -> 
 LABEL_CHARS = 120
 
 
-def _naive_utc(moment: datetime | None) -> pd.Timestamp | None:
-    # Plotly's date axis wants naive UTC, like the run page's other marks.
+def naive_utc(moment: datetime | None) -> pd.Timestamp | None:
+    """Plotly's date axis wants naive UTC: an aware "+00:00" value is misread by plotly.js."""
     if moment is None:
         return None
     return pd.Timestamp(moment.astimezone(UTC).replace(tzinfo=None))
@@ -229,7 +229,7 @@ def chart_marks(annotations: Iterable[Any], entries: Iterable[Any], axis: Axis) 
             if mark.step is not None:
                 rows.append((mark.step, mark.step_end, label, "annotation"))
         elif mark.time is not None:
-            rows.append((_naive_utc(mark.time), _naive_utc(mark.time_end), label, "annotation"))
+            rows.append((naive_utc(mark.time), naive_utc(mark.time_end), label, "annotation"))
     for entry in entries:
         kind = entry.get_kind_display() if hasattr(entry, "get_kind_display") else entry.kind
         label = _label(f"{kind}: {entry.title}")
@@ -237,7 +237,7 @@ def chart_marks(annotations: Iterable[Any], entries: Iterable[Any], axis: Axis) 
             if entry.step is not None:
                 rows.append((entry.step, entry.step_end, label, "logbook"))
         elif entry.occurred_at is not None:
-            rows.append((_naive_utc(entry.occurred_at), None, label, "logbook"))
+            rows.append((naive_utc(entry.occurred_at), None, label, "logbook"))
     rows.sort(key=lambda row: (row[0], row[3]))
     # Object columns: a missing end stays None (not NaN/NaT), so callers test `x1 is None`.
     return pd.DataFrame(

@@ -225,19 +225,12 @@ def run_logbook(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 def _entry_initial(entry: LogbookEntry) -> dict[str, Any]:
+    """The form's initial values: the audited snapshot, under the form's field names."""
+    snapshot = services.logbook_entry_snapshot(entry)
     return {
-        "kind": entry.kind,
-        "role": entry.role,
-        "title": entry.title,
-        "body": entry.body,
-        "occurred_at": entry.occurred_at,
-        "step": entry.step,
-        "step_end": entry.step_end,
-        "attempt": entry.attempt.number if entry.attempt is not None else None,
-        "checkpoint": entry.checkpoint.step if entry.checkpoint is not None else None,
-        "incident": entry.interruption_id,
-        "sdc_record": entry.sdc_replay_id,
-        "corrected_by": entry.corrected_by_id,
+        **{key: value for key, value in snapshot.items() if key != "config_changes"},
+        "incident": snapshot.pop("interruption"),
+        "sdc_record": snapshot.pop("sdc_replay"),
         "version": entry.version,
     }
 

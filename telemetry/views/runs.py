@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
@@ -119,10 +118,10 @@ def _chart_marks(attempts: list[Any], interruptions: list[Any], axis: charts.Axi
             pd.DataFrame(stops, columns=["x", "label"]),
             None,
         )
-    restarts = [(a.number, _naive_utc(a.started_at)) for a in attempts[1:] if a.started_at]
-    stops = [(_naive_utc(i.occurred_at), i.root_cause.name) for i in interruptions]
+    restarts = [(a.number, charts.naive_utc(a.started_at)) for a in attempts[1:] if a.started_at]
+    stops = [(charts.naive_utc(i.occurred_at), i.root_cause.name) for i in interruptions]
     downtime = [
-        (_naive_utc(previous.ended_at), _naive_utc(following.started_at))
+        (charts.naive_utc(previous.ended_at), charts.naive_utc(following.started_at))
         for previous, following in pairwise(attempts)
         if previous.ended_at and following.started_at and previous.ended_at < following.started_at
     ]
@@ -131,9 +130,3 @@ def _chart_marks(attempts: list[Any], interruptions: list[Any], axis: charts.Axi
         pd.DataFrame(stops, columns=["x", "label"]),
         pd.DataFrame(downtime, columns=["x0", "x1"]),
     )
-
-
-def _naive_utc(moment: datetime) -> datetime:
-    # The points' wall times reach Plotly as naive UTC; marks must match, or plotly.js
-    # misreads the "+00:00" suffix.
-    return moment.astimezone(UTC).replace(tzinfo=None)
