@@ -12,7 +12,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import F, Max, Q
+from django.db.models import Count, F, Max, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from logbook import chronicles, notifications, sdc
@@ -160,6 +161,11 @@ def checkpoint_restore_record(
     """Record that `attempt` resumed from the checkpoint at `step` (created as a placeholder
     if its save was never reported), and recount that checkpoint's restores."""
     checkpoint, _ = Checkpoint.objects.get_or_create(run=attempt.run, step=step)
+    # The attempt's earlier restore may have named another checkpoint: recount both.
+    previous = CheckpointRestore.objects.filter(attempt=attempt).values_list(
+        "checkpoint_id", flat=True
+    )
+    touched = {checkpoint.pk, *previous}
     restore, _ = CheckpointRestore.objects.update_or_create(
         attempt=attempt,
         defaults={"checkpoint": checkpoint, "restored_at": restored_at, "restore_s": restore_s},
@@ -167,10 +173,14 @@ def checkpoint_restore_record(
     if attempt.resumed_from_step is None:
         attempt.resumed_from_step = step
         attempt.save(update_fields=["resumed_from_step"])
-    for touched in Checkpoint.objects.filter(run=attempt.run, restores__isnull=False).distinct():
-        count = touched.restores.count()
-        if touched.restored_count != count:
-            Checkpoint.objects.filter(pk=touched.pk).update(restored_count=count)
+    # Recounted, not incremented, so a reprocessed event cannot count twice.
+    restores = (
+        CheckpointRestore.objects.filter(checkpoint=OuterRef("pk"))
+        .values("checkpoint")
+        .annotate(n=Count("pk"))
+        .values("n")[:1]
+    )
+    Checkpoint.objects.filter(pk__in=touched).update(restored_count=Coalesce(Subquery(restores), 0))
     return restore
 
 
