@@ -95,10 +95,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with sampler:
             for clients in (1, 4):
                 for round_no in range(args.rounds):
-                    run = f"bench-ingest-{stamp}-c{clients}-r{round_no}"
-                    figure = load.chronicle_ingest(app, token, workload, clients=clients, run=run)
-                    log(f"chronicle {clients} client(s): {figure.points_per_s:,.0f} points/s")
-                    results["ingest"].append(figure.as_dict())
+                    for form in ("rows", "columns"):
+                        run = f"bench-ingest-{stamp}-c{clients}-r{round_no}-{form}"
+                        figure = load.chronicle_ingest(
+                            app, token, workload, clients=clients, run=run, form=form
+                        )
+                        log(
+                            f"{figure.system} {clients} client(s): "
+                            f"{figure.points_per_s:,.0f} points/s"
+                        )
+                        results["ingest"].append(figure.as_dict())
                     if server is not None:
                         theirs = load.mlflow_ingest(
                             server, workload, clients=clients, experiment=f"bench-{stamp}"

@@ -59,19 +59,28 @@ def workload(points: int, *, seed: int = 7) -> Workload:
     return Workload(steps=steps, values=values, times=BASE_EPOCH + steps * 4.0)
 
 
-def chronicle_bodies(load: Workload, run: str) -> list[bytes]:
+def chronicle_bodies(load: Workload, run: str, *, form: str = "rows") -> list[bytes]:
+    """1,000-point batches: one object per point ("rows", the shape MLflow's log-batch also
+    uses) or one object per metric with step/value/time arrays ("columns")."""
     bodies = []
     for index, part in enumerate(load.batches()):
         steps = load.steps[part].tolist()
         times = load.times[part].tolist()
-        metrics = [
-            {"name": name, "step": step, "value": value, "time": moment}
-            for name in METRIC_NAMES
-            for step, value, moment in zip(
-                steps, load.values[name][part].tolist(), times, strict=True
-            )
-        ]
-        body = {"batch_id": f"{run}-{index:06d}", "run": run, "attempt": 1, "metrics": metrics}
+        body: dict[str, Any] = {"batch_id": f"{run}-{index:06d}", "run": run, "attempt": 1}
+        if form == "columns":
+            body["series"] = [
+                {"name": name, "steps": steps, "values": load.values[name][part].tolist(),
+                 "times": times}
+                for name in METRIC_NAMES
+            ]  # fmt: skip
+        else:
+            body["metrics"] = [
+                {"name": name, "step": step, "value": value, "time": moment}
+                for name in METRIC_NAMES
+                for step, value, moment in zip(
+                    steps, load.values[name][part].tolist(), times, strict=True
+                )
+            ]
         bodies.append(json.dumps(body, separators=(",", ":")).encode())
     return bodies
 
@@ -273,9 +282,10 @@ def chronicle_ingest(
     *,
     clients: int,
     run: str,
+    form: str = "rows",
     drain_timeout_s: float = 600,
 ) -> IngestFigure:
-    bodies = chronicle_bodies(load, run)
+    bodies = chronicle_bodies(load, run, form=form)
     start = time.monotonic()
     sent = send_all(
         app.base_url,
@@ -293,7 +303,8 @@ def chronicle_ingest(
             sent.failures.append(f"backlog not drained: {pending} of {total} pending")
             break
         time.sleep(0.05)
-    return _figure("chronicle", clients, load, len(bodies), time.monotonic() - start, sent)
+    system = "chronicle" if form == "rows" else f"chronicle-{form}"
+    return _figure(system, clients, load, len(bodies), time.monotonic() - start, sent)
 
 
 def mlflow_ingest(server: Any, load: Workload, *, clients: int, experiment: str) -> IngestFigure:

@@ -72,6 +72,13 @@ def _ingest(results: dict[str, Any], system: str, clients: int) -> dict[str, Any
     return found[len(found) // 2]
 
 
+def _best_chronicle(results: dict[str, Any], clients: int) -> dict[str, Any] | None:
+    """Chronicle's faster batch form (rows or columns) at this concurrency."""
+    forms = {f["system"] for f in results.get("ingest", []) if f["system"].startswith("chronicle")}
+    found = [_ingest(results, system, clients) for system in sorted(forms)]
+    return max((f for f in found if f), key=lambda f: f["points_per_s"], default=None)
+
+
 def _query(results: dict[str, Any], system: str, prefix: str) -> dict[str, Any] | None:
     for figure in results.get("charts", []):
         if figure["system"] == system and figure["what"].startswith(prefix):
@@ -83,7 +90,7 @@ def targets(results: dict[str, Any]) -> list[Target]:
     found: list[Target] = []
     copy_rate = (results.get("copy_ceiling") or {}).get("rows_per_s")
     for clients in (1, 4):
-        ours = _ingest(results, "chronicle", clients)
+        ours = _best_chronicle(results, clients)
         theirs = _ingest(results, "mlflow", clients)
         ratio = ours["points_per_s"] / theirs["points_per_s"] if ours and theirs else None
         found.append(
@@ -103,7 +110,7 @@ def targets(results: dict[str, Any]) -> list[Target]:
                     ours["p50_ms"] <= INGEST_P50_MS,
                 )
             )
-    four = _ingest(results, "chronicle", 4)
+    four = _best_chronicle(results, 4)
     found.append(
         Target(
             "ingest points/s, 4 clients",
@@ -112,8 +119,8 @@ def targets(results: dict[str, Any]) -> list[Target]:
             None if four is None else four["points_per_s"] >= INGEST_ABSOLUTE_4,
         )
     )
-    best = max((f["points_per_s"] for f in results.get("ingest", []) if f["system"] == "chronicle"),
-               default=None)  # fmt: skip
+    best = max((f["points_per_s"] for f in results.get("ingest", [])
+                if f["system"].startswith("chronicle")), default=None)  # fmt: skip
     share = best / copy_rate if best and copy_rate else None
     found.append(
         Target(
@@ -187,7 +194,7 @@ def table(results: dict[str, Any]) -> str:
     for figure in results.get("ingest", []):
         theirs = _ingest(results, "mlflow", figure["clients"])
         ratio = (figure["points_per_s"] / theirs["points_per_s"]
-                 if theirs and figure["system"] == "chronicle" else None)  # fmt: skip
+                 if theirs and figure["system"].startswith("chronicle") else None)  # fmt: skip
         share = figure["points_per_s"] / copy_rate if copy_rate else None
         lines.append(_row(
             figure["system"], str(figure["clients"]), f"{figure['points']:,}",
@@ -223,7 +230,7 @@ def table(results: dict[str, Any]) -> str:
 
 
 def _row(*cells: str) -> str:
-    widths = (10, 34, 10, 11, 9, 9, 9, 8)
+    widths = (19, 25, 10, 11, 9, 9, 9, 8)
     return "  " + "".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False))
 
 

@@ -190,6 +190,9 @@ INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 8 * 1024 * 1024)
 INGEST_MAX_METRICS_PER_BATCH = env_int("INGEST_MAX_METRICS_PER_BATCH", 20_000)
 INGEST_MAX_EVENTS_PER_BATCH = env_int("INGEST_MAX_EVENTS_PER_BATCH", 1_000)
 # A batch whose processing crashed this many times is parked as dead instead of retried forever.
+# Metric-only batches that name their attempt are written in the request (see
+# ingest.services.writes_at_once); off, every batch goes through the workers.
+INGEST_WRITE_METRICS_AT_ONCE = env_bool("INGEST_WRITE_METRICS_AT_ONCE", True)
 INGEST_MAX_PROCESS_ATTEMPTS = env_int("INGEST_MAX_PROCESS_ATTEMPTS", 5)
 # Pending batches older than this are re-enqueued by the sweeper (Redis may have lost them).
 INGEST_SWEEP_AFTER_S = env_int("INGEST_SWEEP_AFTER_S", 60)

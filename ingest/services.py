@@ -79,34 +79,69 @@ class Acceptance:
     conflict: bool
 
 
-def batch_submit(*, token: IngestToken, body: bytes) -> Acceptance:
-    """Parse, validate and durably accept one request body (raises BatchError)."""
+def batch_submit(*, token: IngestToken, body: bytes, write_now: bool = False) -> Acceptance:
+    """Parse, validate and durably accept one request body (raises BatchError). With
+    write_now, a batch that `writes_at_once` allows is written before the answer."""
     batch_in = validate_batch(
         parse_json(body),
         max_metrics=settings.INGEST_MAX_METRICS_PER_BATCH,
         max_events=settings.INGEST_MAX_EVENTS_PER_BATCH,
     )
-    return batch_accept(token=token, batch_in=batch_in, body=body)
+    return batch_accept(token=token, batch_in=batch_in, body=body, write_now=write_now)
 
 
-def batch_accept(*, token: IngestToken, batch_in: BatchIn, body: bytes) -> Acceptance:
-    """Store the batch in the database (the durability promise behind the 202), then hand it
-    to a worker once the row is committed."""
+def writes_at_once(batch_in: BatchIn) -> bool:
+    """Whether a batch may be written in the request instead of by a worker: metrics only,
+    with their attempt named. Such a batch is one keyed insert, as cheap as storing its body
+    and far cheaper than storing, queueing and re-parsing it. Events stay with the workers:
+    their side effects (incidents, drafts, webhooks) are what the retries are for, and
+    without an attempt number the attempt depends on events that may still be queued."""
+    return (
+        settings.INGEST_WRITE_METRICS_AT_ONCE
+        and bool(batch_in.metrics)
+        and not batch_in.events
+        and batch_in.attempt is not None
+    )
+
+
+class _DuplicateBatch(Exception):
+    pass
+
+
+def batch_accept(
+    *, token: IngestToken, batch_in: BatchIn, body: bytes, write_now: bool = False
+) -> Acceptance:
+    """Store the batch in the database (the durability promise behind the 2xx). Either its
+    points are written in the same transaction (write_now, when `writes_at_once`), or the
+    body is kept and handed to a worker once the row is committed."""
     digest = hashlib.sha256(body).hexdigest()
+    at_once = write_now and writes_at_once(batch_in)
     try:
         with transaction.atomic():
-            batch = IngestBatch.objects.create(
-                project_id=token.project_id,
-                token=token,
-                batch_id=batch_in.batch_id,
-                run_name=batch_in.run,
-                body_sha256=digest,
-                body=body,
-                metric_count=len(batch_in.metrics),
-                event_count=len(batch_in.events),
-            )
-            transaction.on_commit(lambda: batch_enqueue(batch_pk=batch.pk))
-    except IntegrityError:
+            try:
+                batch = IngestBatch.objects.create(
+                    project_id=token.project_id,
+                    token=token,
+                    batch_id=batch_in.batch_id,
+                    run_name=batch_in.run,
+                    body_sha256=digest,
+                    # Kept even when written at once: any batch can be processed again.
+                    body=body,
+                    metric_count=len(batch_in.metrics),
+                    event_count=len(batch_in.events),
+                    status=IngestBatch.Status.DONE if at_once else IngestBatch.Status.PENDING,
+                    attempt_number=batch_in.attempt if at_once else None,
+                    processed_at=timezone.now() if at_once else None,
+                )
+            except IntegrityError:
+                # Leave the aborted transaction before reading the batch already there.
+                raise _DuplicateBatch from None
+            if at_once:
+                batch.project = token.project
+                _apply(batch, batch_in)
+            else:
+                transaction.on_commit(lambda: batch_enqueue(batch_pk=batch.pk))
+    except _DuplicateBatch:
         batch = IngestBatch.objects.get(project_id=token.project_id, batch_id=batch_in.batch_id)
         return Acceptance(batch=batch, duplicate=True, conflict=batch.body_sha256 != digest)
     return Acceptance(batch=batch, duplicate=False, conflict=False)

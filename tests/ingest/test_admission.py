@@ -51,6 +51,8 @@ def test_rate_limit_is_per_token(post_batch, settings, project):
 @pytest.mark.django_db
 def test_backlog_above_high_water_answers_429_and_below_accepts(post_batch, settings):
     settings.INGEST_BACKLOG_HIGH_WATER = 2
+    # every batch queued for the workers (metric batches are otherwise written at once)
+    settings.INGEST_WRITE_METRICS_AT_ONCE = False
 
     first, second = post_batch(doc("bp-1")), post_batch(doc("bp-2"))
     from django.core.cache import cache
