@@ -33,6 +33,8 @@ class IngestBatchAdmin(admin.ModelAdmin):
         "batch_id",
         "project",
         "run_name",
+        "rank",
+        "host",
         "status",
         "metric_count",
         "event_count",
@@ -40,13 +42,15 @@ class IngestBatchAdmin(admin.ModelAdmin):
         "process_attempts",
     ]
     list_filter = ["status", "project"]
-    search_fields = ["batch_id", "run_name"]
+    search_fields = ["batch_id", "run_name", "host"]
     exclude = ["body"]
     readonly_fields = [
         "project",
         "token",
         "batch_id",
         "run_name",
+        "rank",
+        "host",
         "body_sha256",
         "metric_count",
         "event_count",

@@ -43,6 +43,10 @@ class IngestBatchDoc(serializers.Serializer):
     run = serializers.CharField(max_length=200, help_text="Run name, created on first sight.")
     run_info = serializers.DictField(required=False)
     attempt = serializers.IntegerField(min_value=1, required=False)
+    rank = serializers.IntegerField(
+        min_value=0, max_value=2**31 - 1, required=False, help_text="Sending process's rank."
+    )
+    host = serializers.CharField(max_length=200, required=False, help_text="Sending host.")
     metrics = _MetricPointDoc(many=True, required=False, help_text="Points, one object each.")
     series = _SeriesDoc(
         many=True,

@@ -55,6 +55,9 @@ class IngestBatch(models.Model):
     )
     batch_id = models.CharField(max_length=128)
     run_name = models.CharField(max_length=200)
+    # The sending process of a multi-process job, as the batch says (rank 0..N-1, hostname).
+    rank = models.PositiveIntegerField(null=True, blank=True)
+    host = models.CharField(max_length=200, blank=True)
     body_sha256 = models.CharField(max_length=64)
     body = models.BinaryField()
     metric_count = models.PositiveIntegerField(default=0)

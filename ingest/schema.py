@@ -76,6 +76,9 @@ class BatchIn:
     run: str
     run_info: dict[str, Any] = field(default_factory=dict)
     attempt: int | None = None
+    # Which process of a multi-process job sent the batch (recorded, not interpreted).
+    rank: int | None = None
+    host: str = ""
     metrics: list[MetricIn] = field(default_factory=list)
     events: list[EventIn] = field(default_factory=list)
 
@@ -160,6 +163,16 @@ def check_step(raw: Any) -> int:
     if raw > MAX_STEP:
         raise _FieldError(f"must be <= {MAX_STEP}, got {raw}")
     return raw
+
+
+MAX_RANK = 2**31 - 1
+
+
+def check_rank(raw: Any) -> int:
+    value = check_step(raw)
+    if value > MAX_RANK:
+        raise _FieldError(f"must be <= {MAX_RANK}, got {value}")
+    return value
 
 
 def check_positive_int(raw: Any) -> int:
@@ -403,7 +416,17 @@ def validate_batch(doc: Any, *, max_metrics: int, max_events: int) -> BatchIn:
     if not isinstance(doc, dict):
         raise BatchError(400, f"The body must be a JSON object, got {_describe(doc)}.")
     errors = _Errors()
-    known = {"batch_id", "run", "run_info", "attempt", "metrics", "series", "events"}
+    known = {
+        "batch_id",
+        "run",
+        "run_info",
+        "attempt",
+        "rank",
+        "host",
+        "metrics",
+        "series",
+        "events",
+    }
     for key in doc:
         if key not in known:
             errors.add(
@@ -413,6 +436,8 @@ def validate_batch(doc: Any, *, max_metrics: int, max_events: int) -> BatchIn:
     batch_id = _top(doc, "batch_id", errors, _check_batch_id, required=True)
     run = _top(doc, "run", errors, check_name, required=True)
     attempt = _top(doc, "attempt", errors, check_positive_int, required=False)
+    rank = _top(doc, "rank", errors, check_rank, required=False)
+    host = _top(doc, "host", errors, check_name, required=False)
     run_info = _run_info(doc.get("run_info"), errors)
 
     metrics_raw = doc.get("metrics", [])
@@ -462,6 +487,8 @@ def validate_batch(doc: Any, *, max_metrics: int, max_events: int) -> BatchIn:
         run=run,
         run_info=run_info,
         attempt=attempt,
+        rank=rank,
+        host=host or "",
         metrics=metrics,
         events=events,
     )

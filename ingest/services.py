@@ -124,6 +124,8 @@ def batch_accept(
                     token=token,
                     batch_id=batch_in.batch_id,
                     run_name=batch_in.run,
+                    rank=batch_in.rank,
+                    host=batch_in.host,
                     body_sha256=digest,
                     # Kept even when written at once: any batch can be processed again.
                     body=body,

@@ -134,3 +134,24 @@ def test_a_failed_write_stores_no_batch(post_batch, monkeypatch):
         "accepted": {"metrics": 200, "events": 0},
     }
     assert MetricPoint.objects.count() == 200
+
+
+@pytest.mark.django_db
+def test_the_sending_rank_and_host_are_recorded_on_the_batch(post_batch):
+    # given two ranks of one job sending their own metrics for the same run and attempt
+    for rank, host in ((0, "node-a01"), (7, "node-b03")):
+        document = doc(f"rank-{rank}", rank=rank, host=host)
+        document["series"] = [{"name": f"rank{rank}/step_time_s", "steps": [1], "values": [0.5]}]
+        assert post_batch(document).status_code == 202
+    # then each batch says who sent it, and both ranks' points are in the one attempt
+    sent = dict(IngestBatch.objects.values_list("rank", "host"))
+    assert sent == {0: "node-a01", 7: "node-b03"}
+    assert Run.objects.get(name="at-once").attempts.count() == 1
+    assert MetricPoint.objects.filter(series__attempt__number=2).count() == 2
+
+
+@pytest.mark.django_db
+def test_a_bad_rank_is_named(post_batch):
+    response = post_batch(doc("bad-rank", rank=-1))
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["message"] == "rank: must be >= 0, got -1"
