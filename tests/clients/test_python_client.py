@@ -544,7 +544,8 @@ def test_four_ranks_one_run_one_attempt(live_server, celery_worker, ingest_token
     points = MetricPoint.objects.filter(series__run__name="multi")
     for rank in range(4):
         assert points.filter(series__name=f"rank{rank}/step_time_s").count() == 200
-        assert IngestBatch.objects.filter(batch_id__contains=f"-r{rank}-").exists()
+        sent = IngestBatch.objects.filter(batch_id__contains=f"-r{rank}-")
+        assert set(sent.values_list("rank", "host")) == {(rank, f"node-{rank}")}
     assert points.filter(series__name="loss").count() == 200
     assert points.count() == 5 * 200
 

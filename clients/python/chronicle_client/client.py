@@ -273,29 +273,41 @@ def _batch_id(header: dict[str, Any], start: int, end: int) -> str:
 def _batch_body(
     header: dict[str, Any], batch_id: str, records: list[spool_module.Record]
 ) -> tuple[bytes, int, int]:
-    metrics: list[dict[str, Any]] = []
+    # Points go as columns (one object per metric name): smaller, and several times cheaper
+    # for the server to parse than one object per point.
+    series: dict[str, dict[str, list[Any]]] = {}
+    points = 0
     events: list[dict[str, Any]] = []
     document: dict[str, Any] = {
         "batch_id": batch_id,
         "run": header["run"],
         "attempt": header["attempt"],
     }
+    # Spools written by older clients may lack these.
+    if isinstance(header.get("rank"), int):
+        document["rank"] = header["rank"]
+    if header.get("host"):
+        document["host"] = header["host"]
     for record in records:
         if record.kind == KIND_METRICS:
             step, when, values = json.loads(record.payload)
-            metrics.extend(
-                {"name": name, "step": step, "value": value, "time": when}
-                for name, value in values.items()
-            )
+            for name, value in values.items():
+                column = series.get(name)
+                if column is None:
+                    column = series[name] = {"steps": [], "values": [], "times": []}
+                column["steps"].append(step)
+                column["values"].append(value)
+                column["times"].append(when)
+                points += 1
         elif record.kind == KIND_EVENT:
             events.append(json.loads(record.payload))
         elif record.kind == KIND_RUN_INFO:
             document["run_info"] = json.loads(record.payload)
-    if metrics:
-        document["metrics"] = metrics
+    if series:
+        document["series"] = [{"name": name, **columns} for name, columns in series.items()]
     if events:
         document["events"] = events
-    return _encode(document).encode(), len(metrics), len(events)
+    return _encode(document).encode(), points, len(events)
 
 
 class _Checkpoint:
