@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from logbook.checkpoint_interval import advice_as_dict
 from logbook.failures import failure_report_as_dict
+from logbook.paging import PAGE_PARAMETERS, Counted, paginate
 from logbook.selectors import checkpoints as checkpoint_selectors
 from logbook.selectors import failures as failure_selectors
 from logbook.selectors.failures import FailureFilters, FilterError
@@ -75,38 +76,50 @@ class FailureBreakdownApi(APIView):
 class RunCheckpointsApi(APIView):
     @extend_schema(
         operation_id="run_checkpoints",
-        parameters=WINDOW_PARAMETERS,
+        parameters=[*WINDOW_PARAMETERS, *PAGE_PARAMETERS],
+        description=(
+            "A run's checkpoints in the window, newest step first, a page at a time, and the "
+            "interval advisor over all of them. Body: run, window {start, end}, count (every "
+            "checkpoint in the window), next and previous (URLs of the neighbouring pages, "
+            "null at either end), checkpoints (this page: step, attempt, saved_at, "
+            "blocking_save_s, async_save_s, size_bytes, tier, status, uri, restored_count, "
+            "restored_by_attempts) and advisor (each derived number with its formula and "
+            "inputs, and waste_curve)."
+        ),
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request: Request, run_id: int) -> Response:
         run = run_get_for_user(user=request.user, run_id=run_id)
         filters = _filters(request)
         result = checkpoint_selectors.run_checkpoints(run=run, start=filters.start, end=filters.end)
-        frame = result.checkpoints
+        history = checkpoint_selectors.checkpoint_history(
+            run=run, start=filters.start, end=filters.end
+        )
+        # Every checkpoint in the window is in the advisor's frame: no COUNT query needed.
+        rows, paging = paginate(Counted(history, len(result.checkpoints)), request)
         checkpoints = [
             {
-                "step": int(row.step),
-                "attempt": None if row.attempt is None else int(row.attempt),
-                "saved_at": None if row.saved_at is None else row.saved_at.isoformat(),
-                "blocking_save_s": row.blocking_save_s,
-                "async_save_s": row.async_save_s,
-                "size_bytes": None if row.size_bytes is None else int(row.size_bytes),
-                "tier": row.tier,
-                "status": row.status,
-                "uri": row.uri,
-                "restored_count": int(row.restored_count),
-                "restored_by_attempts": list(row.restored_by),
+                "step": row["step"],
+                "attempt": row["attempt_number"],
+                "saved_at": None if row["saved_at"] is None else row["saved_at"].isoformat(),
+                "blocking_save_s": row["blocking_save_s"],
+                "async_save_s": row["async_save_s"],
+                "size_bytes": row["size_bytes"],
+                "tier": row["tier"],
+                "status": row["status"],
+                "uri": row["uri"],
+                "restored_count": row["restored_count"],
+                "restored_by_attempts": row["restored_by"] or [],
             }
-            for row in frame.astype(object).where(frame.notna(), None).itertuples()
+            for row in rows
         ]
+        window = filters.as_dict()
         return Response(
             _finite(
                 {
                     "run": run.pk,
-                    "window": {
-                        "start": filters.as_dict()["start"],
-                        "end": filters.as_dict()["end"],
-                    },
+                    "window": {"start": window["start"], "end": window["end"]},
+                    **paging,
                     "checkpoints": checkpoints,
                     "advisor": advice_as_dict(result.advice),
                 }

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from logbook import services as logbook_services
 from logbook.models import SdcReplay
+from logbook.paging import PAGE_PARAMETERS, paginate
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.sdc import FilterError, HardwareFilters
@@ -167,7 +168,15 @@ class FleetHostsApi(APIView):
                              f"offender ({fleet_selectors.REPEAT_OFFENDER_K} by default)."),
             OpenApiParameter("window_days", OpenApiTypes.INT, description="Offender window in "
                              f"days ({fleet_selectors.REPEAT_OFFENDER_WINDOW_DAYS} by default)."),
+            *PAGE_PARAMETERS,
         ],
+        description=(
+            "Hosts and devices with an incident in the window or in quarantine, most incidents "
+            "in the offender window first, a page at a time: page N holds rows N of both "
+            "lists. Body: filters, rule, hosts_count and devices_count (whole lists), next and "
+            "previous (URLs of the neighbouring pages, null at either end), hosts and devices "
+            "(this page; each with its incident history)."
+        ),
         responses={200: OpenApiTypes.OBJECT},
     )  # fmt: skip
     def get(self, request: Request) -> Response:
@@ -177,6 +186,10 @@ class FleetHostsApi(APIView):
         except FilterError as exc:
             raise ValidationError({exc.field: exc.message}) from exc
         fleet = fleet_selectors.fleet_health(user=request.user, filters=filters, rule=rule)
+        # One page number for both lists: page over the longer one and cut both alike.
+        longest = max(len(fleet.hosts), len(fleet.devices))
+        rows, paging = paginate(range(longest), request)
+        cut = slice(rows[0], rows[-1] + 1) if rows else slice(0, 0)
         return Response(
             {
                 "filters": filters.as_query(),
@@ -187,8 +200,12 @@ class FleetHostsApi(APIView):
                     "window_start": _when(rule.window_start),
                     "window_end": _when(rule.window_end),
                 },
-                "hosts": [_health(one) for one in fleet.hosts],
-                "devices": [_health(one) for one in fleet.devices],
+                "hosts_count": len(fleet.hosts),
+                "devices_count": len(fleet.devices),
+                "next": paging["next"],
+                "previous": paging["previous"],
+                "hosts": [_health(one) for one in fleet.hosts[cut]],
+                "devices": [_health(one) for one in fleet.devices[cut]],
             }
         )
 

@@ -97,15 +97,24 @@ class Advice:
 
 def _median_gap(frame: pd.DataFrame, column: str) -> tuple[float | None, int]:
     """Median difference between consecutive values of `column` within each attempt: the
-    gap across a restart includes the outage, not the checkpoint interval."""
-    gaps: list[float] = []
-    for _, group in frame.dropna(subset=[column]).groupby("attempt", dropna=False):
-        values = group[column].sort_values()
-        diffs = values.diff().dropna()
-        if column == "saved_at":
-            diffs = diffs.dt.total_seconds()
-        gaps.extend(float(d) for d in diffs if d > 0)
-    return (float(np.median(gaps)), len(gaps)) if gaps else (None, 0)
+    gap across a restart includes the outage, not the checkpoint interval. Rows without an
+    attempt form a group of their own. Vectorised: a loop over 467 attempts cost ~300 ms."""
+    known = frame.dropna(subset=[column])
+    if known.empty:
+        return None, 0
+    # One sort by (attempt, value) and one diff; a diff that crosses attempts is dropped.
+    # Attempt numbers start at 1, so -1 stands for "no attempt".
+    group = pd.to_numeric(known["attempt"], errors="coerce").fillna(-1)
+    ordered = pd.DataFrame({"group": group, "value": known[column]}).sort_values(
+        ["group", "value"], kind="stable"
+    )
+    diffs = ordered["value"].diff()
+    if column == "saved_at":
+        diffs = diffs.dt.total_seconds()
+    same = ordered["group"].eq(ordered["group"].shift())
+    gaps = diffs[same & diffs.notna()].astype(float)
+    gaps = gaps[gaps > 0]
+    return (float(np.median(gaps)), len(gaps)) if len(gaps) else (None, 0)
 
 
 def advise(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import pandas as pd
-from django.db.models import Max, Min, Q, QuerySet
+from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 
 from logbook import sdc
 from logbook.models import SdcReplay
@@ -113,12 +113,11 @@ def hosts_in_place(*, filters: HardwareFilters) -> QuerySet[Host] | None:
 def clusters_for_user(*, user: User) -> list[Cluster]:
     """Clusters holding a host that touched one of the user's runs (for the filter menus)."""
     runs = Run.objects.filter(project__in=projects_for_user(user=user))
-    used = Attempt.hosts.through.objects.filter(attempt__run__in=runs).values("host_id")
+    # EXISTS per cluster, stopping at the first hit: an IN over the attempts' hosts hashes
+    # ~1M attempt-host rows at Llama 3 scale.
+    used = Attempt.hosts.through.objects.filter(host__cluster=OuterRef("pk"), attempt__run__in=runs)
     return list(
-        Cluster.objects.filter(hosts__in=used)
-        .select_related("site")
-        .distinct()
-        .order_by("site__name", "name")
+        Cluster.objects.filter(Exists(used)).select_related("site").order_by("site__name", "name")
     )
 
 

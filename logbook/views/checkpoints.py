@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from logbook import charts
 from logbook.checkpoint_interval import ADVICE_FIELDS, advice_as_dict
+from logbook.paging import Counted, table_page
 from logbook.selectors import checkpoints as selectors
 from logbook.selectors.failures import FailureFilters, FilterError, failure_filters_parse
 from logbook.views.failures import derived_display
@@ -43,8 +42,7 @@ def run_checkpoints(request: HttpRequest, run_id: int) -> HttpResponse:
     frame = result.checkpoints
     payload = []
     if frame["saved_at"].notna().any():
-        figure = charts.save_cost_figure(frame)
-        payload.append({"id": "chart-save-cost", "figure": json.loads(figure.to_json())})
+        payload.append({"id": "chart-save-cost", "figure": charts.save_cost_figure(frame)})
     if advice.curve is not None:
         figure = charts.waste_curve_figure(
             advice.curve,
@@ -52,7 +50,11 @@ def run_checkpoints(request: HttpRequest, run_id: int) -> HttpResponse:
             actual_s=advice.actual_tau_s.value,
             young_s=advice.young_s.value,
         )
-        payload.append({"id": "chart-waste", "figure": json.loads(figure.to_json())})
+        payload.append({"id": "chart-waste", "figure": figure})
+    # The chart and the advisor cover every checkpoint; the table shows a page of them.
+    history = Counted(
+        selectors.checkpoint_history(run=run, start=filters.start, end=filters.end), len(frame)
+    )
     return render(
         request,
         "logbook/checkpoints.html",
@@ -60,8 +62,7 @@ def run_checkpoints(request: HttpRequest, run_id: int) -> HttpResponse:
             "run": run,
             "filters": filters,
             "errors": errors,
-            # NaN and NaT as None, so the template's defaults for a missing value apply.
-            "checkpoints": frame.astype(object).where(frame.notna(), None).to_dict("records"),
+            "history": table_page(request, history),
             "advice": {
                 name: derived_display(body[name], ADVICE_LABELS[name]) for name in ADVICE_FIELDS
             },

@@ -3,7 +3,6 @@ was fixed, and what that means at another scale."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
@@ -75,7 +74,7 @@ def failure_breakdown(request: HttpRequest) -> HttpResponse:
     payload = []
     if table["rows"]:
         figure = charts.breakdown_figure(pd.DataFrame(table["rows"]))
-        payload.append({"id": "chart-breakdown", "figure": json.loads(figure.to_json())})
+        payload.append({"id": "chart-breakdown", "figure": figure})
     rates = [derived_display(data["rates"][name], RATE_LABELS[name]) for name in RATE_NAMES]
     return render(
         request,

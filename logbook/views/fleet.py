@@ -3,7 +3,6 @@ host's history with the quarantine form."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
@@ -14,8 +13,9 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect, render
 
-from logbook import fleet_charts
+from logbook import charts, fleet_charts
 from logbook import services as logbook_services
+from logbook.paging import table_page
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.sdc import FilterError, HardwareFilters
@@ -65,13 +65,14 @@ def fleet_health(request: HttpRequest) -> HttpResponse:
             "rule": rule,
             "error": error,
             "fleet": fleet,
+            # The counts and the chart cover every host; the tables show a page each.
+            "host_page": table_page(request, fleet.hosts, param="page"),
+            "device_page": table_page(request, fleet.devices, param="devices_page"),
             "offenders": [one for one in fleet.hosts if one.repeat_offender],
             "gpu_events": list(device_events_for_user(user=request.user)[:GPU_EVENTS_SHOWN]),
             "quarantined_hosts": [one for one in fleet.hosts if one.row.quarantined_at],
             "quarantined_devices": [one for one in fleet.devices if one.row.quarantined_at],
-            "charts_payload": [
-                {"id": "chart-host-incidents", "figure": json.loads(figure.to_json())}
-            ],
+            "charts_payload": [{"id": "chart-host-incidents", "figure": charts.as_payload(figure)}],
             **filter_menus(user=request.user),
         },
     )
@@ -135,9 +136,7 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
             "gpu_events": list(
                 device_events_for_user(user=request.user, host=host)[:GPU_EVENTS_SHOWN]
             ),
-            "charts_payload": [
-                {"id": "chart-host-timeline", "figure": json.loads(figure.to_json())}
-            ],
+            "charts_payload": [{"id": "chart-host-timeline", "figure": charts.as_payload(figure)}],
         },
     )
 

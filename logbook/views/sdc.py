@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from logbook import fleet_charts
+from logbook import charts, fleet_charts
 from logbook.models import SdcReplay
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.sdc import FilterError, HardwareFilters
@@ -51,7 +50,7 @@ def sdc_ledger(request: HttpRequest) -> HttpResponse:
             "ledger": ledger,
             "rows": rows,
             "verdicts": SdcReplay.Verdict.choices,
-            "charts_payload": [{"id": "chart-weekly-sdc", "figure": json.loads(figure.to_json())}],
+            "charts_payload": [{"id": "chart-weekly-sdc", "figure": charts.as_payload(figure)}],
             **filter_menus(user=request.user),
         },
     )
