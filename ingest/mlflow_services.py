@@ -503,11 +503,15 @@ def mlflow_run_log(
         if new_params:
             mlflow_run.params = {**mlflow_run.params, **new_params}
             changed.append("params")
-            # Shown with the run's config in Chronicle.
+            # Shown with the run's config in Chronicle. Read the config again now that the
+            # lock is held: the run row joined when the lock was requested is the version
+            # from before any request that held it meanwhile (transformers logs its params
+            # in concurrent log-batch calls), and merging into it would drop their params.
+            config = Run.objects.values_list("config", flat=True).get(pk=mlflow_run.run_id)
             telemetry_services.run_upsert(
                 project=token.project,
                 name=mlflow_run.run.name,
-                info={"config": {**mlflow_run.run.config, **new_params}},
+                info={"config": {**config, **new_params}},
             )
         if tags:
             merged = {**mlflow_run.tags, **dict(tags)}
