@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
@@ -108,6 +110,23 @@ class _DuplicateBatch(Exception):
     pass
 
 
+# PostgreSQL's deadlock_detected and serialization_failure: the whole transaction was rolled
+# back and succeeds when run again. Two batches of one run written at once can take row
+# locks in opposite orders (one updates the attempt row, then inserts metric series; the
+# other inserts the same series, then ends the attempt).
+RETRYABLE_SQLSTATES = {"40P01", "40001"}
+# A request writing at once retries this many times before answering 5xx (the client's
+# retry then takes over).
+WRITE_AT_ONCE_TRIES = 3
+
+
+def is_retryable(exc: BaseException) -> bool:
+    return (
+        isinstance(exc, OperationalError)
+        and getattr(exc.__cause__, "sqlstate", None) in RETRYABLE_SQLSTATES
+    )
+
+
 def batch_accept(
     *, token: IngestToken, batch_in: BatchIn, body: bytes, write_now: bool = False
 ) -> Acceptance:
@@ -116,6 +135,21 @@ def batch_accept(
     body is kept and handed to a worker once the row is committed."""
     digest = hashlib.sha256(body).hexdigest()
     at_once = write_now and writes_at_once(batch_in)
+    for tries_left in range(WRITE_AT_ONCE_TRIES - 1 if at_once else 0, -1, -1):
+        try:
+            return _batch_store(token=token, batch_in=batch_in, body=body, digest=digest,
+                                at_once=at_once)  # fmt: skip
+        except OperationalError as exc:
+            if not (tries_left and is_retryable(exc)):
+                raise
+            # Out of step with the transaction that won the lock.
+            time.sleep(random.uniform(0.01, 0.1))
+    raise AssertionError("unreachable")
+
+
+def _batch_store(
+    *, token: IngestToken, batch_in: BatchIn, body: bytes, digest: str, at_once: bool
+) -> Acceptance:
     try:
         with transaction.atomic():
             try:

@@ -9,12 +9,6 @@ from django.db import OperationalError
 
 from ingest import services
 
-# PostgreSQL's deadlock_detected and serialization_failure: the whole transaction was rolled
-# back and succeeds when run again. Two batches of one run processed at once can take row
-# locks in opposite orders (one updates the attempt row, then inserts metric series; the
-# other inserts the same series, then ends the attempt).
-RETRYABLE_SQLSTATES = {"40P01", "40001"}
-
 
 @shared_task(
     name="ingest.batch_process", bind=True, ignore_result=True, acks_late=True, max_retries=None
@@ -23,7 +17,7 @@ def batch_process_task(self: Task, batch_pk: int) -> str:
     try:
         return services.batch_process(batch_pk=batch_pk)
     except OperationalError as exc:
-        if getattr(exc.__cause__, "sqlstate", None) not in RETRYABLE_SQLSTATES:
+        if not services.is_retryable(exc):
             raise
         # Soon, and out of step with the other transaction. batch_process counts every try
         # against INGEST_MAX_PROCESS_ATTEMPTS, so this ends, at worst with the batch dead.

@@ -88,3 +88,74 @@ def test_a_deadlocked_batch_is_retried_by_the_worker(project, celery_worker, wai
     assert batch.process_attempts == 2
     assert Attempt.objects.get(pk=attempt.pk).status == Attempt.Status.COMPLETED
     assert Run.objects.get(name="locked").series.filter(name="new_metric").count() == 1
+
+
+def _blocked_on_run_update() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND query LIKE 'UPDATE \"telemetry_run\"%%'"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deadlocked_batch_written_at_once_is_retried_in_the_request(project, wait):
+    import threading
+
+    from django.db import connections
+
+    # given a run with attempt 1, and another transaction holding the run's row
+    token, _ = services.token_create(project=project, name="t")
+
+    def body(batch_id: str, name: str) -> bytes:
+        document = {"batch_id": batch_id, "run": "locked-now", "attempt": 1,
+                    "series": [{"name": name, "steps": [1, 2], "values": [2.0, 1.5]}]}  # fmt: skip
+        return json.dumps(document).encode()
+
+    services.batch_submit(token=token, body=body("first", "loss"), write_now=True)
+    attempt = Attempt.objects.get(run__name="locked-now", number=1)
+    settings = connection.settings_dict
+    other = psycopg.connect(
+        host=settings["HOST"] or "127.0.0.1",
+        port=int(settings["PORT"] or 5432),
+        user=settings["USER"],
+        password=settings["PASSWORD"] or None,
+        dbname=settings["NAME"],
+    )
+    outcome: dict[str, Any] = {}
+
+    def request() -> None:
+        try:
+            outcome["acceptance"] = services.batch_submit(
+                token=token, body=body("second", "new_metric"), write_now=True
+            )
+        except Exception as exc:  # recorded for the assertion below
+            outcome["error"] = exc
+        finally:
+            connections.close_all()
+
+    try:
+        other.execute("UPDATE telemetry_run SET description = '' WHERE id = %s", [attempt.run_id])
+        # when a request writes a batch that adds a series, then moves the run's progress
+        thread = threading.Thread(target=request)
+        thread.start()
+        wait(_blocked_on_run_update, what="the request to wait for the run row")
+        # and the other transaction inserts the same series: a deadlock, the request's
+        # transaction is aborted
+        other.execute(
+            "INSERT INTO telemetry_metricseries (run_id, attempt_id, name) "
+            "VALUES (%s, %s, 'new_metric') ON CONFLICT DO NOTHING",
+            [attempt.run_id, attempt.pk],
+        )
+        other.commit()
+    finally:
+        other.close()
+    thread.join(timeout=30)
+
+    # then the request wrote the batch on its next try, and answered as if nothing happened
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["acceptance"].batch.status == "done"
+    series = Run.objects.get(name="locked-now").series.get(name="new_metric")
+    assert series.points.count() == 2
+    assert IngestBatch.objects.filter(batch_id="second").count() == 1
