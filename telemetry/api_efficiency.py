@@ -175,7 +175,8 @@ class RunMfuApi(APIView):
         except BadQuery as exc:
             name, _, message = str(exc).partition(": ")
             raise ValidationError({name: message}) from exc
-        return Response(mfu_payload(efficiency.run_mfu(run=run, window=window)))
+        report, _ = efficiency.run_mfu_cached(run=run, window=window)
+        return Response(mfu_payload(report))
 
 
 class RunGoodputApi(APIView):
@@ -198,7 +199,7 @@ class RunGoodputApi(APIView):
         except BadQuery as exc:
             name, _, message = str(exc).partition(": ")
             raise ValidationError({name: message}) from exc
-        report = efficiency.run_goodput(
+        report, _ = efficiency.run_goodput_cached(
             run=run, window=window, exclude_planned=exclude_planned_from_query(request.query_params)
         )
         return Response(goodput_payload(report))

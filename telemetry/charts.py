@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -53,6 +54,131 @@ def attempt_colour(position: int) -> str:
     return ATTEMPT_COLOURS[position % len(ATTEMPT_COLOURS)]
 
 
+# A run with more attempts than this draws the latest OWN_ATTEMPTS as lines of their own and
+# folds the earlier ones into one grey line (hover names the attempt): hundreds of traces
+# and legend entries took seconds to build and were unreadable.
+MANY_ATTEMPTS = 12
+OWN_ATTEMPTS = 8
+FOLDED_COLOUR = "#9e9e9e"
+
+
+def split_attempts(groups: list[Any]) -> tuple[list[Any], list[Any]]:
+    """(earlier attempts folded into one trace, attempts drawn on their own)."""
+    if len(groups) <= MANY_ATTEMPTS:
+        return [], groups
+    return groups[:-OWN_ATTEMPTS], groups[-OWN_ATTEMPTS:]
+
+
+def folded_trace(lines: list[tuple[Any, Any, Any]], *, hovertemplate: str) -> go.Scatter:
+    """One grey line through several attempts' (attempt, xs, ys), broken between attempts."""
+    xs: list[Any] = []
+    ys: list[Any] = []
+    text: list[Any] = []
+    for attempt, x, y in lines:
+        xs += [*x, None]
+        ys += [*y, None]
+        text += [f"attempt {attempt}"] * len(x) + [None]
+    return go.Scatter(
+        x=xs,
+        y=ys,
+        mode="lines",
+        name=f"attempts {lines[0][0]} to {lines[-1][0]}",
+        line={"color": FOLDED_COLOUR, "width": 1},
+        text=text,
+        hovertemplate=hovertemplate,
+    )
+
+
+# Above this many marks of one kind, a chart draws them as one trace instead of a shape each:
+# Plotly adds shapes one by one (quadratic in Python) and the browser redraws each, so a run
+# with hundreds of restarts took minutes to build and seconds to draw.
+MANY_MARKS = 40
+# The y axis marks drawn as traces span: laid over the data's axis, from 0 to 1, hidden.
+MARKS_AXIS = "y2"
+
+
+@dataclass
+class Marks:
+    """Vertical lines and shaded bands across a chart, collected and drawn at once: as
+    layout shapes when they are few, as one scatter trace per kind when they are many."""
+
+    shapes: list[dict[str, Any]] = field(default_factory=list)
+    annotations: list[dict[str, Any]] = field(default_factory=list)
+    traces: list[go.Scatter] = field(default_factory=list)
+
+    def lines(
+        self, xs: list[Any], *, line: dict[str, Any], name: str, labels: list[str] | None = None
+    ) -> None:
+        if not xs:
+            return
+        if len(xs) <= MANY_MARKS:
+            for index, x in enumerate(xs):
+                self.shapes.append({"type": "line", "xref": "x", "yref": "y domain",
+                                    "x0": x, "x1": x, "y0": 0, "y1": 1, "line": line})  # fmt: skip
+                if labels is not None:
+                    self.annotations.append(
+                        {"x": x, "xref": "x", "y": 1, "yref": "y domain", "text": labels[index],
+                         "showarrow": False, "xanchor": "right", "yanchor": "top",
+                         "font": {"size": 10}}
+                    )  # fmt: skip
+            return
+        text = labels or [None] * len(xs)
+        self.traces.append(
+            go.Scatter(
+                x=[v for x in xs for v in (x, x, None)],
+                y=[v for _ in xs for v in (0, 1, None)],
+                yaxis=MARKS_AXIS,
+                mode="lines",
+                line=line,
+                name=name,
+                showlegend=False,
+                text=[v for label in text for v in (label, label, None)],
+                hovertemplate="%{x}<br>%{text}<extra></extra>" if labels else "%{x}<extra></extra>",
+            )
+        )
+
+    def bands(self, x0s: list[Any], x1s: list[Any], *, colour: str, name: str) -> None:
+        if not x0s:
+            return
+        if len(x0s) <= MANY_MARKS:
+            for x0, x1 in zip(x0s, x1s, strict=True):
+                self.shapes.append(
+                    {"type": "rect", "xref": "x", "yref": "y domain", "x0": x0, "x1": x1,
+                     "y0": 0, "y1": 1, "fillcolor": colour, "opacity": 0.08,
+                     "line": {"width": 0}, "layer": "below"}
+                )  # fmt: skip
+            return
+        self.traces.append(
+            go.Scatter(
+                x=[v for x0, x1 in zip(x0s, x1s, strict=True) for v in (x0, x0, x1, x1, x0, None)],
+                y=[v for _ in x0s for v in (0, 1, 1, 0, 0, None)],
+                yaxis=MARKS_AXIS,
+                mode="lines",
+                fill="toself",
+                fillcolor=colour,
+                opacity=0.08,
+                line={"width": 0},
+                name=name,
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+
+    def draw(self, figure: go.Figure) -> None:
+        for trace in self.traces:
+            figure.add_trace(trace)
+        layout: dict[str, Any] = {}
+        if self.shapes:
+            layout["shapes"] = self.shapes
+        if self.annotations:
+            layout["annotations"] = self.annotations
+        if self.traces:
+            layout["yaxis2"] = {"overlaying": "y", "range": [0, 1], "visible": False,
+                                "fixedrange": True}  # fmt: skip
+        if layout:
+            figure.update_layout(**layout)
+
+
 def metric_figure(
     points: pd.DataFrame,
     *,
@@ -76,7 +202,32 @@ def metric_figure(
         (a range is shaded, a point is a line; both have a hover marker at the bottom).
     """
     figure = go.Figure()
-    for index, (attempt, group) in enumerate(points.groupby("attempt", sort=True)):
+    groups = list(points.groupby("attempt", sort=True))
+    earlier, own = split_attempts(groups)
+    if earlier:
+        values = [group["value"].to_numpy(dtype=float) for _, group in earlier]
+        finite = [np.isfinite(v) for v in values]
+        figure.add_trace(
+            folded_trace(
+                [(a, g["x"][f], g["value"][f]) for (a, g), f in zip(earlier, finite, strict=True)],
+                hovertemplate="%{x}<br>%{y:.4g}<extra>%{text}</extra>",
+            )
+        )
+        bad = [(a, g[~f]) for (a, g), f in zip(earlier, finite, strict=True) if (~f).any()]
+        if bad:
+            anchor = values[0][finite[0]][-1] if finite[0].any() else 0.0
+            figure.add_trace(
+                go.Scatter(
+                    x=[x for _, b in bad for x in b["x"]],
+                    y=[anchor] * sum(len(b) for _, b in bad),
+                    mode="markers",
+                    name=f"attempts {earlier[0][0]} to {earlier[-1][0]}: non-finite",
+                    marker={"color": "#d62728", "symbol": "x", "size": 10},
+                    text=[f"{v} (attempt {a})" for a, b in bad for v in b["value"]],
+                    hovertemplate="%{x}<br>%{text}<extra></extra>",
+                )
+            )
+    for index, (attempt, group) in enumerate(own, start=len(earlier)):
         colour = attempt_colour(index)
         finite = np.isfinite(group["value"].to_numpy(dtype=float))
         if finite.any():
@@ -105,23 +256,22 @@ def metric_figure(
                     hovertemplate="%{x}<br>%{text}<extra></extra>",
                 )
             )
+    marks = Marks()
     if downtime is not None:
-        for row in downtime.itertuples():
-            figure.add_vrect(
-                x0=row.x0, x1=row.x1, fillcolor="#d62728", opacity=0.08, line_width=0, layer="below"
-            )
+        marks.bands(list(downtime["x0"]), list(downtime["x1"]), colour="#d62728", name="downtime")
     if restarts is not None:
-        for row in restarts.itertuples():
-            figure.add_vline(
-                x=row.x,
-                line={"color": "#555", "dash": "dash", "width": 1},
-                annotation_text=f"attempt {row.attempt}",
-                annotation_position="top left",
-                annotation_font_size=10,
-            )
+        marks.lines(
+            list(restarts["x"]),
+            line={"color": "#555", "dash": "dash", "width": 1},
+            name="restarts",
+            labels=[f"attempt {attempt}" for attempt in restarts["attempt"]],
+        )
     if interruptions is not None and not interruptions.empty:
-        for row in interruptions.itertuples():
-            figure.add_vline(x=row.x, line={"color": "#d62728", "dash": "dot", "width": 1})
+        marks.lines(
+            list(interruptions["x"]),
+            line={"color": "#d62728", "dash": "dot", "width": 1},
+            name="interruption lines",
+        )
         # Labels as hover markers along the top: text annotations overlap when restarts
         # cluster, and a hover names each one exactly.
         values = points["value"].to_numpy(dtype=float)
@@ -139,7 +289,8 @@ def metric_figure(
             )
         )
     if notes is not None and not notes.empty:
-        _add_notes(figure, points, notes)
+        _add_notes(figure, marks, points, notes)
+    marks.draw(figure)
     figure.update_layout(
         title={"text": title, "x": 0.01, "font": {"size": 14}},
         height=300,
@@ -158,15 +309,17 @@ def metric_figure(
 NOTE_COLOURS = {"annotation": "#1f6feb", "logbook": "#2e7d32"}
 
 
-def _add_notes(figure: go.Figure, points: pd.DataFrame, notes: pd.DataFrame) -> None:
-    for row in notes.itertuples():
-        colour = NOTE_COLOURS.get(str(row.kind), "#1f6feb")
-        if row.x1 is not None and not pd.isna(row.x1):
-            figure.add_vrect(
-                x0=row.x0, x1=row.x1, fillcolor=colour, opacity=0.08, line_width=0, layer="below"
-            )
-        else:
-            figure.add_vline(x=row.x0, line={"color": colour, "dash": "dashdot", "width": 1})
+def _add_notes(figure: go.Figure, marks: Marks, points: pd.DataFrame, notes: pd.DataFrame) -> None:
+    for kind, group in notes.groupby("kind", sort=True):
+        colour = NOTE_COLOURS.get(str(kind), "#1f6feb")
+        ranged = [x1 is not None and not pd.isna(x1) for x1 in group["x1"]]
+        spans = group[ranged]
+        marks.bands(list(spans["x0"]), list(spans["x1"]), colour=colour, name=f"{kind} ranges")
+        marks.lines(
+            list(group[[not r for r in ranged]]["x0"]),
+            line={"color": colour, "dash": "dashdot", "width": 1},
+            name=f"{kind} lines",
+        )
     values = points["value"].to_numpy(dtype=float)
     finite = values[np.isfinite(values)]
     bottom = float(finite.min()) if finite.size else 0.0

@@ -10,17 +10,29 @@ of queries, whatever the number of attempts, steps or intervals.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
+from django.db import connection
 from django.utils import timezone
 
 from telemetry import goodput as gp
 from telemetry import mfu as mf
+from telemetry import run_cache
 from telemetry.downsample import minmax_indices, split_budget
-from telemetry.models import AcceleratorType, Attempt, JobInterval, MetricPoint, Run, StepStart
+from telemetry.models import (
+    AcceleratorType,
+    Attempt,
+    JobInterval,
+    MetricPoint,
+    MetricSeries,
+    Run,
+    StepStart,
+)
 
 TOKENS_PER_S = "tokens_per_s"
 STEP_TIME_S = "step_time_s"
@@ -70,6 +82,7 @@ class MfuReport:
     attempts: list[Attempt]
     interruptions: pd.DataFrame  # occurred_at, step, label, planned
     accelerator_source: str = ""
+    restarts: pd.DataFrame = field(default_factory=pd.DataFrame)  # attempt, step, time
 
 
 def _mfu_inputs(run: Run) -> tuple[mf.MfuInputs | None, list[str], str]:
@@ -137,27 +150,7 @@ def run_mfu(*, run: Run, window: Window | None = None) -> MfuReport:
     tokens_per_step = _tokens_per_step(run)
     attempts = list(run.attempts.order_by("number"))
     interruptions = _interruption_marks(run)
-    points = MetricPoint.objects.filter(
-        series__run=run, series__name__in=[TOKENS_PER_S, STEP_TIME_S]
-    )
-    if window.start is not None:
-        points = points.filter(wall_time__gte=window.start)
-    if window.end is not None:
-        points = points.filter(wall_time__lte=window.end)
-    rows = list(
-        points.values_list("series__attempt__number", "series__name", "step", "value", "wall_time")
-    )
-    frame = pd.DataFrame(rows, columns=["attempt", "name", "step", "value", "wall_time"])
-    frame["value"] = frame["value"].astype(float)  # NULL (SQLite's NaN) becomes NaN
-    table = pd.DataFrame(columns=["attempt", "step", "wall_time", TOKENS_PER_S, STEP_TIME_S])
-    if not frame.empty:
-        # One row per (attempt, step) that has a point; unstack keeps NaN values (a pivot
-        # table would drop them, or with dropna=False invent every attempt x step pair).
-        wide = frame.set_index(["attempt", "step", "name"])["value"].unstack("name")
-        times = frame.groupby(["attempt", "step"])["wall_time"].min()
-        wide = wide.reindex(columns=[TOKENS_PER_S, STEP_TIME_S])
-        wide["wall_time"] = times
-        table = wide.reset_index().sort_values(["attempt", "step"], ignore_index=True)
+    table = _throughput_table(run, window)
     source = ""
     throughput = np.full(len(table), np.nan)
     if len(table):
@@ -216,7 +209,115 @@ def run_mfu(*, run: Run, window: Window | None = None) -> MfuReport:
         attempts=attempts,
         interruptions=interruptions,
         accelerator_source=accelerator_source,
+        restarts=restarts_frame(attempts),
     )
+
+
+def restarts_frame(attempts: list[Attempt]) -> pd.DataFrame:
+    """Where each attempt after the first began: attempt, step (resumed from), time."""
+    return pd.DataFrame(
+        [
+            {"attempt": a.number, "step": a.resumed_from_step, "time": a.started_at}
+            for a in attempts
+            if a.number > 1
+        ],
+        columns=["attempt", "step", "time"],
+    )
+
+
+_TABLE_COLUMNS = ["attempt", "step", TOKENS_PER_S, STEP_TIME_S, "wall_time"]
+
+
+def _throughput_table(run: Run, window: Window) -> pd.DataFrame:
+    """One row per (attempt, step) with a tokens_per_s or step_time_s point in the window:
+    attempt, step, tokens_per_s, step_time_s (NaN where absent), wall_time (the earlier of
+    the two), ordered by attempt and step."""
+    if connection.vendor != "postgresql":
+        return _throughput_table_portable(run, window)
+    series = {
+        pk: (number, name)
+        for pk, number, name in MetricSeries.objects.filter(
+            run=run, name__in=[TOKENS_PER_S, STEP_TIME_S]
+        ).values_list("pk", "attempt__number", "name")
+    }
+    if not series:
+        return pd.DataFrame(columns=_TABLE_COLUMNS)
+    # A million steps per metric: each series' steps, values and epoch seconds as one
+    # big-endian binary string each, merged per attempt with numpy.
+    conditions, params = ["series_id = ANY(%s)"], [list(series)]
+    if window.start is not None:
+        conditions.append("wall_time >= %s")
+        params.append(window.start)
+    if window.end is not None:
+        conditions.append("wall_time <= %s")
+        params.append(window.end)
+    sql = (
+        "SELECT series_id, string_agg(int8send(step), ''), string_agg(float8send(value), ''), "
+        "string_agg(float8send(coalesce(date_part('epoch', wall_time), 'NaN')), '') "
+        f"FROM {MetricPoint._meta.db_table} WHERE {' AND '.join(conditions)} GROUP BY series_id"
+    )
+    by_attempt: dict[int, dict[str, tuple[Any, Any, Any]]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for series_id, steps, values, times in cursor.fetchall():
+            number, name = series[series_id]
+            by_attempt.setdefault(number, {})[name] = (
+                np.frombuffer(bytes(steps), dtype=">i8").astype(np.int64),
+                np.frombuffer(bytes(values), dtype=">f8").astype(np.float64),
+                np.frombuffer(bytes(times), dtype=">f8").astype(np.float64),
+            )
+    parts = []
+    for number in sorted(by_attempt):
+        found = by_attempt[number]
+        steps = np.unique(np.concatenate([found[name][0] for name in found]))
+        columns: dict[str, Any] = {"attempt": np.full(steps.size, number, dtype=np.int64),
+                                   "step": steps}  # fmt: skip
+        epoch = np.full(steps.size, np.nan)
+        for name in (TOKENS_PER_S, STEP_TIME_S):
+            column = np.full(steps.size, np.nan)
+            if name in found:
+                at = np.searchsorted(steps, found[name][0])
+                column[at] = found[name][1]
+                epoch[at] = np.fmin(epoch[at], found[name][2])
+            columns[name] = column
+        columns["epoch"] = epoch
+        parts.append(columns)
+    if not parts:
+        return pd.DataFrame(columns=_TABLE_COLUMNS)
+    merged = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+    epoch = merged.pop("epoch")
+    known = np.isfinite(epoch)
+    # Whole microseconds, as stored (float seconds are exact to well under a microsecond).
+    micros = np.round(np.where(known, epoch, 0.0) * 1e6).astype(np.int64)
+    table = pd.DataFrame(merged, columns=_TABLE_COLUMNS)
+    table["wall_time"] = pd.to_datetime(micros, unit="us", utc=True)
+    table.loc[~known, "wall_time"] = pd.NaT
+    return table
+
+
+def _throughput_table_portable(run: Run, window: Window) -> pd.DataFrame:
+    points = MetricPoint.objects.filter(
+        series__run=run, series__name__in=[TOKENS_PER_S, STEP_TIME_S]
+    )
+    if window.start is not None:
+        points = points.filter(wall_time__gte=window.start)
+    if window.end is not None:
+        points = points.filter(wall_time__lte=window.end)
+    rows = list(
+        points.values_list("series__attempt__number", "series__name", "step", "value", "wall_time")
+    )
+    frame = pd.DataFrame(rows, columns=["attempt", "name", "step", "value", "wall_time"])
+    frame["value"] = frame["value"].astype(float)  # NULL (SQLite's NaN) becomes NaN
+    table = pd.DataFrame(columns=["attempt", "step", "wall_time", TOKENS_PER_S, STEP_TIME_S])
+    if not frame.empty:
+        # One row per (attempt, step) that has a point; unstack keeps NaN values (a pivot
+        # table would drop them, or with dropna=False invent every attempt x step pair).
+        wide = frame.set_index(["attempt", "step", "name"])["value"].unstack("name")
+        times = frame.groupby(["attempt", "step"])["wall_time"].min()
+        wide = wide.reindex(columns=[TOKENS_PER_S, STEP_TIME_S])
+        wide["wall_time"] = times
+        table = wide.reset_index().sort_values(["attempt", "step"], ignore_index=True)
+    return table
 
 
 def _downsample(table: pd.DataFrame) -> pd.DataFrame:
@@ -269,25 +370,87 @@ def as_datetime(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
-def goodput_inputs(*, run: Run, attempts: list[Attempt]) -> tuple[gp.GoodputInputs, str]:
-    """The pure inputs for a run (six queries at most), and where the step starts came from."""
-    starts: dict[int, list[tuple[int, float]]] = {a.number: [] for a in attempts}
-    for number, step, started_at in StepStart.objects.filter(attempt__run=run).values_list(
-        "attempt__number", "step", "started_at"
-    ):
-        starts.setdefault(number, []).append((step, started_at.timestamp()))
-    recorded = {number for number, values in starts.items() if values}
-    derived: set[int] = set()
-    if len(recorded) < len(attempts):
-        # A job that never sent step_times still reports step_time_s with a wall time (the end
-        # of the step): start = end - duration. Whole-second wall times make this approximate.
+FloatArray = npt.NDArray[np.float64]
+
+
+def _step_starts_recorded(run: Run) -> dict[int, FloatArray]:
+    """(step, start) rows per attempt number, as (n, 2) arrays, from the step_times events."""
+    if connection.vendor != "postgresql":
+        rows: dict[int, list[tuple[int, float]]] = {}
+        for number, step, started_at in StepStart.objects.filter(attempt__run=run).values_list(
+            "attempt__number", "step", "started_at"
+        ):
+            rows.setdefault(number, []).append((step, started_at.timestamp()))
+        return {n: np.array(v, dtype=np.float64).reshape(-1, 2) for n, v in rows.items()}
+    # A million steps: each attempt's steps and epoch seconds as one big-endian binary string
+    # each (no per-row work in Python). date_part gives float8 seconds, rounded as
+    # datetime.timestamp() rounds them.
+    sql = (
+        "SELECT a.number, string_agg(int8send(s.step), ''), "
+        "string_agg(float8send(date_part('epoch', s.started_at)), '') "
+        f"FROM {StepStart._meta.db_table} s JOIN {Attempt._meta.db_table} a "
+        "ON a.id = s.attempt_id WHERE a.run_id = %s GROUP BY a.number"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run.pk])
+        return {
+            number: _pairs(bytes(steps), bytes(times)) for number, steps, times in cursor.fetchall()
+        }
+
+
+def _step_starts_derived(run: Run, numbers: list[int]) -> dict[int, FloatArray]:
+    """A job that never sent step_times still reports step_time_s with a wall time (the end
+    of the step): start = end - duration. Whole-second wall times make this approximate."""
+    if not numbers:
+        return {}
+    if connection.vendor != "postgresql":
+        rows: dict[int, list[tuple[int, float]]] = {}
         for number, step, value, wall_time in MetricPoint.objects.filter(
-            series__run=run, series__name=STEP_TIME_S, wall_time__isnull=False
-        ).values_list("series__attempt__number", "step", "value", "wall_time"):
-            if number in recorded or value is None or not math.isfinite(value):
+            series__run=run, series__name=STEP_TIME_S, series__attempt__number__in=numbers,
+            wall_time__isnull=False,
+        ).values_list("series__attempt__number", "step", "value", "wall_time"):  # fmt: skip
+            if value is None or not math.isfinite(value):
                 continue
-            starts.setdefault(number, []).append((step, wall_time.timestamp() - value))
-            derived.add(number)
+            rows.setdefault(number, []).append((step, wall_time.timestamp() - value))
+        return {n: np.array(v, dtype=np.float64).reshape(-1, 2) for n, v in rows.items()}
+    sql = (
+        "SELECT a.number, string_agg(int8send(p.step), ''), "
+        "string_agg(float8send(date_part('epoch', p.wall_time)), ''), "
+        "string_agg(float8send(p.value), '') "
+        f"FROM {MetricPoint._meta.db_table} p "
+        f"JOIN {MetricSeries._meta.db_table} s ON s.id = p.series_id "
+        f"JOIN {Attempt._meta.db_table} a ON a.id = s.attempt_id "
+        "WHERE s.run_id = %s AND s.name = %s AND a.number = ANY(%s) "
+        "AND p.wall_time IS NOT NULL "
+        "AND p.value NOT IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8) "
+        "GROUP BY a.number"
+    )
+    found = {}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run.pk, STEP_TIME_S, numbers])
+        for number, steps, ends, values in cursor.fetchall():
+            pairs = _pairs(bytes(steps), bytes(ends))
+            pairs[:, 1] -= np.frombuffer(bytes(values), dtype=">f8")
+            found[number] = pairs
+    return found
+
+
+def _pairs(steps: bytes, times: bytes) -> FloatArray:
+    pairs = np.empty((len(steps) // 8, 2), dtype=np.float64)
+    pairs[:, 0] = np.frombuffer(steps, dtype=">i8")
+    pairs[:, 1] = np.frombuffer(times, dtype=">f8")
+    return pairs
+
+
+def goodput_inputs(*, run: Run, attempts: list[Attempt]) -> tuple[gp.GoodputInputs, str]:
+    """The pure inputs for a run (seven queries at most), and where the step starts came
+    from."""
+    starts = {number: pairs for number, pairs in _step_starts_recorded(run).items() if len(pairs)}
+    recorded = set(starts)
+    unrecorded = [a.number for a in attempts if a.number not in recorded]
+    derived_starts = _step_starts_derived(run, unrecorded)
+    derived = {number for number, pairs in derived_starts.items() if len(pairs)}
+    starts |= {number: derived_starts[number] for number in derived}
     source = "none"
     if recorded and derived:
         source = "mixed"
@@ -309,10 +472,17 @@ def goodput_inputs(*, run: Run, attempts: list[Attempt]) -> tuple[gp.GoodputInpu
         ).values_list("step", "started_at", "ended_at")
     }
     saves: list[gp.CheckpointSave] = []
-    step_times = {step: moment for values in starts.values() for step, moment in sorted(values)}
-    for step, blocking_s, saved_at in run.checkpoints.filter(  # type: ignore[attr-defined]
-        blocking_save_s__isnull=False
-    ).values_list("step", "blocking_save_s", "saved_at"):
+    rows = list(
+        run.checkpoints.filter(blocking_save_s__isnull=False).values_list(  # type: ignore[attr-defined]
+            "step", "blocking_save_s", "saved_at"
+        )
+    )
+    step_times = _step_times(
+        starts,
+        attempts,
+        {s for step, _, saved_at in rows if not saved_at for s in (step, step + 1)},
+    )
+    for step, blocking_s, saved_at in rows:
         at = _epoch(saved_at) or step_times.get(step + 1) or step_times.get(step)
         if at is not None:
             saves.append(gp.CheckpointSave(step=step, blocking_s=blocking_s, at=at))
@@ -342,7 +512,7 @@ def goodput_inputs(*, run: Run, attempts: list[Attempt]) -> tuple[gp.GoodputInpu
             job_start=_epoch(a.started_at),
             job_end=_epoch(a.ended_at),
             completed=a.status == Attempt.Status.COMPLETED,
-            step_starts=sorted(starts.get(a.number, [])),
+            step_starts=starts.get(a.number, ()),
         )
         for a in attempts
     ]
@@ -352,7 +522,7 @@ def goodput_inputs(*, run: Run, attempts: list[Attempt]) -> tuple[gp.GoodputInpu
         # reporting is not charged for the days since (the library would use the query time).
         latest = [run.last_seen_at, *(a.started_at for a in attempts)]
         moments = [m.timestamp() for m in latest if m is not None]
-        moments += [t for values in starts.values() for _, t in values]
+        moments += [float(pairs[:, 1].max()) for pairs in starts.values()]
         moments += [i.end for i in intervals]
         as_of = max(moments) if moments else timezone.now().timestamp()
     inputs = gp.GoodputInputs(
@@ -360,6 +530,23 @@ def goodput_inputs(*, run: Run, attempts: list[Attempt]) -> tuple[gp.GoodputInpu
         as_of=as_of,
     )  # fmt: skip
     return inputs, source
+
+
+def _step_times(
+    starts: dict[int, FloatArray], attempts: list[Attempt], wanted: set[int]
+) -> dict[int, float]:
+    """When each wanted step began; where attempts repeat a step, the latest attempt's."""
+    found: dict[int, float] = {}
+    if not wanted:
+        return found
+    keys = np.array(sorted(wanted), dtype=np.float64)
+    order = [a.number for a in attempts if a.number in starts]
+    order += [n for n in starts if n not in set(order)]
+    for number in order:
+        steps, times = gp._step_arrays(starts[number])  # (step, start) order, as sorted()
+        for index in np.flatnonzero(np.isin(steps, keys)).tolist():
+            found[int(steps[index])] = float(times[index])
+    return found
 
 
 def planned_windows(*, run: Run, attempts: list[Attempt]) -> list[tuple[datetime, datetime]]:
@@ -408,12 +595,13 @@ def run_goodput(
         return report
     report.result = gp.summarise(ledger, window=window.as_seconds(), exclusions=excluded_s)
     # Per attempt: from its job start to the next one's (so its recovery is charged to it).
-    bounds = [a.started_at.timestamp() for a in attempts if a.started_at is not None]
+    started = [a for a in attempts if a.started_at is not None]
+    bounds = [a.started_at.timestamp() for a in started]  # type: ignore[union-attr]
     rows = []
     for index, start in enumerate(bounds):
         end = bounds[index + 1] if index + 1 < len(bounds) else ledger.job_end
         one = gp.summarise(ledger, window=(start, end), exclusions=excluded_s)
-        number = [a.number for a in attempts if a.started_at is not None][index]
+        number = started[index].number
         rows.append(
             {
                 "attempt": number,
@@ -432,10 +620,7 @@ def run_goodput(
         low, high = max(low, w_low), min(high, w_high)
     if high > low:
         width = max(ROLLING_MIN_WIDTH_S, (high - low) / 12)
-        clipped = gp.Ledger(
-            job_start=low, job_end=high, starts=ledger.starts, ends=ledger.ends,
-            buckets=ledger.buckets, amounts=ledger.amounts,
-        )  # fmt: skip
+        clipped = ledger.clipped(low, high)
         series = gp.rolling_goodput(
             clipped, width_s=width, n_windows=ROLLING_WINDOWS, exclusions=excluded_s
         )
@@ -454,3 +639,44 @@ def run_goodput(
         )
         report.rolling_width_s = width
     return report
+
+
+# --- Cached, for the pages and the JSON ---------------------------------------------------------
+
+# What each report reads (telemetry.run_cache parts; the run's own row is always in).
+GOODPUT_PARTS = ("attempts", "step_starts", "series", "intervals", "interruptions",
+                 "checkpoints", "restores")  # fmt: skip
+MFU_PARTS = ("attempts", "series", "interruptions", "accelerators")
+
+
+def _window_key(window: Window) -> str:
+    return f"{window.start.isoformat() if window.start else ''}/" + (
+        window.end.isoformat() if window.end else ""
+    )
+
+
+def run_goodput_cached(
+    *, run: Run, window: Window | None = None, exclude_planned: bool = False
+) -> tuple[GoodputReport, str]:
+    """run_goodput, computed once per version of the run's data; and the cache key, for what
+    callers derive from it. The report's `attempts` is left empty (the pages do not use it)."""
+    window = window or Window()
+    fingerprint = run_cache.run_fingerprint(run=run, parts=GOODPUT_PARTS)
+    key = f"goodput:{run.pk}:{fingerprint}:{_window_key(window)}:{int(exclude_planned)}"
+    report = run_cache.cached(
+        key,
+        lambda: replace(
+            run_goodput(run=run, window=window, exclude_planned=exclude_planned), attempts=[]
+        ),
+    )
+    return replace(report, run=run), key
+
+
+def run_mfu_cached(*, run: Run, window: Window | None = None) -> tuple[MfuReport, str]:
+    """run_mfu, computed once per version of the run's data; and the cache key. The report's
+    `attempts` is left empty: `restarts` has what the chart needs of them."""
+    window = window or Window()
+    fingerprint = run_cache.run_fingerprint(run=run, parts=MFU_PARTS)
+    key = f"mfu:{run.pk}:{fingerprint}:{_window_key(window)}"
+    report = run_cache.cached(key, lambda: replace(run_mfu(run=run, window=window), attempts=[]))
+    return replace(report, run=run), key

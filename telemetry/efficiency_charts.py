@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from telemetry.charts import ATTEMPT_COLOURS, chart_layout
+from telemetry.charts import ATTEMPT_COLOURS, Marks, chart_layout, folded_trace, split_attempts
 from telemetry.goodput import bucket_label
 
 PRODUCTIVE_COLOUR = "#2e7d32"
@@ -45,7 +45,19 @@ def mfu_figure(
     """
     x_column = "step" if axis == "step" else "wall_time"
     figure = go.Figure()
-    for index, (attempt, group) in enumerate(points.groupby("attempt", sort=True)):
+    earlier, own = split_attempts(list(points.groupby("attempt", sort=True)))
+    if earlier:
+        lines = []
+        for attempt, group in earlier:
+            values = group["mfu"].to_numpy(dtype=float) * 100
+            finite = np.isfinite(values)
+            lines.append((attempt, group[x_column][finite], values[finite]))
+        figure.add_trace(
+            folded_trace(
+                lines, hovertemplate=f"%{{x}}<br>{label} %{{y:.2f}}%<extra>%{{text}}</extra>"
+            )
+        )
+    for index, (attempt, group) in enumerate(own, start=len(earlier)):
         values = group["mfu"].to_numpy(dtype=float) * 100
         finite = np.isfinite(values)
         if not finite.any():
@@ -60,36 +72,40 @@ def mfu_figure(
                 hovertemplate=f"%{{x}}<br>{label} %{{y:.2f}}%<extra>attempt {attempt}</extra>",
             )
         )
+    marks = Marks()
     restart_column = "step" if axis == "step" else "time"
     if restarts is not None:
-        for row in restarts.dropna(subset=[restart_column]).itertuples():
-            figure.add_vline(
-                x=_x(getattr(row, restart_column)),
-                line={"color": "#555", "dash": "dash", "width": 1},
-                annotation_text=f"attempt {row.attempt}",
-                annotation_position="top left",
-                annotation_font_size=10,
-            )
+        shown = restarts.dropna(subset=[restart_column])
+        marks.lines(
+            [_x(value) for value in shown[restart_column]],
+            line={"color": "#555", "dash": "dash", "width": 1},
+            name="restarts",
+            labels=[f"attempt {attempt}" for attempt in shown["attempt"]],
+        )
     mark_column = "step" if axis == "step" else "occurred_at"
     if interruptions is not None and not interruptions.empty:
-        marks = interruptions.dropna(subset=[mark_column])
-        for value in marks[mark_column]:
-            figure.add_vline(x=_x(value), line={"color": "#d62728", "dash": "dot", "width": 1})
+        found = interruptions.dropna(subset=[mark_column])
+        marks.lines(
+            [_x(value) for value in found[mark_column]],
+            line={"color": "#d62728", "dash": "dot", "width": 1},
+            name="interruption lines",
+        )
         values = points["mfu"].to_numpy(dtype=float) * 100
         finite = values[np.isfinite(values)]
         top = float(finite.max()) if finite.size else 0.0
-        if not marks.empty:
+        if not found.empty:
             figure.add_trace(
                 go.Scatter(
-                    x=marks[mark_column],
-                    y=[top] * len(marks),
+                    x=found[mark_column],
+                    y=[top] * len(found),
                     mode="markers",
                     name="interruptions",
                     marker={"color": "#d62728", "symbol": "triangle-down", "size": 9},
-                    text=[str(text) for text in marks["label"]],
+                    text=[str(text) for text in found["label"]],
                     hovertemplate="interrupted at %{x}<br>%{text}<extra></extra>",
                 )
             )
+    marks.draw(figure)
     title = f"{label} over {'steps' if axis == 'step' else 'wall time'}"
     return _layout(
         figure,
@@ -100,8 +116,8 @@ def mfu_figure(
 
 
 def _x(value: object) -> object:
-    # add_vline does arithmetic on the position for its annotation; give it plain numbers or
-    # epoch milliseconds, which Plotly reads on a date axis.
+    # Marks are placed by plain numbers, or epoch milliseconds, which Plotly reads on a date
+    # axis (an aware "+00:00" string is misread by plotly.js).
     if isinstance(value, pd.Timestamp | np.datetime64) or hasattr(value, "timestamp"):
         return pd.Timestamp(value).timestamp() * 1000  # type: ignore[arg-type]
     return value

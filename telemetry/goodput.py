@@ -29,7 +29,6 @@ the whole job with no exclusion the sums are exactly the library's.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -100,13 +99,14 @@ def bucket_label(bucket: str) -> str:
 @dataclass(frozen=True)
 class AttemptRecord:
     """One job launch: its start, its end (if known), whether it completed, and when each of
-    its steps began as (step, start) pairs."""
+    its steps began as (step, start) pairs (or an (n, 2) array of them: a long run has a
+    million steps, and tuples of them cost seconds)."""
 
     number: int
     job_start: float | None
     job_end: float | None = None
     completed: bool = False
-    step_starts: Sequence[tuple[int, float]] = ()
+    step_starts: Sequence[tuple[int, float]] | FloatArray = ()
 
 
 @dataclass(frozen=True)
@@ -183,31 +183,138 @@ class Segment:
 
 @dataclass
 class Ledger:
-    """Every amount of time the algorithm assigned, as spans, plus the job's time bounds."""
+    """Every amount of time the algorithm assigned, as spans, plus the job's time bounds.
+
+    Spans are kept as numpy chunks in the order they were added: summarise() adds each
+    bucket's amounts in that order, so the sums are the same whichever way they were added."""
 
     job_start: float
     job_end: float
     segments: list[Segment] = field(default_factory=list)
-    starts: list[float] = field(default_factory=list)
-    ends: list[float] = field(default_factory=list)
-    buckets: list[str] = field(default_factory=list)
-    amounts: list[float] = field(default_factory=list)
     disruptions: int = 0
+    # (bucket, or a bucket per span; starts; ends; amounts)
+    _chunks: list[tuple[str | list[str], FloatArray, FloatArray, FloatArray]] = field(
+        default_factory=list, repr=False
+    )
+    _pending: list[tuple[str, float, float, float]] = field(default_factory=list, repr=False)
+    _spans: Spans | None = field(default=None, repr=False)
 
     def add(self, bucket: str, start: float, end: float, amount: float) -> None:
         if amount == 0:
             return
-        self.starts.append(start)
-        self.ends.append(max(start, end))
-        self.buckets.append(bucket)
-        self.amounts.append(amount)
+        self._pending.append((bucket, start, max(start, end), amount))
+        self._spans = None
+
+    def add_many(
+        self, bucket: str | list[str], starts: FloatArray, ends: FloatArray, amounts: FloatArray
+    ) -> None:
+        """Many spans at once: `add` for each, in order (zero amounts are left out)."""
+        self._flush()
+        keep = amounts != 0
+        if not keep.any():
+            return
+        names = bucket if isinstance(bucket, str) else [
+            name for name, kept in zip(bucket, keep.tolist(), strict=True) if kept
+        ]  # fmt: skip
+        self._chunks.append(
+            (names, starts[keep], np.maximum(starts[keep], ends[keep]), amounts[keep])
+        )
+        self._spans = None
+
+    def _flush(self) -> None:
+        if self._pending:
+            names, starts, ends, amounts = zip(*self._pending, strict=True)
+            self._chunks.append(
+                (list(names), np.array(starts, dtype=np.float64),
+                 np.array(ends, dtype=np.float64), np.array(amounts, dtype=np.float64))
+            )  # fmt: skip
+            self._pending = []
+
+    def spans(self) -> Spans:
+        """All spans as arrays, with what finding those in a window needs (built once)."""
+        if self._spans is None:
+            self._flush()
+            self._spans = Spans.of(self._chunks)
+        return self._spans
+
+    def clipped(self, low: float, high: float) -> Ledger:
+        """The same spans with the job's bounds moved (rolling windows over a time window)."""
+        spans = self.spans()
+        return Ledger(job_start=low, job_end=high, _chunks=self._chunks, _spans=spans)
+
+
+@dataclass(frozen=True)
+class Spans:
+    names: list[str]  # bucket names, in order of first appearance
+    codes: npt.NDArray[np.intp]  # index into names, per span
+    starts: FloatArray
+    ends: FloatArray
+    amounts: FloatArray
+    # For windows: spans no longer than `short_s` ordered by start, and the longer (or NaN)
+    # ones apart, so a window reads the few spans that can reach it, not all of them.
+    by_start: npt.NDArray[np.intp]
+    sorted_starts: FloatArray
+    short_s: float
+    long: npt.NDArray[np.intp]
+
+    @classmethod
+    def of(cls, chunks: list[tuple[str | list[str], FloatArray, FloatArray, FloatArray]]) -> Spans:
+        names: list[str] = []
+        index: dict[str, int] = {}
+        codes = []
+        for chunk_names, chunk_starts, *_ in chunks:
+            listed = [chunk_names] if isinstance(chunk_names, str) else chunk_names
+            for name in dict.fromkeys(listed):
+                if name not in index:
+                    index[name] = len(names)
+                    names.append(name)
+            if isinstance(chunk_names, str):
+                codes.append(np.full(chunk_starts.size, index[chunk_names], dtype=np.intp))
+            else:
+                codes.append(np.array([index[n] for n in chunk_names], dtype=np.intp))
+        empty = np.zeros(0, dtype=np.float64)
+        starts = np.concatenate([c[1] for c in chunks]) if chunks else empty
+        ends = np.concatenate([c[2] for c in chunks]) if chunks else empty
+        amounts = np.concatenate([c[3] for c in chunks]) if chunks else empty
+        lengths = ends - starts
+        short_s = float(np.quantile(lengths, 0.999)) if lengths.size else 0.0
+        short = np.flatnonzero(lengths <= short_s)
+        by_start = short[np.argsort(starts[short], kind="stable")]
+        return cls(
+            names=names,
+            codes=np.concatenate(codes) if codes else np.zeros(0, dtype=np.intp),
+            starts=starts,
+            ends=ends,
+            amounts=amounts,
+            by_start=by_start,
+            sorted_starts=starts[by_start],
+            short_s=short_s,
+            long=np.flatnonzero(~(lengths <= short_s)),
+        )
+
+    def reaching(self, low: float, high: float) -> npt.NDArray[np.intp]:
+        """Indices (in ledger order) of every span that can count in [low, high): a superset
+        of those that do; the others would add zeros."""
+        first = int(np.searchsorted(self.sorted_starts, low - self.short_s, side="left"))
+        last = int(np.searchsorted(self.sorted_starts, high, side="right"))
+        return np.sort(np.concatenate([self.by_start[first:last], self.long]))
+
+
+def _step_arrays(
+    step_starts: Sequence[tuple[int, float]] | FloatArray,
+) -> tuple[npt.NDArray[np.int64], FloatArray]:
+    """Steps and start times ordered by (step, start), as sorted() orders the pairs."""
+    pairs = np.asarray(step_starts, dtype=np.float64).reshape(-1, 2)
+    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+    return pairs[order, 0].astype(np.int64), pairs[order, 1]
 
 
 def build_ledger(inputs: GoodputInputs) -> Ledger | None:
     """Assign the job's time to buckets. None when there is no job time at all."""
     attempts = sorted(inputs.attempts, key=lambda a: a.number)
+    arrays = {a.number: _step_arrays(a.step_starts) for a in attempts}
     starts = [a.job_start for a in attempts if a.job_start is not None]
-    first_steps = [min(t for _, t in a.step_starts) for a in attempts if a.step_starts]
+    first_steps = [float(arrays[a.number][1].min()) for a in attempts if arrays[a.number][0].size]
     if not starts and not first_steps:
         return None
     job_start = min(starts) if starts else min(first_steps)
@@ -217,25 +324,26 @@ def build_ledger(inputs: GoodputInputs) -> Ledger | None:
     elif inputs.as_of is not None:
         job_end = inputs.as_of
     else:
-        job_end = max([job_start, *[t for a in attempts for _, t in a.step_starts]])
+        latest = [float(times.max()) for _, times in arrays.values() if times.size]
+        job_end = max([job_start, *latest])
     ledger = Ledger(job_start=job_start, job_end=job_end)
 
     customs = sorted((i for i in inputs.intervals if i.kind == KIND_CUSTOM), key=lambda i: i.start)
-    stepped = [a for a in attempts if a.step_starts]
+    stepped = [a for a in attempts if arrays[a.number][0].size]
     for index, attempt in enumerate(stepped):
-        steps = sorted(attempt.step_starts)
+        steps, times = arrays[attempt.number]
         following = stepped[index + 1] if index + 1 < len(stepped) else None
         if following is None:
-            resume = steps[-1][0]
+            resume = int(steps[-1])
         else:
-            resume = min(following.step_starts)[0]
+            resume = int(arrays[following.number][0][0])
             ledger.disruptions += 1
-        _segment(ledger, attempt.number, steps, resume, customs)
-        last_step_start = steps[-1][1]
+        _segment(ledger, attempt.number, steps, times, resume, customs)
+        last_step_start = float(times[-1])
         if following is not None:
             restart = following.job_start
             if restart is None:
-                restart = min(t for _, t in following.step_starts)
+                restart = float(arrays[following.number][1].min())
             if restart > last_step_start:
                 ledger.add(
                     INFRASTRUCTURE_RECOVERY, last_step_start, restart, restart - last_step_start
@@ -267,53 +375,80 @@ def build_ledger(inputs: GoodputInputs) -> Ledger | None:
 def _segment(
     ledger: Ledger,
     attempt: int,
-    steps: list[tuple[int, float]],
+    steps: npt.NDArray[np.int64],
+    times: FloatArray,
     resume: int,
     customs: list[Interval],
 ) -> None:
-    kept: list[tuple[float, float, float]] = []  # (start, end, adjusted duration)
-    wasted = 0
-    for (previous, begin), (step, end) in itertools.pairwise(steps):
-        if step != previous + 1:
-            continue  # a gap in the step numbers: nothing known about what happened there
-        delta = end - begin
-        if step <= resume:
-            inside = [c for c in customs if begin <= c.start and c.end <= end]
-            for custom in inside:
-                ledger.add(
-                    CUSTOM_PREFIX + (custom.label or "custom"),
-                    custom.start,
-                    custom.end,
-                    custom.end - custom.start,
-                )
-            adjusted = max(0.0, delta - sum(c.end - c.start for c in inside))
-            kept.append((begin, end, adjusted))
-        else:
-            wasted += 1
-            ledger.add(WASTED_PROGRESS, begin, end, delta)
+    """One attempt's step intervals, all at once (numpy): kept or wasted, custom intervals
+    inside kept ones taken out, and program startup."""
+    consecutive = steps[1:] == steps[:-1] + 1  # a gap: nothing known about what happened there
+    begin, end = times[:-1], times[1:]
+    delta = end - begin
+    kept = consecutive & (steps[1:] <= resume)
+    wasted = consecutive & (steps[1:] > resume)
+    ledger.add_many(WASTED_PROGRESS, begin[wasted], end[wasted], delta[wasted])
+    kept_begin, kept_end, kept_delta = begin[kept], end[kept], delta[kept]
+    inside_s = np.zeros(kept_begin.size)
+    if customs and kept_begin.size:
+        pairs = _customs_inside(kept_begin, kept_end, customs)
+        if pairs:
+            ledger.add_many(
+                [CUSTOM_PREFIX + (customs[c].label or "custom") for _, c in pairs],
+                np.array([customs[c].start for _, c in pairs]),
+                np.array([customs[c].end for _, c in pairs]),
+                np.array([customs[c].end - customs[c].start for _, c in pairs]),
+            )
+            np.add.at(
+                inside_s,
+                np.array([k for k, _ in pairs], dtype=np.intp),
+                np.array([customs[c].end - customs[c].start for _, c in pairs]),
+            )
+    adjusted = np.maximum(0.0, kept_delta - inside_s)
     startup = 0.0
     typical = math.nan
-    if len(kept) >= 2:
-        typical = typical_step_time([k[2] for k in kept[1:]])
-        startup = max(0.0, kept[0][2] - typical)
-    for position, (begin, end, adjusted) in enumerate(kept):
-        if position == 0 and startup > 0:
-            ledger.add(PROGRAM_STARTUP, begin, end, startup)
-            adjusted -= startup
-        ledger.add(PRODUCTIVE, begin, end, adjusted)
+    if adjusted.size >= 2:
+        typical = typical_step_time(adjusted[1:])
+        startup = max(0.0, float(adjusted[0]) - typical)
+    productive = adjusted.copy()
+    if startup > 0:
+        ledger.add(PROGRAM_STARTUP, float(kept_begin[0]), float(kept_end[0]), startup)
+        productive[0] -= startup
+    ledger.add_many(PRODUCTIVE, kept_begin, kept_end, productive)
     ledger.segments.append(
         Segment(
             attempt=attempt,
-            first_step=steps[0][0],
-            last_step=steps[-1][0],
+            first_step=int(steps[0]),
+            last_step=int(steps[-1]),
             resume_step=resume,
-            kept_intervals=len(kept),
-            wasted_intervals=wasted,
-            first_step_s=kept[0][2] if kept else math.nan,
+            kept_intervals=int(adjusted.size),
+            wasted_intervals=int(wasted.sum()),
+            first_step_s=float(adjusted[0]) if adjusted.size else math.nan,
             typical_step_s=typical,
             program_startup_s=startup,
         )
     )
+
+
+def _customs_inside(
+    begins: FloatArray, ends: FloatArray, customs: list[Interval]
+) -> list[tuple[int, int]]:
+    """(kept interval, custom) pairs where the custom interval lies fully inside the step
+    interval, ordered by step interval then custom (the order the loop used to add them)."""
+    found: list[tuple[int, int]] = []
+    starts = np.array([c.start for c in customs])
+    stops = np.array([c.end for c in customs])
+    if np.all(begins[1:] >= begins[:-1]) and np.all(ends[1:] >= ends[:-1]):
+        # Times in step order: the intervals holding a custom one are a contiguous run.
+        highs = np.searchsorted(begins, starts, side="right")  # begin <= custom start
+        lows = np.searchsorted(ends, stops, side="left")  # end >= custom end
+        for c in np.flatnonzero(lows < highs).tolist():
+            found += [(k, c) for k in range(int(lows[c]), int(highs[c]))]
+    else:
+        for c in range(len(customs)):
+            inside = (begins <= starts[c]) & (stops[c] <= ends)
+            found += [(k, c) for k in np.flatnonzero(inside).tolist()]
+    return sorted(found)
 
 
 def _intervals(ledger: Ledger, intervals: Sequence[Interval], job_starts: list[float]) -> None:
@@ -400,9 +535,14 @@ def summarise(
     excluded = sum(max(0.0, min(high, end) - max(low, start)) for start, end in merged)
     elapsed = (high - low) - excluded
 
-    starts = np.asarray(ledger.starts, dtype=np.float64)
-    ends = np.asarray(ledger.ends, dtype=np.float64)
-    amounts = np.asarray(ledger.amounts, dtype=np.float64)
+    every = ledger.spans()
+    # Over a window, only the spans that can reach it (in ledger order): the others add
+    # zeros, so the sums are the same, and rolling or per-attempt windows stay linear.
+    chosen = every.reaching(low, high) if window is not None else None
+    codes = every.codes if chosen is None else every.codes[chosen]
+    starts = every.starts if chosen is None else every.starts[chosen]
+    ends = every.ends if chosen is None else every.ends[chosen]
+    amounts = every.amounts if chosen is None else every.amounts[chosen]
     lengths = ends - starts
     spans = lengths > 0
     weight = np.zeros_like(amounts)
@@ -417,9 +557,9 @@ def summarise(
         weight[points] = inside.astype(np.float64)
     counted = amounts * weight
 
-    totals: dict[str, float] = {}
-    for bucket, value in zip(ledger.buckets, counted.tolist(), strict=True):
-        totals[bucket] = totals.get(bucket, 0.0) + value
+    # bincount adds each bucket's amounts one after the other, in ledger order.
+    sums = np.bincount(codes, weights=counted, minlength=len(every.names)).astype(np.float64)
+    totals: dict[str, float] = dict(zip(every.names, sums.tolist(), strict=True))
 
     warnings: list[str] = []
     productive = totals.pop(PRODUCTIVE, 0.0)

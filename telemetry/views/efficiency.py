@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 
-from telemetry import efficiency, efficiency_charts, goodput, selectors
+from telemetry import efficiency, efficiency_charts, goodput, run_cache, selectors
 from telemetry.query_time import BadTime, parse_time
 
 
@@ -51,15 +51,17 @@ def _figure(figure: Any) -> Any:
     return json.loads(figure.to_json())
 
 
-def _restarts(attempts: list[Any]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {"attempt": a.number, "step": a.resumed_from_step, "time": a.started_at}
-            for a in attempts
-            if a.number > 1
-        ],
-        columns=["attempt", "step", "time"],
-    )
+# Tables of one row per attempt show the latest ones; ?rows=all shows every one (a Llama 3
+# scale run has hundreds of attempts; the JSON has them all).
+ROWS_SHOWN = 50
+
+
+def rows_bounded(rows: list[Any], params: QueryDict) -> tuple[list[Any], int, bool]:
+    """The last ROWS_SHOWN rows (all with ?rows=all), how many there are, and whether some
+    are left out."""
+    if params.get("rows") == "all" or len(rows) <= ROWS_SHOWN:
+        return rows, len(rows), False
+    return rows[-ROWS_SHOWN:], len(rows), True
 
 
 @login_required
@@ -71,18 +73,25 @@ def run_mfu(request: HttpRequest, run_id: int) -> HttpResponse:
         axis = axis_from_query(request.GET)
     except BadQuery as exc:
         error, window, axis = str(exc), efficiency.Window(), "step"
-    report = efficiency.run_mfu(run=run, window=window)
+    report, key = efficiency.run_mfu_cached(run=run, window=window)
     label = report.inputs.label.value if report.inputs else "MFU"
-    charts = []
-    if report.inputs is not None and report.total_points:
+
+    def draw() -> list[dict[str, Any]]:
+        if report.inputs is None or not report.total_points:
+            return []
         figure = efficiency_charts.mfu_figure(
             report.points,
             axis=axis,
             label=label,
-            restarts=_restarts(report.attempts),
+            restarts=report.restarts,
             interruptions=report.interruptions,
         )
-        charts.append({"id": "chart-mfu", "figure": _figure(figure)})
+        return [{"id": "chart-mfu", "figure": _figure(figure)}]
+
+    charts = run_cache.cached(f"{key}:chart:{axis}", draw)
+    per_attempt, attempt_count, bounded = rows_bounded(
+        report.per_attempt.to_dict("records"), request.GET
+    )
     return render(
         request,
         "telemetry/mfu.html",
@@ -93,10 +102,9 @@ def run_mfu(request: HttpRequest, run_id: int) -> HttpResponse:
             "axis": axis,
             "error": error,
             "mean_pct": report.mean * 100,
-            "per_attempt": [
-                {**row, "mean_pct": row["mean"] * 100}
-                for row in report.per_attempt.to_dict("records")
-            ],
+            "per_attempt": [{**row, "mean_pct": row["mean"] * 100} for row in per_attempt],
+            "attempt_count": attempt_count,
+            "rows_bounded": bounded,
             "peak_tflops": report.inputs.peak_flops / 1e12 if report.inputs else None,
             "charts_payload": charts,
         },
@@ -112,9 +120,10 @@ def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
     except BadQuery as exc:
         error, window = str(exc), efficiency.Window()
     exclude_planned = exclude_planned_from_query(request.GET)
-    report = efficiency.run_goodput(run=run, window=window, exclude_planned=exclude_planned)
+    report, key = efficiency.run_goodput_cached(
+        run=run, window=window, exclude_planned=exclude_planned
+    )
     result = report.result
-    charts = []
     buckets: list[dict[str, Any]] = []
     if result is not None and result.elapsed_s > 0:
         rows = [("productive", result.productive_s), *result.badput_s.items()]
@@ -127,16 +136,27 @@ def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
             }
             for name, seconds in rows
         ]
+
+    def draw() -> list[dict[str, Any]]:
+        if result is None or result.elapsed_s <= 0:
+            return []
         frame = pd.DataFrame([(b["bucket"], b["seconds"]) for b in buckets if b["seconds"] > 0],
                              columns=["bucket", "seconds"])  # fmt: skip
-        charts.append(
+        charts = [
             {"id": "chart-buckets", "figure": _figure(efficiency_charts.buckets_figure(frame))}
-        )
+        ]
         if not report.rolling.empty:
             figure = efficiency_charts.goodput_over_time_figure(
                 report.rolling, width_s=report.rolling_width_s
             )
             charts.append({"id": "chart-goodput-time", "figure": _figure(figure)})
+        return charts
+
+    charts = run_cache.cached(f"{key}:charts", draw)
+    per_attempt, attempt_count, bounded = rows_bounded(
+        report.per_attempt.to_dict("records"), request.GET
+    )
+    segments, _, _ = rows_bounded(result.segments if result else [], request.GET)
     return render(
         request,
         "telemetry/goodput.html",
@@ -148,10 +168,10 @@ def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
             "buckets": buckets,
             "window_start": efficiency.as_datetime(result.window_start) if result else None,
             "window_end": efficiency.as_datetime(result.window_end) if result else None,
-            "per_attempt": [
-                {**row, "goodput_pct": row["goodput"] * 100}
-                for row in report.per_attempt.to_dict("records")
-            ],
+            "per_attempt": [{**row, "goodput_pct": row["goodput"] * 100} for row in per_attempt],
+            "segments": segments,
+            "attempt_count": attempt_count,
+            "rows_bounded": bounded,
             "charts_payload": charts,
         },
     )

@@ -12,8 +12,11 @@ import pandas as pd
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.html import json_script
+from django.utils.safestring import mark_safe
 
-from telemetry import charts, selectors
+from telemetry import charts, run_cache, selectors, selectors_runs
+from telemetry.models import Run
 
 CHART_MAX_POINTS = 1500
 MAX_CHARTS = 12
@@ -25,30 +28,75 @@ def run_list(request: HttpRequest) -> HttpResponse:
     return render(request, "telemetry/run_list.html", {"runs": runs})
 
 
+# What the run page's charts draw (telemetry.run_cache parts; the run's row is always in).
+CHART_PARTS = ("attempts", "series", "interruptions", "annotations", "entries")
+# Tables of attempts, interruptions and checkpoints show the latest ones; ?rows=all shows
+# every one (a Llama 3 scale run has hundreds of each, and thousands of checkpoints).
+ROWS_SHOWN = 20
+
+
 @login_required
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.run_get_for_user(user=request.user, run_id=run_id)
     axis: charts.Axis = "time" if request.GET.get("axis") == "time" else "step"
-    attempts = list(selectors.run_attempts(run=run))
-    # Reverse relations declared by logbook (see telemetry.selectors' docstring).
-    interruptions = list(
-        run.interruptions.select_related("root_cause", "attempt")  # type: ignore[attr-defined]
-        .prefetch_related("hosts")
-        .order_by("-occurred_at")
-    )
-    checkpoints = list(run.checkpoints.select_related("attempt").order_by("-step"))  # type: ignore[attr-defined]
-    marks = _chart_marks(attempts, interruptions, axis)
+    shown = None if request.GET.get("rows") == "all" else ROWS_SHOWN
+    tables = selectors_runs.run_page_tables(run=run, rows=shown)
     annotations = list(run.annotations.select_related("created_by").order_by("step", "time"))  # type: ignore[attr-defined]
-    entries = list(
-        run.logbook_entries.only("occurred_at", "step", "step_end", "title", "kind")  # type: ignore[attr-defined]
-    )
-    notes = charts.chart_marks(annotations, entries, axis)
     can_annotate = (
         selectors.projects_for_user(user=request.user, roles=selectors.OPERATOR_ROLES)
         .filter(pk=run.project_id)
         .exists()
     )
-    figures = []
+    fingerprint = run_cache.run_fingerprint(run=run, parts=CHART_PARTS)
+    # Cached as the <script> element itself: a megabyte of figures costs tens of
+    # milliseconds to unpickle and encode again on every request, a string almost nothing.
+    charts_block = run_cache.cached(
+        f"run-page-charts:{run.pk}:{fingerprint}:{axis}",
+        lambda: _charts_block(_figures(run, axis, annotations)),
+    )
+    return render(
+        request,
+        "telemetry/run_detail.html",
+        {
+            "run": run,
+            "axis": axis,
+            "tables": tables,
+            "attempts": tables.attempts,
+            "interruptions": tables.interruptions,
+            "checkpoints": tables.checkpoints,
+            "quarantined": selectors.run_quarantined_hardware(run=run),
+            "annotations": annotations,
+            "can_annotate": can_annotate,
+            "figures": charts_block["figures"],
+            # Escaped by json_script when it was cached.
+            "charts_script": mark_safe(charts_block["script"]),
+        },
+    )
+
+
+def _charts_block(figures: list[dict[str, Any]]) -> dict[str, Any]:
+    """The charts' <figure> facts and the escaped #charts-data script the page embeds."""
+    payload = [{"id": f["id"], "figure": f["figure"]} for f in figures]
+    return {
+        "figures": [{k: f[k] for k in ("id", "name", "total_points")} for f in figures],
+        "script": str(json_script(payload, "charts-data")),
+    }
+
+
+def _figures(run: Run, axis: charts.Axis, annotations: list[Any]) -> list[dict[str, Any]]:
+    """Every chart of the run page (computed when the run's data changed: see run_cache)."""
+    attempts = list(run.attempts.order_by("number"))
+    # Reverse relations declared by logbook (see telemetry.selectors' docstring).
+    interruptions = list(
+        run.interruptions.select_related("root_cause").order_by("-occurred_at")  # type: ignore[attr-defined]
+    )
+    marks = _chart_marks(attempts, interruptions, axis)
+    entries = list(
+        # With the run: the related manager sets it on each row (one query each otherwise).
+        run.logbook_entries.only("run", "occurred_at", "step", "step_end", "title", "kind")  # type: ignore[attr-defined]
+    )
+    notes = charts.chart_marks(annotations, entries, axis)
+    figures: list[dict[str, Any]] = []
     for name in selectors.run_metric_names(run=run)[:MAX_CHARTS]:
         per_attempt = selectors.series_for_run(run=run, name=name, max_points=CHART_MAX_POINTS)
         frame = pd.DataFrame(
@@ -82,22 +130,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
                 "figure": json.loads(figure.to_json()),
             }
         )
-    return render(
-        request,
-        "telemetry/run_detail.html",
-        {
-            "run": run,
-            "axis": axis,
-            "attempts": attempts,
-            "interruptions": interruptions,
-            "checkpoints": checkpoints,
-            "quarantined": selectors.run_quarantined_hardware(run=run),
-            "annotations": annotations,
-            "can_annotate": can_annotate,
-            "figures": figures,
-            "charts_payload": [{"id": f["id"], "figure": f["figure"]} for f in figures],
-        },
-    )
+    return figures
 
 
 @dataclass(frozen=True)

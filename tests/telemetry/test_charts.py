@@ -58,3 +58,39 @@ def test_time_axis_shades_downtime_between_attempts():
     assert len(shaded) == 1
     assert pd.Timestamp(shaded[0].x0) == start + pd.Timedelta(minutes=2)
     assert figure.layout.xaxis.title.text == "wall-clock time (UTC)"
+
+
+def test_many_attempts_and_marks_are_drawn_as_a_few_traces():
+    from telemetry.charts import MANY_MARKS, OWN_ATTEMPTS
+
+    # given a run of 100 attempts of 3 points each, a restart and an interruption per attempt
+    n = 100
+    points = pd.DataFrame(
+        {
+            "attempt": [a for a in range(1, n + 1) for _ in range(3)],
+            "x": [10 * a + i for a in range(1, n + 1) for i in range(3)],
+            "value": [1.0 + i for _ in range(n) for i in range(3)],
+        }
+    )
+    restarts = pd.DataFrame({"attempt": range(2, n + 1), "x": [10 * a for a in range(2, n + 1)]})
+    interruptions = pd.DataFrame({"x": [10 * a + 2 for a in range(1, n)], "label": ["GPU"] * 99})
+    assert n - 1 > MANY_MARKS
+
+    figure = metric_figure(points, title="loss", restarts=restarts, interruptions=interruptions)
+
+    # then the latest attempts have their own lines, the earlier ones share one grey line
+    names = [trace.name for trace in figure.data]
+    assert names[0] == f"attempts 1 to {n - OWN_ATTEMPTS}"
+    assert names[1 : 1 + OWN_ATTEMPTS] == [
+        f"attempt {a}" for a in range(n - OWN_ATTEMPTS + 1, n + 1)
+    ]
+    folded = figure.data[0]
+    assert list(folded.x[:4]) == [10, 11, 12, None]  # broken between attempts
+    assert folded.text[0] == "attempt 1"
+    # and the marks are one trace each on a hidden 0-1 axis, not a shape each
+    assert not figure.layout.shapes
+    restart_lines = next(t for t in figure.data if t.name == "restarts")
+    assert restart_lines.yaxis == "y2" and list(restart_lines.x[:3]) == [20, 20, None]
+    assert restart_lines.text[0] == "attempt 2"
+    assert figure.layout.yaxis2.overlaying == "y" and figure.layout.yaxis2.visible is False
+    assert "interruptions" in names  # the hover markers stay
