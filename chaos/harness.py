@@ -1269,10 +1269,11 @@ def poison_scenario(
     setup = make_batches(poison_run, len(METRICS), len(METRICS))  # creates the run row
     client.run(setup, 0)
     wait_until(lambda: backlog(app.pg, poison_run) == (1, 0), timeout_s=30, what="the setup batch")
+    # No attempt number: the batch goes to the workers (a metric batch naming its attempt
+    # would be written in the request, and this scenario is about worker crashes).
     poison_body = {
         "batch_id": f"{poison_run}-poison",
         "run": poison_run,
-        "attempt": 1,
         "metrics": [{"name": "loss", "step": step, "value": 1.0} for step in range(1, 200)],
     }
     poison = Batch(

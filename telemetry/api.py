@@ -120,10 +120,9 @@ class SeriesApi(APIView):
 
 
 def _rfc3339(times: npt.NDArray[np.datetime64]) -> list[str | None]:
-    return [
-        None if np.isnat(moment) else f"{np.datetime_as_string(moment, unit='ms')}Z"
-        for moment in times
-    ]
+    # One vectorised conversion: per element, numpy's scalar path costs ~4 µs a point.
+    text = np.datetime_as_string(times.astype("datetime64[ms]"), unit="ms").tolist()
+    return [None if moment == "NaT" else f"{moment}Z" for moment in text]
 
 
 def _max_points(raw: str | None) -> int:

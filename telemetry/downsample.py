@@ -8,6 +8,8 @@ with the bucket count reduced so the result still fits in `max_points`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 
@@ -75,3 +77,56 @@ def split_budget(counts: list[int], max_points: int) -> list[int]:
         floor + (spare * more) // extra_total if extra_total else floor
         for floor, more in zip(floors, extra, strict=True)
     ]
+
+
+# Widths (steps per bucket) of the rollups PostgreSQL keeps for every series
+# (telemetry.models.MetricRollup); each is 4 times the one before, so a read picks a width
+# giving between 1 and 4 times the buckets it needs. Migration 0005 holds the same list.
+ROLLUP_WIDTHS = (16, 64, 256, 1024, 4096, 16384, 65536)
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """How to draw one series within its budget of points.
+
+    `buckets` output buckets, each keeping its min, its max and its first non-finite value.
+    With `width` set, bucket b of that rollup width goes to output bucket
+    (b - first_step // width) * buckets // (last_step // width - first_step // width + 1);
+    with `width` None the points themselves are read, step s going to
+    (s - first_step) * buckets // (last_step - first_step + 1) (every point its own bucket
+    when the budget covers them all). `trim` says the budget is smaller than one bucket's
+    share: keep the non-finite value, then the extreme farthest from the mean."""
+
+    width: int | None
+    buckets: int
+    trim: bool = False
+
+    def rows(self, first_step: int, last_step: int) -> int:
+        """Rows to group: rollup buckets, or the span of steps when reading points."""
+        if self.width is None:
+            return last_step - first_step + 1
+        return last_step // self.width - first_step // self.width + 1
+
+
+def read_plan(
+    *,
+    count: int,
+    first_step: int,
+    last_step: int,
+    budget: int,
+    has_non_finite: bool,
+    widths: tuple[int, ...] = ROLLUP_WIDTHS,
+) -> ReadPlan:
+    """The coarsest rollup width that still gives the buckets the budget allows (so a read
+    touches at most about 4 rows per output bucket however long the series), or the points
+    when the series fits the budget or is too short for the finest width."""
+    span = last_step - first_step + 1
+    if count <= budget:
+        return ReadPlan(None, span)
+    per_bucket = 3 if has_non_finite else 2
+    buckets = max(1, budget // per_bucket)
+    trim = budget < per_bucket
+    for width in sorted(widths, reverse=True):
+        if last_step // width - first_step // width + 1 >= buckets:
+            return ReadPlan(width, buckets, trim)
+    return ReadPlan(None, buckets, trim)

@@ -275,6 +275,51 @@ class MetricPoint(models.Model):
         return f"{self.series_id}@{self.step}={self.value}"
 
 
+class MetricRollup(models.Model):
+    """Summary of one series over an aligned run of steps: bucket b at width w covers steps
+    b*w to b*w + w - 1. Long series are charted from these, so a read touches a few thousand
+    rows whatever the series length (telemetry.selectors.series_for_run).
+
+    PostgreSQL keeps them itself: a statement trigger on telemetry_metricpoint (migration
+    0005) folds the rows each INSERT or COPY actually added into every width, in the same
+    transaction. A redelivered point conflicts, is not added, and so is never counted twice;
+    COPY loaders (generate_llama_scale, bench) are covered too. Points are never updated or
+    deleted one by one (only with their series, which takes its rollups along); the
+    `rollups_rebuild` command recomputes them from the points if that ever changes. SQLite
+    (the embedded demo) has no rollups: its reads fall back to the points.
+
+    The extremes are kept with their step and time (the chart draws the actual point), ties
+    going to the earliest step; non-finite values are kept apart (first by step), since a NaN
+    loss is a signal and not a number to compare."""
+
+    pk = models.CompositePrimaryKey("series", "width", "bucket")
+    series = models.ForeignKey(
+        MetricSeries, on_delete=models.CASCADE, related_name="rollups", db_index=False
+    )
+    width = models.IntegerField()  # steps per bucket: telemetry.downsample.ROLLUP_WIDTHS
+    bucket = models.BigIntegerField()  # step // width
+    point_count = models.BigIntegerField()
+    first_step = models.BigIntegerField()
+    last_step = models.BigIntegerField()
+    finite_count = models.BigIntegerField()
+    finite_sum = models.FloatField()
+    min_value = models.FloatField(null=True)
+    min_step = models.BigIntegerField(null=True)
+    min_time = models.DateTimeField(null=True)
+    max_value = models.FloatField(null=True)
+    max_step = models.BigIntegerField(null=True)
+    max_time = models.DateTimeField(null=True)
+    nonfinite_value = models.FloatField(null=True)
+    nonfinite_step = models.BigIntegerField(null=True)
+    nonfinite_time = models.DateTimeField(null=True)
+
+    class Meta:
+        ordering = ["series", "width", "bucket"]
+
+    def __str__(self) -> str:
+        return f"{self.series_id} {self.width}x{self.bucket} n={self.point_count}"
+
+
 class StepStart(models.Model):
     """When each step of an attempt started: the input of the goodput segment algorithm
     (Google's ml-goodput-measurement records one such entry per step)."""

@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,13 +21,14 @@ from django.db import connection
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 
-from telemetry.downsample import minmax_indices, split_budget
+from telemetry.downsample import ROLLUP_WIDTHS, minmax_indices, read_plan, split_budget
 from telemetry.models import (
     Attempt,
     Device,
     Host,
     Membership,
     MetricPoint,
+    MetricRollup,
     MetricSeries,
     Project,
     Run,
@@ -129,23 +131,17 @@ class AttemptSeries:
     wall_times: npt.NDArray[np.datetime64]
 
 
-# Above this many steps in all, PostgreSQL buckets the series itself (min and max per bucket,
-# with their steps) instead of sending every row to Python: a million rows through the ORM
-# cost ~10 s, the grouped query a fraction of a second.
-SQL_BUCKETING_MIN_STEPS = 50_000
-
-
 def series_for_run(*, run: Run, name: str, max_points: int) -> list[AttemptSeries]:
     """One metric of a run, per attempt, downsampled together to at most about `max_points`
     points with every bucket's minimum and maximum kept (and the first non-finite value of
-    a bucket). A fixed number of queries, whatever the number of attempts or points."""
+    a bucket). A fixed number of queries, whatever the number of attempts or points; on
+    PostgreSQL each reads at most a few rows per point returned, from the rollups
+    (telemetry.models.MetricRollup), however long the series."""
     attempt_by_series = dict(
         MetricSeries.objects.filter(run=run, name=name).values_list("pk", "attempt__number")
     )
-    if connection.vendor == "postgresql" and attempt_by_series:
-        spans = _step_spans(list(attempt_by_series))
-        if sum(hi - lo + 1 for lo, hi in spans.values()) > SQL_BUCKETING_MIN_STEPS:
-            return _series_bucketed_in_sql(attempt_by_series, spans, max_points)
+    if connection.vendor == "postgresql":
+        return _series_from_rollups(attempt_by_series, max_points) if attempt_by_series else []
     rows = (
         MetricPoint.objects.filter(series_id__in=attempt_by_series)
         .order_by("series_id", "step")
@@ -167,79 +163,191 @@ def series_for_run(*, run: Run, name: str, max_points: int) -> list[AttemptSerie
     return result
 
 
-def _step_spans(series_ids: list[int]) -> dict[int, tuple[int, int]]:
-    """First and last step of each series: two index probes each (the primary key)."""
-    table = MetricPoint._meta.db_table
+@dataclass(frozen=True)
+class _SeriesStats:
+    count: int
+    first_step: int
+    last_step: int
+    has_non_finite: bool
+    finite_mean: float
+
+
+_ROLLUP = MetricRollup._meta.db_table
+_POINTS = MetricPoint._meta.db_table
+# Microseconds since the epoch, as a float8 holding an integer: exact (date_part's double is
+# within 0.2 µs until 2100), and cheap beside numeric extract.
+_US = "round(date_part('epoch', {}) * 1000000)"
+
+
+def _series_stats(series_ids: list[int]) -> dict[int, _SeriesStats]:
+    """Size, span and non-finite presence of each series, from its coarsest rollups: one row
+    per ROLLUP_WIDTHS[-1] steps."""
     sql = (
-        "SELECT s.id, "
-        f"(SELECT step FROM {table} WHERE series_id = s.id ORDER BY step LIMIT 1), "
-        f"(SELECT step FROM {table} WHERE series_id = s.id ORDER BY step DESC LIMIT 1) "
-        "FROM unnest(%s::bigint[]) AS s(id)"
+        "SELECT series_id, sum(point_count)::bigint, min(first_step), max(last_step), "
+        "bool_or(nonfinite_step IS NOT NULL), sum(finite_sum) / nullif(sum(finite_count), 0) "
+        f"FROM {_ROLLUP} WHERE width = %s AND series_id = ANY(%s::bigint[]) GROUP BY 1"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [series_ids])
-        return {sid: (lo, hi) for sid, lo, hi in cursor.fetchall() if lo is not None}
+        cursor.execute(sql, [ROLLUP_WIDTHS[-1], series_ids])
+        return {
+            sid: _SeriesStats(count, lo, hi, bad, math.nan if mean is None else mean)
+            for sid, count, lo, hi, bad, mean in cursor.fetchall()
+        }
 
 
-_FINITE = "p.value NOT IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)"
-_POINT = "ARRAY[p.value, p.step::float8, extract(epoch FROM p.wall_time)::float8]"
-_BAD_POINT = "ARRAY[p.step::float8, p.value, extract(epoch FROM p.wall_time)::float8]"
+# A step travels in the float8 arrays below as two halves, each exact in a double (a step
+# may be any bigint up to 2^63 - 1, past the 2^53 a double holds), compared in step order.
+_HALF = 2**31
 
 
-def _series_bucketed_in_sql(
-    attempt_by_series: dict[int, int], spans: dict[int, tuple[int, int]], max_points: int
-) -> list[AttemptSeries]:
-    """Min and max (with their step and time) of each step-range bucket, grouped in
-    PostgreSQL. Arrays compare element by element, so min(ARRAY[value, step, t]) is the
-    bucket's smallest value with its step: an argmin without a sort."""
-    series_ids = sorted(spans, key=lambda sid: attempt_by_series[sid])
-    budgets = split_budget([spans[sid][1] - spans[sid][0] + 1 for sid in series_ids], max_points)
-    # A third of the budget per bucket: its min, its max and possibly a non-finite value.
-    buckets = [max(1, budget // 3) for budget in budgets]
-    table = MetricPoint._meta.db_table
-    sql = (
-        "WITH b(series_id, lo, hi, nb) AS ("
-        "  SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])) "
-        "SELECT p.series_id, "
-        "  floor((p.step - b.lo)::float8 * b.nb / (b.hi - b.lo + 1))::bigint AS bucket, "
-        f"  count(*), min({_POINT}) FILTER (WHERE {_FINITE}), "
-        f"  max({_POINT}) FILTER (WHERE {_FINITE}), "
-        f"  min({_BAD_POINT}) FILTER (WHERE NOT {_FINITE}) "
-        f"FROM {table} p JOIN b ON b.series_id = p.series_id "
-        "GROUP BY 1, 2"
-    )
-    params = [
-        series_ids,
-        [spans[sid][0] for sid in series_ids],
-        [spans[sid][1] for sid in series_ids],
-        buckets,
-    ]
-    totals: dict[int, int] = dict.fromkeys(series_ids, 0)
-    kept: dict[int, dict[int, tuple[float, float]]] = {sid: {} for sid in series_ids}
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for series_id, _, count, low, high, bad in cursor.fetchall():
-            totals[series_id] += count
-            for point in (low, high):
-                if point is not None:
-                    kept[series_id][int(point[1])] = (point[0], point[2])
-            if bad is not None:
-                kept[series_id][int(bad[0])] = (bad[1], bad[2])
-    result = []
-    for sid in series_ids:
-        steps = np.array(sorted(kept[sid]), dtype=np.int64)
-        values = np.array([kept[sid][step][0] for step in steps], dtype=np.float64)
-        epochs = np.array(
-            [np.nan if kept[sid][step][1] is None else kept[sid][step][1] for step in steps],
-            dtype=np.float64,
+def _halves(step: str, sign: str = "") -> str:
+    return f"{sign}({step} / {_HALF})::float8, {sign}mod({step}, {_HALF})::float8"
+
+
+_NON_FINITE = "x.value IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)"
+# One query for every series, whichever way each is read (telemetry.downsample.ReadPlan):
+# rollup rows or points grouped into output buckets, each bucket's extremes as arrays
+# (arrays compare element by element, so min(ARRAY[value, step, t]) is the smallest value
+# with its step, ties going to the earliest step: an argmin without a sort) and its first
+# non-finite value; or, for a series within its budget, every point (as "lows"). They come
+# back as one 2-D array of each kind, the series id last, which psycopg parses and numpy
+# reshapes far faster than one row a point. Grouped spans from points are below ROLLUP_WIDTHS[0]
+# times the buckets: no overflow.
+_LOW = "ARRAY[{value}, {halves}, {us}]"
+_READ = (
+    "WITH r(series_id, width, first_bucket, n_rows, buckets) AS ("
+    "  SELECT * FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[])), "
+    "p(series_id, first_step, n_rows, buckets) AS ("
+    "  SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])), "
+    "g(series_id, lo, hi, bad) AS ("
+    "  SELECT m.series_id, "
+    f"   min(ARRAY[m.min_value, {_halves('m.min_step')}, {_US.format('m.min_time')}]) "
+    "      FILTER (WHERE m.min_step IS NOT NULL), "
+    f"   max(ARRAY[m.max_value, {_halves('m.max_step', '-')}, {_US.format('m.max_time')}]) "
+    "      FILTER (WHERE m.max_step IS NOT NULL), "
+    f"   min(ARRAY[{_halves('m.nonfinite_step')}, m.nonfinite_value, "
+    f"             {_US.format('m.nonfinite_time')}]) "
+    "      FILTER (WHERE m.nonfinite_step IS NOT NULL) "
+    f" FROM r JOIN {_ROLLUP} m ON m.series_id = r.series_id AND m.width = r.width "
+    "  GROUP BY m.series_id, (m.bucket - r.first_bucket) * r.buckets / r.n_rows "
+    "  UNION ALL "
+    "  SELECT x.series_id, "
+    f"   min(ARRAY[x.value, {_halves('x.step')}, {_US.format('x.wall_time')}]) "
+    f"      FILTER (WHERE NOT {_NON_FINITE}), "
+    f"   max(ARRAY[x.value, {_halves('x.step', '-')}, {_US.format('x.wall_time')}]) "
+    f"      FILTER (WHERE NOT {_NON_FINITE}), "
+    f"   min(ARRAY[{_halves('x.step')}, x.value, {_US.format('x.wall_time')}]) "
+    f"      FILTER (WHERE {_NON_FINITE}) "
+    f" FROM p JOIN {_POINTS} x ON x.series_id = p.series_id "
+    "  GROUP BY x.series_id, (x.step - p.first_step) * p.buckets / p.n_rows "
+    "  UNION ALL "
+    f"  SELECT x.series_id, ARRAY[x.value, {_halves('x.step')}, {_US.format('x.wall_time')}], "
+    "    NULL::float8[], NULL::float8[] "
+    f" FROM {_POINTS} x WHERE x.series_id = ANY(%s::bigint[])) "
+    "SELECT array_agg(lo || series_id::float8) FILTER (WHERE lo IS NOT NULL), "
+    "  array_agg(hi || series_id::float8) FILTER (WHERE hi IS NOT NULL), "
+    "  array_agg(bad || series_id::float8) FILTER (WHERE bad IS NOT NULL) "
+    "FROM g"
+)
+
+
+def _series_from_rollups(attempt_by_series: dict[int, int], max_points: int) -> list[AttemptSeries]:
+    """Plan each series (telemetry.downsample.read_plan), then read what each keeps in one
+    query: three in all, whatever the number of attempts or points."""
+    stats = _series_stats(list(attempt_by_series))
+    series_ids = sorted(stats, key=lambda sid: attempt_by_series[sid])
+    budgets = split_budget([stats[sid].count for sid in series_ids], max_points)
+    plans = {}
+    rollups: list[list[int]] = [[], [], [], [], []]
+    points: list[list[int]] = [[], [], [], []]
+    whole: list[int] = []
+    for sid, budget in zip(series_ids, budgets, strict=True):
+        one = stats[sid]
+        plan = plans[sid] = read_plan(
+            count=one.count,
+            first_step=one.first_step,
+            last_step=one.last_step,
+            budget=budget,
+            has_non_finite=one.has_non_finite,
         )
-        times = np.array(
-            [np.datetime64("NaT") if np.isnan(e) else np.datetime64(int(e * 1e6), "us")
-             for e in epochs],
-            dtype="datetime64[us]",
-        )  # fmt: skip
-        result.append(AttemptSeries(attempt_by_series[sid], totals[sid], steps, values, times))
+        if one.count <= budget:
+            whole.append(sid)
+            continue
+        rows = plan.rows(one.first_step, one.last_step)
+        if plan.width is not None:
+            row = [sid, plan.width, one.first_step // plan.width, rows, plan.buckets]
+            for column, value in zip(rollups, row, strict=True):
+                column.append(value)
+        else:
+            for column, value in zip(
+                points, [sid, one.first_step, rows, plan.buckets], strict=True
+            ):
+                column.append(value)
+    with connection.cursor() as cursor:
+        cursor.execute(_READ, [*rollups, *points, whole])
+        owners, steps, values, micros = _kept(*cursor.fetchone())
+    # NaN microseconds (no time) become NaT.
+    times = np.where(np.isnan(micros), np.iinfo(np.int64).min, micros).astype(np.int64)
+    times = times.view("datetime64[us]")
+    starts = np.searchsorted(owners, series_ids, side="left")
+    ends = np.searchsorted(owners, series_ids, side="right")
+    result = []
+    for sid, budget, start, end in zip(series_ids, budgets, starts, ends, strict=True):
+        mine = (steps[start:end], values[start:end], times[start:end])
+        if plans[sid].trim:
+            mine = _trim(*mine, budget, stats[sid].finite_mean)
+        result.append(AttemptSeries(attempt_by_series[sid], stats[sid].count, *mine))
     return result
+
+
+def _kept(
+    lows: list[Any] | None, highs: list[Any] | None, bad: list[Any] | None
+) -> tuple[npt.NDArray[np.int64], ...]:
+    """Series ids, steps, values and times (microseconds, NaN for none) of the kept points,
+    sorted by series and step, each point once (a bucket whose min and max are one point
+    names it twice), from _READ's arrays: lows and highs [value, step halves, time, series]
+    (the highs' step negated), bad [step halves, value, time, series]."""
+    parts = []
+    for rows, value, high, low, sign in (
+        (lows, 0, 1, 2, 1),
+        (highs, 0, 1, 2, -1),
+        (bad, 2, 0, 1, 1),
+    ):
+        if rows:
+            # A NULL time comes back as None, which a float array holds as NaN.
+            table = np.array(rows, dtype=np.float64)
+            whole = table[:, high].astype(np.int64) * _HALF + table[:, low].astype(np.int64)
+            parts.append((table[:, 4].astype(np.int64), sign * whole, table[:, value], table[:, 3]))
+    if not parts:
+        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+    owners, steps, values, micros = (np.concatenate(column) for column in zip(*parts, strict=True))
+    order = np.lexsort((steps, owners))
+    owners, steps = owners[order], steps[order]
+    fresh = np.ones(order.size, dtype=bool)
+    fresh[1:] = (owners[1:] != owners[:-1]) | (steps[1:] != steps[:-1])
+    order = order[fresh]
+    return owners[fresh], steps[fresh], values[order], micros[order]
+
+
+def _trim(
+    steps: npt.NDArray[np.int64],
+    values: npt.NDArray[np.float64],
+    times: npt.NDArray[np.datetime64],
+    budget: int,
+    mean: float,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.datetime64]]:
+    """A budget too small for one bucket's min, max and non-finite value: the first
+    non-finite value (the signal), then the extreme farthest from the series' mean (the
+    spike), as telemetry.downsample does with the median when it has every point."""
+
+    def rank(index: int) -> tuple[int, float, int]:
+        value = float(values[index])
+        if not math.isfinite(value):
+            return (0, 0.0, int(steps[index]))
+        return (1, -abs(value - mean) if math.isfinite(mean) else 0.0, int(steps[index]))
+
+    keep = np.array(sorted(sorted(range(steps.size), key=rank)[:budget]), dtype=np.intp)
+    return steps[keep], values[keep], times[keep]
 
 
 def _arrays(

@@ -198,6 +198,29 @@ def _points_insert_portable(
     return MetricPoint.objects.filter(series_id__in=series_ids.values()).count() - before
 
 
+class RollupsUnsupported(Exception):
+    pass
+
+
+# Series per rebuild statement: bounds the memory of one aggregation, and one transaction
+# each so a large rebuild does not hold every series' rows locked at once.
+ROLLUP_REBUILD_CHUNK = 200
+
+
+def metric_rollups_rebuild(*, series_ids: Sequence[int]) -> int:
+    """Recompute the rollups of these series from their points (PostgreSQL's function from
+    migration 0005). Returns how many rollup rows were written."""
+    if connection.vendor != "postgresql":
+        raise RollupsUnsupported("rollups are kept on PostgreSQL only")
+    written = 0
+    for first in range(0, len(series_ids), ROLLUP_REBUILD_CHUNK):
+        chunk = list(series_ids[first : first + ROLLUP_REBUILD_CHUNK])
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT telemetry_metricrollup_rebuild(%s::bigint[])", [chunk])
+            written += cursor.fetchone()[0]
+    return written
+
+
 def points_latest(points: Sequence[tuple[str, int, float, datetime | None]]) -> datetime | None:
     return _latest(points)
 

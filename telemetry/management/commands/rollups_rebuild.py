@@ -1,0 +1,33 @@
+"""Recompute metric rollups (telemetry.models.MetricRollup) from the points.
+
+PostgreSQL keeps rollups itself on every INSERT and COPY (migration 0005's trigger), so this
+is a repair tool: after points were deleted or changed by hand, or loaded with triggers
+disabled (pg_restore --disable-triggers, session_replication_role = replica)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from telemetry import services
+from telemetry.models import MetricSeries
+
+
+class Command(BaseCommand):
+    help = "Recompute the rollups of every series (or of the given runs) from their points."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--run", type=int, action="append", help="Run id (repeatable).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        series = MetricSeries.objects.order_by("pk")
+        if options["run"]:
+            series = series.filter(run_id__in=options["run"])
+        try:
+            written = services.metric_rollups_rebuild(
+                series_ids=list(series.values_list("pk", flat=True))
+            )
+        except services.RollupsUnsupported as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"{written:,} rollup rows written")
