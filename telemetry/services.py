@@ -129,7 +129,9 @@ def series_ensure(*, run: Run, attempt: Attempt, names: Iterable[str]) -> dict[s
     return found
 
 
-@transaction.atomic
+# Joins the caller's transaction without a savepoint: a failure aborts the whole batch
+# anyway, and a savepoint costs two round trips per batch.
+@transaction.atomic(savepoint=False)
 def metric_points_insert(
     *,
     run: Run,
@@ -153,26 +155,35 @@ def metric_points_insert(
     return inserted
 
 
+# Per-session staging table for point inserts (temporary: no WAL, invisible to others).
+_POINTS_STAGE = "chronicle_points_stage"
+
+
 def _points_insert_postgresql(
     series_ids: dict[str, int], points: Sequence[tuple[str, int, float, datetime | None]]
 ) -> int:
-    # One statement over arrays: far cheaper than one parameter set per row, and the conflict
-    # target is the primary key, so duplicates inside the batch are skipped too.
+    # Binary COPY into a temporary table, then one INSERT ... SELECT with the primary key as
+    # the conflict target (duplicates inside the batch are skipped too). About twice as fast
+    # as one INSERT over array parameters, which psycopg must render as text literals. The
+    # DELETE ... RETURNING empties the stage in the same statement, so a second insert in
+    # the same transaction starts clean.
     table = MetricPoint._meta.db_table
-    sql = (
-        f"INSERT INTO {table} (series_id, step, value, wall_time) "
-        "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::float8[], %s::timestamptz[]) "
-        "ON CONFLICT (series_id, step) DO NOTHING"
-    )
-    with connection.cursor() as cursor:
+    with connection.cursor() as wrapper:
+        cursor = wrapper.cursor  # psycopg's own cursor: COPY is not in the DB-API
         cursor.execute(
-            sql,
-            [
-                [series_ids[p[0]] for p in points],
-                [p[1] for p in points],
-                [p[2] for p in points],
-                [p[3] for p in points],
-            ],
+            f"CREATE TEMPORARY TABLE IF NOT EXISTS {_POINTS_STAGE} "
+            "(series_id bigint, step bigint, value float8, wall_time timestamptz)"
+        )
+        with cursor.copy(f"COPY {_POINTS_STAGE} FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "int8", "float8", "timestamptz"])
+            write_row = copy.write_row
+            for name, step, value, moment in points:
+                write_row((series_ids[name], step, value, moment))
+        cursor.execute(
+            f"WITH staged AS (DELETE FROM {_POINTS_STAGE} RETURNING *) "
+            f"INSERT INTO {table} (series_id, step, value, wall_time) "
+            "SELECT series_id, step, value, wall_time FROM staged "
+            "ON CONFLICT (series_id, step) DO NOTHING"
         )
         return cursor.rowcount
 
