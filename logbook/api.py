@@ -4,6 +4,7 @@ numbers the pages show, each derived one with its formula and inputs."""
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -19,6 +20,7 @@ from logbook.paging import PAGE_PARAMETERS, Counted, paginate
 from logbook.selectors import checkpoints as checkpoint_selectors
 from logbook.selectors import failures as failure_selectors
 from logbook.selectors.failures import FailureFilters, FilterError
+from telemetry.models import Run
 from telemetry.selectors import run_get_for_user
 
 WINDOW_PARAMETERS = [
@@ -91,12 +93,20 @@ class RunCheckpointsApi(APIView):
     def get(self, request: Request, run_id: int) -> Response:
         run = run_get_for_user(user=request.user, run_id=run_id)
         filters = _filters(request)
-        result = checkpoint_selectors.run_checkpoints(run=run, start=filters.start, end=filters.end)
+        # The advisor over every checkpoint in the window, and their count, once per state of
+        # the run's data.
+        count, advisor = checkpoint_selectors.run_checkpoints_cached(
+            run=run,
+            start=filters.start,
+            end=filters.end,
+            name="api",
+            compute=lambda: _advisor(run, filters.start, filters.end),
+        )
         history = checkpoint_selectors.checkpoint_history(
             run=run, start=filters.start, end=filters.end
         )
         # Every checkpoint in the window is in the advisor's frame: no COUNT query needed.
-        rows, paging = paginate(Counted(history, len(result.checkpoints)), request)
+        rows, paging = paginate(Counted(history, count), request)
         checkpoints = [
             {
                 "step": row["step"],
@@ -121,7 +131,13 @@ class RunCheckpointsApi(APIView):
                     "window": {"start": window["start"], "end": window["end"]},
                     **paging,
                     "checkpoints": checkpoints,
-                    "advisor": advice_as_dict(result.advice),
+                    "advisor": advisor,
                 }
             )
         )
+
+
+def _advisor(run: Run, start: datetime | None, end: datetime | None) -> tuple[int, dict[str, Any]]:
+    """How many checkpoints the window holds, and the advisor over them as JSON."""
+    result = checkpoint_selectors.run_checkpoints(run=run, start=start, end=end)
+    return len(result.checkpoints), advice_as_dict(result.advice)

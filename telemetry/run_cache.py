@@ -73,9 +73,24 @@ def _parts() -> dict[str, str]:
             "max(occurred_at), sum(attempt_id)) "
             f"FROM {_table('interruptions')} WHERE run_id = %(run)s"
         ),
+        # Every interruption's times, not only the latest (the checkpoint advisor's MTBF and
+        # restart cost read them all).
+        "interruption_times": (
+            "SELECT concat_ws(',', sum(extract(epoch FROM occurred_at)), "
+            "sum(extract(epoch FROM recovered_at)), sum(extract(epoch FROM detected_at))) "
+            f"FROM {_table('interruptions')} WHERE run_id = %(run)s"
+        ),
         "checkpoints": (
             "SELECT concat_ws(',', count(*), max(id), sum(blocking_save_s), max(saved_at), "
             "count(saved_at), sum(step)) "
+            f"FROM {_table('checkpoints')} WHERE run_id = %(run)s"
+        ),
+        # What "checkpoints" leaves out but the checkpoint advisor and its chart read: each
+        # checkpoint's status (only saved ones count), async cost, attempt, and every save
+        # time (not only the latest), so an edit to an old row moves the digest too.
+        "checkpoint_details": (
+            "SELECT concat_ws(',', sum(hashtext(status)), sum(async_save_s), "
+            "sum(extract(epoch FROM saved_at)), sum(attempt_id), count(attempt_id)) "
             f"FROM {_table('checkpoints')} WHERE run_id = %(run)s"
         ),
         "restores": (

@@ -3,8 +3,10 @@ telemetry.selectors.run_get_for_user, so it is already one the user may see."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 import pandas as pd
 from django.contrib.postgres.aggregates import ArrayAgg
@@ -14,7 +16,21 @@ from django.db.models.functions import Extract
 from logbook.checkpoint_interval import Advice, advise
 from logbook.models import Checkpoint, CheckpointRestore
 from logbook.selectors.failures import FailureFilters, interruptions_in_scope, run_spans
+from telemetry import run_cache
 from telemetry.models import Run
+
+T = TypeVar("T")
+
+# Everything run_checkpoints reads: the checkpoints, the interruptions (MTBF, restart cost)
+# and the attempts and run row (observed span; attempt numbers). The run row is always part
+# of a fingerprint.
+CHECKPOINT_PARTS = [
+    "attempts",
+    "interruptions",
+    "interruption_times",
+    "checkpoints",
+    "checkpoint_details",
+]
 
 # What the advisor and the save-cost chart read of every checkpoint in the window.
 CHECKPOINT_FRAME_COLUMNS = [
@@ -113,3 +129,22 @@ def run_checkpoints(
     rows = interruptions_in_scope(runs=runs, filters=filters)
     spans = run_spans(runs=runs, filters=filters, now=now)
     return RunCheckpoints(checkpoints=frame, advice=advise(frame, rows, spans))
+
+
+def run_checkpoints_cached(
+    *,
+    run: Run,
+    start: datetime | None,
+    end: datetime | None,
+    name: str,
+    compute: Callable[[], T],
+) -> T:
+    """compute() (built from run_checkpoints over this window) cached under a fingerprint of
+    the data it reads, so a new checkpoint or interruption shows on the next request. A run
+    that has reported nothing yet is not cached: a running one's span (its MTBF) ends at
+    "now" (see run_spans), which no fingerprint moves with."""
+    if run.last_seen_at is None:
+        return compute()
+    fingerprint = run_cache.run_fingerprint(run=run, parts=CHECKPOINT_PARTS)
+    window = f"{start.isoformat() if start else ''}/{end.isoformat() if end else ''}"
+    return run_cache.cached(f"logbook-checkpoints:{name}:{fingerprint}:{window}", compute)

@@ -7,17 +7,20 @@ hardware only through the runs they may see, and only those runs' incidents."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
 from logbook.models import Interruption, SdcReplay
 from logbook.selectors.sdc import FilterError, HardwareFilters, hosts_in_place, runs_in_scope
-from telemetry.models import Attempt, Device, Host, Run
+from telemetry import run_cache
+from telemetry.models import Attempt, Cluster, Device, Host, Project, Run, Site
 from telemetry.selectors import User, projects_for_user
 
 # Repeat offender: at least K incidents within the last WINDOW days (query params k and
@@ -190,9 +193,34 @@ def fleet_health(
     # The run ids once, as a list: every query below filters by them, and planning six
     # EXISTS probes that each nest membership -> project -> run subqueries cost more than
     # running them.
-    runs = list(runs_in_scope(user=user, filters=filters).values_list("pk", flat=True))
+    scope = runs_in_scope(user=user, filters=filters).values_list("pk", flat=True)
     # Read back far enough for both the history window and the offender window.
     since = min(filters.since, rule.window_start) if filters.since else None
+    if host is not None:
+        by_host, by_device, hosts, devices = _hardware(list(scope), since, filters, host)
+    else:
+        # The whole fleet's rows are most of the page's cost: read once per state of the
+        # fleet's data (see _runs_and_fingerprint) for these runs and this window. What depends
+        # on the clock (the offender window) is counted below, on every request.
+        runs, fingerprint = _runs_and_fingerprint(scope)
+        where = repr((runs, since, filters.until, filters.site, filters.cluster))
+        digest = hashlib.sha256(where.encode()).hexdigest()[:32]
+        by_host, by_device, hosts, devices = run_cache.cached(
+            f"fleet-rows:{fingerprint}:{digest}", lambda: _hardware(runs, since, filters, None)
+        )
+    return FleetHealth(
+        hosts=_health(
+            "host", hosts, by_host, filters=filters, rule=rule, keep_all=host is not None
+        ),
+        devices=_health("device", devices, by_device, filters=filters, rule=rule),
+        rule=rule,
+    )
+
+
+def _hardware(
+    runs: list[int], since: datetime | None, filters: HardwareFilters, host: Host | None
+) -> tuple[dict[int, list[Incident]], dict[int, list[Incident]], list[Host], list[Device]]:
+    """Incidents by host and device id, and the host and device rows to list."""
     by_host, by_device = _incidents(runs=runs, since=since, until=filters.until, host=host)
 
     hosts = Host.objects.select_related("cluster__site", "quarantined_by")
@@ -214,18 +242,90 @@ def fleet_health(
     if place is not None:
         hosts = hosts.filter(pk__in=place)
         devices = devices.filter(host__in=place)
-    return FleetHealth(
-        hosts=_health(
-            "host", hosts, by_host, filters=filters, rule=rule, keep_all=host is not None
-        ),
-        devices=_health("device", devices, by_device, filters=filters, rule=rule),
-        rule=rule,
+    host_rows, device_rows = list(hosts), list(devices)
+    _share_related(host_rows, device_rows)
+    return by_host, by_device, host_rows, device_rows
+
+
+def _share_related(hosts: list[Host], devices: list[Device]) -> None:
+    """One instance per host, cluster and site across the rows (select_related builds one per
+    row), so a cached copy unpickles each once: unpickling model instances was most of a
+    cache hit's cost."""
+    by_pk = {host.pk: host for host in hosts}
+    for device in devices:
+        if device.host_id is not None:
+            device.host = by_pk.setdefault(device.host_id, device.host)  # type: ignore[assignment]
+    clusters: dict[int, Cluster] = {}
+    sites: dict[int, Site] = {}
+    for host in by_pk.values():
+        if host.cluster is not None:
+            cluster = clusters.setdefault(host.cluster_id, host.cluster)  # type: ignore[arg-type]
+            cluster.site = sites.setdefault(cluster.site_id, cluster.site)
+            host.cluster = cluster
+
+
+def _fleet_fingerprint_sql() -> str:
+    interruption_hosts = Interruption.hosts.through._meta.db_table
+    interruption_devices = Interruption.devices.through._meta.db_table
+    sdc_hosts = SdcReplay.hosts.through._meta.db_table
+    attempt_hosts = Attempt.hosts.through._meta.db_table
+    root_cause = Interruption._meta.get_field("root_cause").related_model._meta.db_table  # type: ignore[union-attr]
+    user = Host._meta.get_field("quarantined_by").related_model._meta.db_table  # type: ignore[union-attr]
+    quarantine = (
+        "count(quarantined_at), sum(extract(epoch FROM quarantined_at)), "
+        "sum(hashtext(quarantine_reason)) FILTER (WHERE quarantined_at IS NOT NULL), "
+        "sum(quarantined_by_id) FILTER (WHERE quarantined_at IS NOT NULL)"
     )
+    parts = [
+        f"SELECT concat_ws(',', count(*), max(id), {quarantine}, sum(cluster_id), "
+        f"sum(hashtext(name))) FROM {Host._meta.db_table}",
+        # Not the uuids: a device's uuid is its identity (ingest finds it by it), and hashing
+        # 16k of them doubled the cost of this query.
+        f"SELECT concat_ws(',', count(*), max(id), {quarantine}, sum(host_id)) "
+        f"FROM {Device._meta.db_table}",
+        "SELECT concat_ws(',', count(*), max(id), sum(extract(epoch FROM occurred_at)), "
+        "sum(root_cause_id), count(*) FILTER (WHERE planned), sum(step), sum(run_id)) "
+        f"FROM {Interruption._meta.db_table}",
+        f"SELECT concat_ws(',', count(*), sum(id), sum(host_id)) FROM {interruption_hosts}",
+        f"SELECT concat_ws(',', count(*), sum(id), sum(device_id)) FROM {interruption_devices}",
+        "SELECT concat_ws(',', count(*), max(id), sum(extract(epoch FROM detected_at)), "
+        "sum(hashtext(verdict)), sum(hashtext(detection)), sum(step), sum(host_id), "
+        f"sum(device_id), sum(run_id)) FROM {SdcReplay._meta.db_table}",
+        f"SELECT concat_ws(',', count(*), sum(id), sum(host_id)) FROM {sdc_hosts}",
+        # A quarantined host is listed once it touched a run in scope, an attempt on it
+        # included: new attempt-host rows move the largest id (the table is too long to sum).
+        f"SELECT max(id) FROM {attempt_hosts}",
+        "SELECT concat_ws(',', count(*), max(id), sum(hashtext(name)), sum(project_id)) "
+        f"FROM {Run._meta.db_table}",
+        f"SELECT sum(hashtext(slug)) FROM {Project._meta.db_table}",
+        f"SELECT concat_ws(',', count(*), sum(hashtext(name))) FROM {root_cause}",
+        "SELECT concat_ws(',', count(*), sum(hashtext(name)), sum(site_id)) "
+        f"FROM {Cluster._meta.db_table}",
+        f"SELECT concat_ws(',', count(*), sum(hashtext(name))) FROM {Site._meta.db_table}",
+        f"SELECT concat_ws(',', count(*), max(id), sum(hashtext(username))) FROM {user}",
+    ]
+    return "SELECT " + ", ".join(f"({part})" for part in parts)
+
+
+def _runs_and_fingerprint(scope: QuerySet[Run, int]) -> tuple[list[int], str]:
+    """The ids of `scope` (ascending) and a digest that changes whenever what the fleet pages
+    list changes: hosts and devices (their quarantine, names, places), interruptions and SDC
+    records and the hardware they name, runs, projects, root causes. One query (aggregates
+    over small tables), so the page's query count stays what it was before the cache."""
+    sql, params = scope.order_by().query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"{_fleet_fingerprint_sql()}, "
+            f"(SELECT coalesce(array_agg(pk ORDER BY pk), '{{}}') FROM ({sql}) AS scope(pk))",
+            params,
+        )
+        *row, runs = cursor.fetchone()
+    return list(runs), hashlib.sha256(repr(row).encode()).hexdigest()[:32]
 
 
 def _health(
     kind: str,
-    rows: QuerySet,  # type: ignore[type-arg]
+    rows: Iterable[Host] | Iterable[Device],
     incidents: dict[int, list[Incident]],
     *,
     filters: HardwareFilters,

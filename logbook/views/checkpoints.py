@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -12,6 +14,7 @@ from logbook.paging import Counted, table_page
 from logbook.selectors import checkpoints as selectors
 from logbook.selectors.failures import FailureFilters, FilterError, failure_filters_parse
 from logbook.views.failures import derived_display
+from telemetry.models import Run
 from telemetry.selectors import run_get_for_user
 
 ADVICE_LABELS = {
@@ -36,6 +39,37 @@ def run_checkpoints(request: HttpRequest, run_id: int) -> HttpResponse:
         filters = failure_filters_parse(request.GET)
     except FilterError as exc:
         filters, errors = FailureFilters(), exc.errors
+    # The advisor, the charts and the count cover every checkpoint in the window and cost
+    # most of the page: computed once per state of the run's data (see the selector).
+    summary = selectors.run_checkpoints_cached(
+        run=run,
+        start=filters.start,
+        end=filters.end,
+        name="page",
+        compute=lambda: _summary(run, filters),
+    )
+    # The table shows a page of them.
+    history = Counted(
+        selectors.checkpoint_history(run=run, start=filters.start, end=filters.end),
+        summary["count"],
+    )
+    return render(
+        request,
+        "logbook/checkpoints.html",
+        {
+            "run": run,
+            "filters": filters,
+            "errors": errors,
+            "history": table_page(request, history),
+            "advice": summary["advice"],
+            "chart_ids": summary["chart_ids"],
+            "charts_script": summary["charts_script"],
+        },
+    )
+
+
+def _summary(run: Run, filters: FailureFilters) -> dict[str, Any]:
+    """The advisor's rows, the checkpoint count, the charts' ids and their script tag."""
     result = selectors.run_checkpoints(run=run, start=filters.start, end=filters.end)
     advice = result.advice
     body = advice_as_dict(advice)
@@ -51,21 +85,11 @@ def run_checkpoints(request: HttpRequest, run_id: int) -> HttpResponse:
             young_s=advice.young_s.value,
         )
         payload.append({"id": "chart-waste", "figure": figure})
-    # The chart and the advisor cover every checkpoint; the table shows a page of them.
-    history = Counted(
-        selectors.checkpoint_history(run=run, start=filters.start, end=filters.end), len(frame)
-    )
-    return render(
-        request,
-        "logbook/checkpoints.html",
-        {
-            "run": run,
-            "filters": filters,
-            "errors": errors,
-            "history": table_page(request, history),
-            "advice": {
-                name: derived_display(body[name], ADVICE_LABELS[name]) for name in ADVICE_FIELDS
-            },
-            "charts_payload": payload,
+    return {
+        "count": len(frame),
+        "advice": {
+            name: derived_display(body[name], ADVICE_LABELS[name]) for name in ADVICE_FIELDS
         },
-    )
+        "chart_ids": [chart["id"] for chart in payload],
+        "charts_script": charts.charts_script(payload),
+    }
