@@ -185,7 +185,8 @@ def _pages(
     log(summary)
     generated_s = time.monotonic() - began
     cookie = pages.reader_cookie(app)
-    # Ingest runs all through the page measurement, one client in a loop.
+    # Ingest runs all through the page measurement: one client streaming a live run's next
+    # steps, as a training job does.
     stop = threading.Event()
     background: list[dict[str, Any]] = []
 
@@ -193,7 +194,12 @@ def _pages(
         index = 0
         while not stop.is_set():
             figure = load.chronicle_ingest(
-                app, token, workload, clients=1, run=f"bench-bg-{stamp}-{index}"
+                app,
+                token,
+                workload.later(index),
+                clients=1,
+                run=f"bench-live-{stamp}",
+                batch_prefix=f"bench-live-{stamp}-{index}",
             )
             background.append(figure.as_dict())
             index += 1

@@ -38,6 +38,11 @@ class Workload:
     values: dict[str, np.ndarray]  # metric name -> float64 per step
     times: np.ndarray  # epoch seconds per step
 
+    def later(self, rounds: int) -> Workload:
+        """The same workload `rounds` lengths further on: a live run's next steps."""
+        shift = int(self.steps.size) * rounds
+        return Workload(steps=self.steps + shift, values=self.values, times=self.times + shift * 4)
+
     @property
     def points(self) -> int:
         return int(self.steps.size) * len(METRIC_NAMES)
@@ -59,14 +64,17 @@ def workload(points: int, *, seed: int = 7) -> Workload:
     return Workload(steps=steps, values=values, times=BASE_EPOCH + steps * 4.0)
 
 
-def chronicle_bodies(load: Workload, run: str, *, form: str = "rows") -> list[bytes]:
+def chronicle_bodies(
+    load: Workload, run: str, *, form: str = "rows", batch_prefix: str | None = None
+) -> list[bytes]:
     """1,000-point batches: one object per point ("rows", the shape MLflow's log-batch also
     uses) or one object per metric with step/value/time arrays ("columns")."""
     bodies = []
     for index, part in enumerate(load.batches()):
         steps = load.steps[part].tolist()
         times = load.times[part].tolist()
-        body: dict[str, Any] = {"batch_id": f"{run}-{index:06d}", "run": run, "attempt": 1}
+        batch_id = f"{batch_prefix or run}-{index:06d}"
+        body: dict[str, Any] = {"batch_id": batch_id, "run": run, "attempt": 1}
         if form == "columns":
             body["series"] = [
                 {"name": name, "steps": steps, "values": load.values[name][part].tolist(),
@@ -283,9 +291,10 @@ def chronicle_ingest(
     clients: int,
     run: str,
     form: str = "rows",
+    batch_prefix: str | None = None,
     drain_timeout_s: float = 600,
 ) -> IngestFigure:
-    bodies = chronicle_bodies(load, run, form=form)
+    bodies = chronicle_bodies(load, run, form=form, batch_prefix=batch_prefix)
     start = time.monotonic()
     sent = send_all(
         app.base_url,
