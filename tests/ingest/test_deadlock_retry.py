@@ -18,6 +18,18 @@ from ingest.models import IngestBatch
 from telemetry.models import Attempt, Run
 
 
+def _second_connection() -> psycopg.Connection[Any]:
+    """A connection of the test's own, outside Django, to hold locks against the code."""
+    settings = connection.settings_dict
+    return psycopg.connect(
+        host=settings["HOST"] or "127.0.0.1",
+        port=int(settings["PORT"] or 5432),
+        user=settings["USER"],
+        password=settings["PASSWORD"] or None,
+        dbname=settings["NAME"],
+    )
+
+
 def _blocked_on_attempt_update() -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -46,14 +58,7 @@ def test_a_deadlocked_batch_is_retried_by_the_worker(project, celery_worker, wai
     )
     wait(lambda: IngestBatch.objects.get(pk=first.pk).status == "done", what="the first batch")
     attempt = Attempt.objects.get(run__name="locked", number=1)
-    settings = connection.settings_dict
-    other = psycopg.connect(
-        host=settings["HOST"] or "127.0.0.1",
-        port=int(settings["PORT"] or 5432),
-        user=settings["USER"],
-        password=settings["PASSWORD"] or None,
-        dbname=settings["NAME"],
-    )
+    other = _second_connection()
     try:
         # and another transaction holding the attempt's row
         other.execute("UPDATE telemetry_attempt SET end_reason = '' WHERE id = %s", [attempt.pk])
@@ -115,14 +120,7 @@ def test_a_deadlocked_batch_written_at_once_is_retried_in_the_request(project, w
 
     services.batch_submit(token=token, body=body("first", "loss"), write_now=True)
     attempt = Attempt.objects.get(run__name="locked-now", number=1)
-    settings = connection.settings_dict
-    other = psycopg.connect(
-        host=settings["HOST"] or "127.0.0.1",
-        port=int(settings["PORT"] or 5432),
-        user=settings["USER"],
-        password=settings["PASSWORD"] or None,
-        dbname=settings["NAME"],
-    )
+    other = _second_connection()
     outcome: dict[str, Any] = {}
 
     def request() -> None:
