@@ -246,6 +246,31 @@ def post_batch(client: Any, ingest_token: str) -> Callable[..., Any]:
     return post
 
 
+@pytest.fixture
+def mlflow_tracking(
+    live_server: Any, ingest_token: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """The mlflow client pointed at the live server's /mlflow with the project's ingest
+    token, the way a job sets MLFLOW_TRACKING_URI / MLFLOW_TRACKING_TOKEN. Yields the URI."""
+    import mlflow
+    import mlflow.tracking.fluent as mlflow_fluent
+
+    url = f"{live_server.url}/mlflow"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", url)  # restored at teardown
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", ingest_token)
+    # A 5xx must fail the test at once, not after minutes of the client's backoff.
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
+    mlflow.set_tracking_uri(url)
+    yield url
+    while mlflow.active_run() is not None:
+        mlflow.end_run()
+    mlflow_fluent._active_experiment_id = None
+    mlflow.set_tracking_uri(None)
+    # set_experiment exports the id for subprocesses; the next test's server has no such id.
+    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
+
+
 # --- Browser ---------------------------------------------------------------------------------
 
 

@@ -11,7 +11,6 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +25,9 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
 
 import lightning.pytorch as pl
-import mlflow
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import MLFlowLogger
-from mlflow.tracking import fluent as mlflow_fluent
 from transformers import (
     GPT2Config,
     GPT2LMHeadModel,
@@ -450,25 +447,6 @@ def test_lightning_crash_is_reported_and_resuming_is_the_next_attempt(
 
 
 # --- The frameworks' own MLflow integrations against Chronicle's MLflow API -------------------
-
-
-@pytest.fixture
-def mlflow_tracking(
-    live_server: Any, ingest_token: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[str]:
-    """MLFLOW_TRACKING_URI / MLFLOW_TRACKING_TOKEN pointed at the live server, as a job sets
-    them. Yields the tracking URI."""
-    url = f"{live_server.url}/mlflow"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
-    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", ingest_token)
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # a 5xx fails the test at once
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
-    yield url
-    while mlflow.active_run() is not None:
-        mlflow.end_run()
-    mlflow_fluent._active_experiment_id = None
-    mlflow.set_tracking_uri(None)
-    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -9,7 +9,6 @@ import base64
 import json
 import math
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +22,6 @@ import requests
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
-from mlflow.tracking import fluent as mlflow_fluent
 
 from ingest import mlflow_services
 from ingest import services as ingest_services
@@ -36,23 +34,8 @@ TS_MS = 1_763_700_000_000  # 2025-11-21, a fixed wall time for logged points
 
 
 @pytest.fixture
-def tracking(live_server: Any, ingest_token: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The mlflow client pointed at the live server with the project's ingest token (the
-    way a job sets MLFLOW_TRACKING_URI / MLFLOW_TRACKING_TOKEN). Yields the base URL."""
-    url = f"{live_server.url}/mlflow"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", url)  # restored at teardown
-    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", ingest_token)
-    # A 5xx must fail the test at once, not after minutes of the client's backoff.
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
-    mlflow.set_tracking_uri(url)
-    yield url
-    while mlflow.active_run() is not None:
-        mlflow.end_run()
-    mlflow_fluent._active_experiment_id = None
-    mlflow.set_tracking_uri(None)
-    # set_experiment exports the id for subprocesses; the next test's server has no such id.
-    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
+def tracking(mlflow_tracking: str) -> str:
+    return mlflow_tracking
 
 
 def chronicle_points(run: Run, name: str) -> list[tuple[int, int, float | None]]:
