@@ -26,27 +26,31 @@ ATTEMPT_COLOURS = [
 Axis = Literal["step", "time"]
 
 
-def chart_layout(
-    figure: go.Figure,
+def chart_look(
     *,
     title: str,
     x_title: str = "",
     y_title: str = "",
     height: int = 320,
     legend_y: float = -0.3,
-) -> go.Figure:
-    """The look every Chronicle chart shares: small left-aligned title, white template,
-    legend below the x axis title."""
-    figure.update_layout(
-        title={"text": title, "x": 0.01, "font": {"size": 14}},
-        height=height,
-        margin={"l": 60, "r": 10, "t": 36, "b": 40},
-        xaxis_title=x_title,
-        yaxis_title=y_title,
-        legend={"orientation": "h", "y": legend_y, "yanchor": "top"},
-        template="plotly_white",
-        hovermode="closest",
-    )
+) -> dict[str, Any]:
+    """The look every Chronicle chart shares, as a layout dict: small left-aligned title,
+    white template, legend below the x axis title."""
+    return {
+        "title": {"text": title, "x": 0.01, "font": {"size": 14}},
+        "height": height,
+        "margin": {"l": 60, "r": 10, "t": 36, "b": 40},
+        "xaxis": {"title": {"text": x_title}},
+        "yaxis": {"title": {"text": y_title}},
+        "legend": {"orientation": "h", "y": legend_y, "yanchor": "top"},
+        "template": "plotly_white",
+        "hovermode": "closest",
+    }
+
+
+def chart_layout(figure: go.Figure, **look: Any) -> go.Figure:
+    """`figure` with chart_look(**look) applied."""
+    figure.update_layout(chart_look(**look))
     return figure
 
 
