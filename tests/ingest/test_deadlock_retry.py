@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -30,13 +31,19 @@ def _second_connection() -> psycopg.Connection[Any]:
     )
 
 
-def _blocked_on_attempt_update() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock' AND query LIKE 'UPDATE \"telemetry_attempt\"%%'"
-        )
-        return cursor.fetchone()[0] > 0
+def _blocked_on_update(table: str) -> Callable[[], bool]:
+    """Whether some session waits on a row lock to UPDATE `table`."""
+
+    def blocked() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND query LIKE %s",
+                [f'UPDATE "{table}"%'],
+            )
+            return cursor.fetchone()[0] > 0
+
+    return blocked
 
 
 @pytest.mark.django_db(transaction=True)
@@ -73,7 +80,7 @@ def test_a_deadlocked_batch_is_retried_by_the_worker(project, celery_worker, wai
                 "events": [{"type": "attempt_ended", "time": 1_763_600_100, "status": "completed"}],
             }
         )
-        wait(_blocked_on_attempt_update, what="the worker to wait for the attempt row")
+        wait(_blocked_on_update("telemetry_attempt"), what="the worker to wait for the attempt row")
         # and the other transaction inserts the same series: each waits for the other, and
         # PostgreSQL aborts the transaction that has waited longer, the worker's
         other.execute(
@@ -93,15 +100,6 @@ def test_a_deadlocked_batch_is_retried_by_the_worker(project, celery_worker, wai
     assert batch.process_attempts == 2
     assert Attempt.objects.get(pk=attempt.pk).status == Attempt.Status.COMPLETED
     assert Run.objects.get(name="locked").series.filter(name="new_metric").count() == 1
-
-
-def _blocked_on_run_update() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock' AND query LIKE 'UPDATE \"telemetry_run\"%%'"
-        )
-        return cursor.fetchone()[0] > 0
 
 
 @pytest.mark.django_db(transaction=True)
@@ -138,7 +136,7 @@ def test_a_deadlocked_batch_written_at_once_is_retried_in_the_request(project, w
         # when a request writes a batch that adds a series, then moves the run's progress
         thread = threading.Thread(target=request)
         thread.start()
-        wait(_blocked_on_run_update, what="the request to wait for the run row")
+        wait(_blocked_on_update("telemetry_run"), what="the request to wait for the run row")
         # and the other transaction inserts the same series: a deadlock, the request's
         # transaction is aborted
         other.execute(
