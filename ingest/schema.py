@@ -670,8 +670,8 @@ def _series(items: list[Any], errors: _Errors, times: _Times) -> list[MetricIn]:
         if columns is None:
             continue
         steps, values, raw_times = columns
-        clean_steps = _column(steps, check_step, index, "steps", errors)
-        clean_values = _column(values, check_value, index, "values", errors)
+        clean_steps = _column(steps, check_step, _exact_steps, index, "steps", errors)
+        clean_values = _column(values, check_value, _exact_values, index, "values", errors)
         moments: list[datetime | None] = [None] * len(steps)
         if raw_times is not None:
             epoch = times.epoch
@@ -715,17 +715,27 @@ def _series_columns(
     return steps, values, raw_times
 
 
+def _exact_steps(raw: list[Any]) -> bool:
+    return all(type(item) is int for item in raw) and (
+        not raw or (min(raw) >= 0 and max(raw) <= MAX_STEP)
+    )
+
+
+def _exact_values(raw: list[Any]) -> bool:
+    return all(type(item) is float for item in raw)
+
+
 def _column(
-    raw: list[Any], check: Checker, index: int, key: str, errors: _Errors
+    raw: list[Any],
+    check: Checker,
+    exact: Callable[[list[Any]], bool],
+    index: int,
+    key: str,
+    errors: _Errors,
 ) -> list[Any] | None:
-    """The checked column, or None after naming its first bad item. Exact ints (steps) and
-    floats (values) pass without a call per item."""
-    if key == "steps":
-        if all(type(item) is int for item in raw) and (
-            not raw or (min(raw) >= 0 and max(raw) <= MAX_STEP)
-        ):
-            return raw
-    elif all(type(item) is float for item in raw):
+    """The checked column, or None after naming its first bad item. A column that `exact`
+    accepts whole (plain ints for steps, floats for values) passes without a call per item."""
+    if exact(raw):
         return raw
     clean = []
     for position, item in enumerate(raw):

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, transaction
@@ -135,16 +136,18 @@ def batch_accept(
     body is kept and handed to a worker once the row is committed."""
     digest = hashlib.sha256(body).hexdigest()
     at_once = write_now and writes_at_once(batch_in)
-    for tries_left in range(WRITE_AT_ONCE_TRIES - 1 if at_once else 0, -1, -1):
+    store = partial(
+        _batch_store, token=token, batch_in=batch_in, body=body, digest=digest, at_once=at_once
+    )
+    for _ in range(WRITE_AT_ONCE_TRIES - 1 if at_once else 0):
         try:
-            return _batch_store(token=token, batch_in=batch_in, body=body, digest=digest,
-                                at_once=at_once)  # fmt: skip
+            return store()
         except OperationalError as exc:
-            if not (tries_left and is_retryable(exc)):
+            if not is_retryable(exc):
                 raise
             # Out of step with the transaction that won the lock.
             time.sleep(random.uniform(0.01, 0.1))
-    raise AssertionError("unreachable")
+    return store()
 
 
 def _batch_store(
