@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import html
+import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -11,6 +13,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from django.core.serializers.json import DjangoJSONEncoder
+from django.utils.safestring import SafeString
 
 ATTEMPT_COLOURS = [
     "#1f77b4",
@@ -403,3 +407,29 @@ def chart_marks(annotations: Iterable[Any], entries: Iterable[Any], axis: Axis) 
             for index, name in enumerate(("x0", "x1", "label", "kind"))
         }
     )
+
+
+_SCRIPT_ESCAPES = (("&", "\\u0026"), ("<", "\\u003C"), (">", "\\u003E"))
+
+
+def charts_script(payload: list[dict[str, Any]]) -> SafeString:
+    """The page's charts as Django's json_script(payload, "charts-data") writes them, minus
+    its cost: json_script escapes with str.translate, ~25 ms on a 400 kB chart payload;
+    three str.replace calls do the same escaping in a few."""
+    try:
+        text = json.dumps(payload, separators=(",", ":"), allow_nan=False, cls=DjangoJSONEncoder)
+    except ValueError:  # a NaN slipped through: null it rather than write invalid JSON
+        text = json.dumps(_nan_to_none(payload), separators=(",", ":"), cls=DjangoJSONEncoder)
+    for raw, escaped in _SCRIPT_ESCAPES:
+        text = text.replace(raw, escaped)
+    return SafeString(f'<script id="charts-data" type="application/json">{text}</script>')
+
+
+def _nan_to_none(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _nan_to_none(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nan_to_none(item) for item in value]
+    return value

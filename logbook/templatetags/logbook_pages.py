@@ -1,7 +1,7 @@
 """Template filters for the logbook's long pages, cheaper than the built-ins they replace:
 
 {{ charts_payload|charts_script }}: the page's charts for static/js/charts.js, as
-json_script would write them with id "charts-data" (see logbook.charts.charts_script).
+json_script would write them with id "charts-data" (see telemetry.charts.charts_script).
 
 {{ moment|utc:"%Y-%m-%d %H:%M" }}: a datetime in UTC through strftime; the `date` filter's
 per-call formatter machinery cost ~0.1 ms a cell, tens of ms on a 100-row table. The columns

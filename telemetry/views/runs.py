@@ -12,7 +12,6 @@ import pandas as pd
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.utils.html import json_script
 from django.utils.safestring import mark_safe
 
 from telemetry import charts, run_cache, selectors, selectors_runs
@@ -68,7 +67,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "annotations": annotations,
             "can_annotate": can_annotate,
             "figures": charts_block["figures"],
-            # Escaped by json_script when it was cached.
+            # Escaped by charts_script when it was cached.
             "charts_script": mark_safe(charts_block["script"]),
         },
     )
@@ -79,7 +78,7 @@ def _charts_block(figures: list[dict[str, Any]]) -> dict[str, Any]:
     payload = [{"id": f["id"], "figure": f["figure"]} for f in figures]
     return {
         "figures": [{k: f[k] for k in ("id", "name", "total_points")} for f in figures],
-        "script": str(json_script(payload, "charts-data")),
+        "script": str(charts.charts_script(payload)),
     }
 
 
