@@ -3,7 +3,6 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from logbook import notifications
 from logbook.models import (
     Checkpoint,
     CheckpointRestore,
@@ -12,6 +11,7 @@ from logbook.models import (
     RootCause,
     SdcReplay,
 )
+from logbook.services import webhooks as webhook_services
 
 
 @admin.register(RootCause)
@@ -69,7 +69,7 @@ class SdcReplayAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: SdcReplay, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
         # A verdict set to confirmed here pages the project's webhooks (once).
-        notifications.sdc_confirmed_notify(obj)
+        webhook_services.sdc_confirmed_notify(obj)
 
     list_display = ["detected_at", "run", "step", "device", "detection", "verdict", "action"]
     list_filter = ["verdict", "action", "detection"]

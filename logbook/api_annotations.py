@@ -17,8 +17,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from logbook import annotations as annotation_services
-from logbook.annotations import (
+from logbook.models import Annotation
+from logbook.services import annotations as annotation_services
+from logbook.services.annotations import (
     MAX_BIGINT,
     MAX_EPOCH_MS,
     MAX_TAG_CHARS,
@@ -28,7 +29,6 @@ from logbook.annotations import (
     datetime_to_epoch_ms,
     epoch_ms_to_datetime,
 )
-from logbook.models import Annotation
 from telemetry.models import Project
 from telemetry.selectors import User, run_get_for_user
 

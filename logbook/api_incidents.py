@@ -18,11 +18,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from logbook import triage
 from logbook.markdown import render_markdown
 from logbook.models import AuditEvent, Interruption
 from logbook.selectors import incidents as selectors
 from logbook.selectors.sdc import FilterError
+from logbook.services import triage
 
 _FILTER_PARAMETERS = [
     OpenApiParameter("run", OpenApiTypes.INT, description="Only this run (404 if not yours)."),

@@ -15,11 +15,11 @@ from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from logbook import triage
 from logbook.models import AuditEvent, Interruption, RootCause
 from logbook.selectors import incidents as selectors
 from logbook.selectors.incidents import IncidentFilters
 from logbook.selectors.sdc import FilterError
+from logbook.services import triage
 
 FIELD_LABELS = {
     "root_cause": "Root cause",

@@ -16,9 +16,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from logbook import notifications
-from logbook import services as logbook_services
 from logbook.models import SdcReplay, WebhookDelivery, WebhookEndpoint
+from logbook.services import interruptions as interruption_services
+from logbook.services import sdc as sdc_services
+from logbook.services import webhooks as webhook_services
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Membership, Run
 
@@ -100,7 +101,7 @@ def run(project: Any) -> Run:
 
 @pytest.fixture
 def endpoint(project: Any, receiver: Receiver) -> WebhookEndpoint:
-    return notifications.webhook_endpoint_create(
+    return webhook_services.webhook_endpoint_create(
         project=project, name="oncall-slack", url=receiver.url, events=[]
     )
 
@@ -115,7 +116,7 @@ def _interruption(run: Run, key: str = "i-1", **fields: Any) -> Any:
         "planned": False,
         **fields,
     }
-    return logbook_services.interruption_record(
+    return interruption_services.interruption_record(
         run=run, source_key=key, occurred_at=T0, attempt=attempt, **values
     )
 
@@ -125,7 +126,7 @@ def _sweep_until_settled(start: datetime, *, limit: int = 20) -> list[str]:
     outcomes: list[str] = []
     now = start
     for _ in range(limit):
-        due = notifications.deliveries_due(now=now)
+        due = webhook_services.deliveries_due(now=now)
         if not due:
             pending = WebhookDelivery.objects.filter(status="pending").order_by("next_attempt_at")
             if not pending.exists():
@@ -133,7 +134,7 @@ def _sweep_until_settled(start: datetime, *, limit: int = 20) -> list[str]:
             now = pending.first().next_attempt_at  # jump to the next due time
             continue
         for pk in due:
-            outcomes.append(notifications.webhook_deliver(delivery_pk=pk, now=now))
+            outcomes.append(webhook_services.webhook_deliver(delivery_pk=pk, now=now))
     return outcomes
 
 
@@ -146,7 +147,7 @@ def test_an_unexpected_interruption_is_delivered_and_recorded(
     # given a project webhook; when an unexpected interruption is recorded and notified
     with django_capture_on_commit_callbacks(execute=True):
         interruption = _interruption(run)
-        notifications.interruption_notify(interruption=interruption)
+        webhook_services.interruption_notify(interruption=interruption)
 
     # then the receiver got one Slack-compatible POST naming run, category, hosts, message
     assert len(receiver.requests) == 1
@@ -172,20 +173,20 @@ def test_an_unexpected_interruption_is_delivered_and_recorded(
 def test_two_500s_then_200_is_retried_and_delivered_on_the_third_attempt(run, endpoint, receiver):
     # given a receiver that fails twice
     receiver.statuses = [500, 500]
-    notifications.interruption_notify(interruption=_interruption(run))
+    webhook_services.interruption_notify(interruption=_interruption(run))
     delivery = WebhookDelivery.objects.get()
     start = timezone.now()
 
     # when the first attempt fails, the next one waits for the backoff
-    assert notifications.webhook_deliver(delivery_pk=delivery.pk, now=start) == "retry"
+    assert webhook_services.webhook_deliver(delivery_pk=delivery.pk, now=start) == "retry"
     delivery.refresh_from_db()
-    first_wait = timedelta(seconds=notifications.RETRY_BACKOFF_S[0])
+    first_wait = timedelta(seconds=webhook_services.RETRY_BACKOFF_S[0])
     assert delivery.next_attempt_at == start + first_wait
     assert (delivery.status, delivery.last_status_code) == ("pending", 500)
     assert "500" in delivery.last_error
-    assert notifications.webhook_deliver(delivery_pk=delivery.pk, now=start + first_wait / 2) == (
-        "not due"
-    )
+    assert webhook_services.webhook_deliver(
+        delivery_pk=delivery.pk, now=start + first_wait / 2
+    ) == ("not due")
     assert len(receiver.requests) == 1
 
     # then the sweep retries it when due, until it is delivered
@@ -204,20 +205,20 @@ def test_an_endpoint_that_always_fails_is_given_up_with_the_error_shown(
 ):
     # given a receiver answering 503 to everything
     receiver.statuses = [503] * 50
-    notifications.interruption_notify(interruption=_interruption(run))
+    webhook_services.interruption_notify(interruption=_interruption(run))
 
     # when the sweep keeps retrying
     outcomes = _sweep_until_settled(timezone.now())
 
     # then it gives up after MAX_ATTEMPTS, with the last answer recorded
-    assert outcomes == ["retry"] * (notifications.MAX_ATTEMPTS - 1) + ["failed"]
+    assert outcomes == ["retry"] * (webhook_services.MAX_ATTEMPTS - 1) + ["failed"]
     delivery = WebhookDelivery.objects.get()
-    assert (delivery.status, delivery.attempts) == ("failed", notifications.MAX_ATTEMPTS)
+    assert (delivery.status, delivery.attempts) == ("failed", webhook_services.MAX_ATTEMPTS)
     assert delivery.last_status_code == 503
     assert "503" in delivery.last_error and "down for maintenance" in delivery.last_error
     assert delivery.next_attempt_at is None
-    assert len(receiver.requests) == notifications.MAX_ATTEMPTS
-    assert notifications.deliveries_due(now=timezone.now() + timedelta(days=1)) == []
+    assert len(receiver.requests) == webhook_services.MAX_ATTEMPTS
+    assert webhook_services.deliveries_due(now=timezone.now() + timedelta(days=1)) == []
     # and the admins' page shows the outcome
     client.force_login(dana)
     page = client.get("/projects/pretrain/webhooks/").content.decode()
@@ -230,13 +231,13 @@ def test_a_refused_connection_is_an_error_without_a_status_code(run, project):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    notifications.webhook_endpoint_create(
+    webhook_services.webhook_endpoint_create(
         project=project, name="gone", url=f"http://127.0.0.1:{port}/", events=[]
     )
-    notifications.interruption_notify(interruption=_interruption(run))
+    webhook_services.interruption_notify(interruption=_interruption(run))
     delivery = WebhookDelivery.objects.get()
 
-    assert notifications.webhook_deliver(delivery_pk=delivery.pk) == "retry"
+    assert webhook_services.webhook_deliver(delivery_pk=delivery.pk) == "retry"
 
     delivery.refresh_from_db()
     assert delivery.last_status_code is None
@@ -249,9 +250,9 @@ def test_redirects_are_not_followed(run, endpoint, receiver):
     try:
         receiver.statuses = [302]
         receiver.redirect_to = other.url
-        notifications.interruption_notify(interruption=_interruption(run))
+        webhook_services.interruption_notify(interruption=_interruption(run))
 
-        outcome = notifications.webhook_deliver(delivery_pk=WebhookDelivery.objects.get().pk)
+        outcome = webhook_services.webhook_deliver(delivery_pk=WebhookDelivery.objects.get().pk)
 
         # then the payload went to the configured URL only
         assert outcome == "retry"
@@ -262,10 +263,12 @@ def test_redirects_are_not_followed(run, endpoint, receiver):
 
 
 def test_a_delivery_whose_endpoint_was_disabled_gives_up(run, endpoint, receiver):
-    notifications.interruption_notify(interruption=_interruption(run))
-    notifications.webhook_endpoint_set_enabled(endpoint=endpoint, enabled=False)
+    webhook_services.interruption_notify(interruption=_interruption(run))
+    webhook_services.webhook_endpoint_set_enabled(endpoint=endpoint, enabled=False)
 
-    assert notifications.webhook_deliver(delivery_pk=WebhookDelivery.objects.get().pk) == "failed"
+    assert (
+        webhook_services.webhook_deliver(delivery_pk=WebhookDelivery.objects.get().pk) == "failed"
+    )
 
     assert receiver.requests == []
     assert "disabled" in WebhookDelivery.objects.get().last_error
@@ -280,11 +283,11 @@ def test_the_same_event_is_delivered_once(
     # when the same interruption is reported twice (ingest retries) and notified each time
     with django_capture_on_commit_callbacks(execute=True):
         for _ in range(2):
-            notifications.interruption_notify(interruption=_interruption(run, key="same"))
-        again = notifications.notify(
+            webhook_services.interruption_notify(interruption=_interruption(run, key="same"))
+        again = webhook_services.notify(
             project=run.project, event="interruption", event_key="x:1", payload={"text": "a"}
         )
-        twice = notifications.notify(
+        twice = webhook_services.notify(
             project=run.project, event="interruption", event_key="x:1", payload={"text": "a"}
         )
 
@@ -297,7 +300,7 @@ def test_the_same_event_is_delivered_once(
 def test_the_delivery_task_twice_sends_once(run, endpoint, receiver):
     from logbook.tasks import webhook_deliver_task
 
-    notifications.interruption_notify(interruption=_interruption(run))
+    webhook_services.interruption_notify(interruption=_interruption(run))
     pk = WebhookDelivery.objects.get().pk
 
     assert webhook_deliver_task(pk) == "delivered"
@@ -307,21 +310,21 @@ def test_the_delivery_task_twice_sends_once(run, endpoint, receiver):
 
 def test_planned_interruptions_subscriptions_and_disabled_endpoints(project, run, receiver):
     # given one endpoint for SDC only, one disabled, one for everything
-    sdc_only = notifications.webhook_endpoint_create(
+    sdc_only = webhook_services.webhook_endpoint_create(
         project=project, name="sdc", url=receiver.url, events=["sdc_confirmed"]
     )
-    disabled = notifications.webhook_endpoint_create(
+    disabled = webhook_services.webhook_endpoint_create(
         project=project, name="off", url=receiver.url, events=[]
     )
-    notifications.webhook_endpoint_set_enabled(endpoint=disabled, enabled=False)
-    everything = notifications.webhook_endpoint_create(
+    webhook_services.webhook_endpoint_set_enabled(endpoint=disabled, enabled=False)
+    everything = webhook_services.webhook_endpoint_create(
         project=project, name="all", url=receiver.url, events=[]
     )
 
     # when a planned and an unexpected interruption are notified
     planned = _interruption(run, key="p-1", category="Host Maintenance", planned=True)
-    assert notifications.interruption_notify(interruption=planned) == []
-    notifications.interruption_notify(interruption=_interruption(run, key="u-1"))
+    assert webhook_services.interruption_notify(interruption=planned) == []
+    webhook_services.interruption_notify(interruption=_interruption(run, key="u-1"))
 
     # then only the catch-all endpoint gets the unexpected one
     assert [d.endpoint for d in WebhookDelivery.objects.all()] == [everything]
@@ -330,26 +333,26 @@ def test_planned_interruptions_subscriptions_and_disabled_endpoints(project, run
 
 def test_a_confirmed_sdc_notifies_once(project, run, receiver):
     # given an SDC-only endpoint and a pending SDC record
-    notifications.webhook_endpoint_create(
+    webhook_services.webhook_endpoint_create(
         project=project, name="sdc", url=receiver.url, events=["sdc_confirmed"]
     )
-    replay = logbook_services.sdc_record(
+    replay = sdc_services.sdc_record(
         run=run, source_key="s-1", step=4096, detected_at=T0, device="GPU-abc", host="h017"
     )
 
     # a pending verdict notifies nothing
-    assert notifications.sdc_confirmed_notify(replay) == []
+    assert webhook_services.sdc_confirmed_notify(replay) == []
 
     # when the verdict becomes confirmed (and the record is saved again later)
     replay.verdict = SdcReplay.Verdict.CONFIRMED
     replay.action = SdcReplay.Action.QUARANTINED
     replay.save()
-    first = notifications.sdc_confirmed_notify(replay)
-    second = notifications.sdc_confirmed_notify(replay)
+    first = webhook_services.sdc_confirmed_notify(replay)
+    second = webhook_services.sdc_confirmed_notify(replay)
 
     # then one delivery, naming step, device and host
     assert len(first) == 1 and second == []
-    notifications.webhook_deliver(delivery_pk=first[0].pk)
+    webhook_services.webhook_deliver(delivery_pk=first[0].pk)
     body = receiver.requests[0]["body"]
     assert "step 4096" in body["text"] and "GPU-abc on h017" in body["text"]
     assert body["chronicle"]["event"] == "sdc_confirmed"
@@ -380,8 +383,8 @@ def test_a_stalled_run_notifies_once_per_stall(project, other_project, run, endp
     _seen(telemetry_services.run_upsert(project=other_project, name="x"), now - timedelta(hours=1))
 
     # when the check runs twice
-    first = notifications.run_stall_check(now=now)
-    second = notifications.run_stall_check(now=now + timedelta(minutes=5))
+    first = webhook_services.run_stall_check(now=now)
+    second = webhook_services.run_stall_check(now=now + timedelta(minutes=5))
 
     # then one notification, for our run only
     assert (first, second) == (1, 0)
@@ -395,15 +398,15 @@ def test_a_stalled_run_notifies_once_per_stall(project, other_project, run, endp
     # ends meanwhile, so it does not count)
     _seen(fresh, now, status=Attempt.Status.COMPLETED)
     _seen(run, now + timedelta(minutes=30))
-    assert notifications.run_stall_check(now=now + timedelta(minutes=40)) == 0
-    assert notifications.run_stall_check(now=now + timedelta(minutes=46)) == 1
+    assert webhook_services.run_stall_check(now=now + timedelta(minutes=40)) == 0
+    assert webhook_services.run_stall_check(now=now + timedelta(minutes=46)) == 1
     assert WebhookDelivery.objects.filter(event="run_stalled").count() == 2
 
 
 def test_a_run_silent_for_days_is_abandoned_not_stalled(run, endpoint):
     now = timezone.now()
-    _seen(run, now - notifications.RUN_STALL_LOOKBACK - timedelta(minutes=1))
-    assert notifications.run_stall_check(now=now) == 0
+    _seen(run, now - webhook_services.RUN_STALL_LOOKBACK - timedelta(minutes=1))
+    assert webhook_services.run_stall_check(now=now) == 0
 
 
 def test_the_stall_check_task(run, endpoint):
@@ -413,7 +416,7 @@ def test_the_stall_check_task(run, endpoint):
     assert runs_stall_check_task() == 1
     assert runs_stall_check_task() == 0
     # the sweep sees the new, due delivery (enqueue only; the worker test below sends)
-    assert notifications.deliveries_due() == [WebhookDelivery.objects.get().pk]
+    assert webhook_services.deliveries_due() == [WebhookDelivery.objects.get().pk]
     assert webhooks_retry_due_task.name == "logbook.webhooks_retry_due"
 
 
@@ -421,8 +424,10 @@ def test_the_stall_check_task(run, endpoint):
 def test_a_real_worker_delivers_after_commit(celery_worker, project, receiver, wait):
     # given a webhook; when a notification is committed
     run = telemetry_services.run_upsert(project=project, name="worker-run")
-    notifications.webhook_endpoint_create(project=project, name="hook", url=receiver.url, events=[])
-    notifications.interruption_notify(interruption=_interruption(run))
+    webhook_services.webhook_endpoint_create(
+        project=project, name="hook", url=receiver.url, events=[]
+    )
+    webhook_services.interruption_notify(interruption=_interruption(run))
 
     # then the worker POSTs it and records the outcome
     wait(
@@ -490,7 +495,7 @@ def test_webhooks_page_query_count(client, dana, run, endpoint, django_assert_ma
     client.force_login(dana)
     for count in (1, 15):
         for index in range(count):
-            notifications.notify(
+            webhook_services.notify(
                 project=run.project,
                 event="run_stalled",
                 event_key=f"q{count}:{index}",
