@@ -288,9 +288,7 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
         if handler is not None:
             handler(context, event)
     # Restart drafts last: the batch's restore and interruption are recorded by now.
-    for event in batch_in.events:
-        if event.type in ("attempt_started", "checkpoint_restored"):
-            draft_services.restart_entry_draft(attempt=context.event_attempt(event))
+    draft_services.restart_drafts_refresh(events=batch_in.events, attempt_of=context.event_attempt)
     # Last, and once: this UPDATE locks the run's row until commit, and every batch of the
     # run needs it, so holding it briefly is what lets workers share a run.
     times = [event.time for event in batch_in.events]

@@ -1,13 +1,17 @@
-"""The automatic "restart" entry drafted when an attempt starts after an interruption."""
+"""The automatic "restart" entry drafted when an attempt starts after an interruption, and
+when, in a batch of a job's events, it is drafted."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from logbook import chronicles
 from logbook.models import AuditEvent, Checkpoint, CheckpointRestore, Interruption, LogbookEntry
+from logbook.restart_drafts import RestartFacts, restart_text
 from logbook.services.entries import (
     ENTRY_ENTITY,
     RESTART_DRAFT_AUTHOR,
@@ -17,21 +21,24 @@ from logbook.services.entries import (
 from logbook.taxonomy import UNKNOWN_SLUG
 from telemetry.models import Attempt, MetricPoint
 
-MINUS = "\u2212"
+# The job events after which an attempt's restart draft may read differently.
+DRAFTING_EVENTS = ("attempt_started", "checkpoint_restored")
 
 
-def _duration_text(seconds: float) -> str:
-    minutes = seconds / 60
-    if minutes < 120:
-        return f"{round(minutes):,} min"
-    return f"{minutes / 60:.1f} h"
+class JobEvent(Protocol):
+    type: str
 
 
-def _hosts_text(names: list[str]) -> str:
-    if not names:
-        return ""
-    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return f" on host{'s' if len(names) > 1 else ''} {shown}"
+def restart_drafts_refresh(
+    *, events: Iterable[JobEvent], attempt_of: Callable[[JobEvent], Attempt]
+) -> None:
+    """Draft (or refresh) the restart entry of each attempt a batch's events start or restore.
+    Call it after every other record of the batch is written: a draft reads the batch's
+    restore and interruption, which may come after the attempt_started event in the batch.
+    `attempt_of` gives an event's attempt (the ingest worker's per-batch cache)."""
+    for event in events:
+        if event.type in DRAFTING_EVENTS:
+            restart_entry_draft(attempt=attempt_of(event))
 
 
 def _attempt_last_step(attempt: Attempt) -> int | None:
@@ -57,8 +64,7 @@ def _restart_interruption(*, attempt: Attempt, previous: Attempt) -> Interruptio
 
 def restart_entry_draft(*, attempt: Attempt) -> LogbookEntry | None:
     """Draft the automatic "restart" entry of an attempt that started after an interruption
-    ("Attempt 12 resumed from checkpoint at step 12,000 after NCCL Watchdog Timeouts on host
-    h123; 345 steps lost, 14 min downtime"). None when no interruption precedes it.
+    (the text: logbook.restart_drafts). None when no interruption precedes it.
 
     Idempotent (keyed "draft:restart:<attempt pk>"): called again, e.g. when the restore or
     the interruption arrives in a later batch, it refreshes the draft while no person has
@@ -79,69 +85,33 @@ def restart_entry_draft(*, attempt: Attempt) -> LogbookEntry | None:
     cause = interruption.root_cause.name
     if interruption.root_cause.slug == UNKNOWN_SLUG and interruption.reported_category:
         cause = interruption.reported_category
-
-    facts = [
-        f"- **Interruption:** {cause} at {chronicles.heading_time(interruption.occurred_at)} "
-        f"({'planned' if interruption.planned else 'unexpected'}), incident "
-        f"#{interruption.pk}" + (f": {interruption.message}" if interruption.message else ""),
-    ]
-    if hosts:
-        facts.append(f"- **Hosts:** {', '.join(hosts)}")
-    if resume_step is None:
-        resumed = f"Attempt {attempt.number} started"
-        facts.append("- **Resumed from:** no checkpoint restore reported")
-    elif checkpoint is not None:
-        resumed = f"Attempt {attempt.number} resumed from checkpoint at step {resume_step:,}"
-        facts.append(
-            f"- **Resumed from:** checkpoint at step {resume_step:,}"
-            + (f" (`{checkpoint.uri}`)" if checkpoint.uri else "")
-        )
-    else:
-        resumed = f"Attempt {attempt.number} resumed from step {resume_step:,}"
-        facts.append(f"- **Resumed from:** step {resume_step:,}")
-
-    costs: list[str] = []
     last_step = interruption.step
     if last_step is None:
         last_step = _attempt_last_step(previous)
-    lost = interruption.lost_steps
-    if lost is not None:
-        facts.append(f"- **Steps lost:** {lost:,} (as reported with the interruption)")
-    elif last_step is not None and resume_step is not None:
-        lost = max(0, last_step - resume_step)
-        facts.append(
-            f"- **Steps lost:** {lost:,} = last step attempt {previous.number} reached "
-            f"({last_step:,}) {MINUS} resume step ({resume_step:,})"
+    text = restart_text(
+        RestartFacts(
+            attempt_number=attempt.number,
+            attempt_started_at=attempt.started_at,
+            previous_number=previous.number,
+            cause=cause,
+            interrupted_at=interruption.occurred_at,
+            planned=interruption.planned,
+            incident_id=interruption.pk,
+            message=interruption.message,
+            hosts=hosts,
+            resume_step=resume_step,
+            checkpoint_found=checkpoint is not None,
+            checkpoint_uri=checkpoint.uri if checkpoint is not None else "",
+            lost_steps=interruption.lost_steps,
+            last_step=last_step,
         )
-    if lost is not None:
-        costs.append(f"{lost:,} step{'' if lost == 1 else 's'} lost")
-    if attempt.started_at is not None:
-        downtime_s = max(0.0, (attempt.started_at - interruption.occurred_at).total_seconds())
-        downtime = _duration_text(downtime_s)
-        costs.append(f"{downtime} downtime")
-        facts.append(
-            f"- **Downtime:** {downtime} = attempt {attempt.number} start "
-            f"({chronicles.heading_time(attempt.started_at)}) {MINUS} interruption "
-            f"({chronicles.heading_time(interruption.occurred_at)})"
-        )
-    title = f"{resumed} after {cause}{_hosts_text(hosts)}"
-    if costs:
-        title += "; " + ", ".join(costs)
-    body = "\n".join(
-        [
-            *facts,
-            "",
-            "*Drafted automatically from the attempt's start, restore and interruption "
-            "records; on-call may edit it.*",
-        ]
     )
     draft = {
-        "title": title[:300],
-        "body": body,
+        "title": text.title,
+        "body": text.body,
         "occurred_at": attempt.started_at or interruption.recovered_at or timezone.now(),
         "step": resume_step,
-        # The lost range: from the resume step to the last step reached before the stop.
-        "step_end": last_step if lost and resume_step is not None and last_step else None,
+        "step_end": text.step_end,
         "attempt": attempt,
         "checkpoint": checkpoint,
         "interruption": interruption,

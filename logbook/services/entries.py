@@ -9,11 +9,11 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from logbook.audit import audit_record, diff_fields
 from logbook.models import AuditEvent, Checkpoint, Interruption, LogbookEntry, SdcReplay
+from logbook.services import versioned
 from telemetry.models import Attempt, Run
 
 ENTRY_ENTITY = AuditEvent.Entity.LOGBOOK_ENTRY
@@ -38,19 +38,17 @@ CONFIG_VALUE_MAX_LENGTH = 500
 RESTART_DRAFT_AUTHOR = "Chronicle"
 
 
-class LogbookStaleEdit(Exception):
-    """The edit started from an older version of the entry than the stored one. `current` is
-    the entry as stored now, `their_changes` the audit events written since, oldest first."""
+class LogbookStaleEdit(versioned.StaleEdit):
+    """The edit started from an older version of the entry than the stored one (see
+    versioned.StaleEdit for `current` and `their_changes`)."""
 
-    def __init__(self, current: LogbookEntry, their_changes: list[AuditEvent]) -> None:
-        names = sorted({event.username for event in their_changes})
-        super().__init__(
-            f"This entry was changed by {', '.join(names) or 'someone else'} (now version "
-            f"{current.version}) while you were editing it. Nothing was saved: review their "
-            "change below and apply yours again."
-        )
-        self.current = current
-        self.their_changes = their_changes
+    MESSAGE = (
+        "This entry was changed by {who} (now version {version}) while you were editing it. "
+        "Nothing was saved: review their change below and apply yours again."
+    )
+
+
+EDITS = versioned.VersionedEdits(model=LogbookEntry, entity=ENTRY_ENTITY, stale=LogbookStaleEdit)
 
 
 def logbook_entry_snapshot(entry: LogbookEntry) -> dict[str, Any]:
@@ -71,14 +69,6 @@ def logbook_entry_snapshot(entry: LogbookEntry) -> dict[str, Any]:
         "corrected_by": entry.corrected_by_id,
         "config_changes": list(entry.config_changes or []),
     }
-
-
-def _entry_changes_since(*, entry: LogbookEntry, version: int) -> list[AuditEvent]:
-    return list(
-        AuditEvent.objects.filter(
-            entity=ENTRY_ENTITY, object_id=entry.pk, changes__version__0__gte=version
-        ).order_by("at", "pk")
-    )
 
 
 def _config_changes_clean(raw: Any) -> list[dict[str, str]]:
@@ -105,19 +95,11 @@ def _config_changes_clean(raw: Any) -> list[dict[str, str]]:
 
 def _entry_values_clean(*, run: Run, changes: Mapping[str, Any]) -> dict[str, Any]:
     """Validated model values for the given fields; ValidationError naming each bad one."""
-    unknown = sorted(set(changes) - set(ENTRY_EDITABLE_FIELDS))
-    if unknown:
-        raise ValidationError({name: "This field cannot be edited." for name in unknown})
-    errors: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    for name, raw in changes.items():
-        try:
-            values[name] = _entry_value_clean(run=run, name=name, raw=raw)
-        except ValueError as exc:
-            errors[name] = str(exc)
-    if errors:
-        raise ValidationError(errors)
-    return values
+    return versioned.fields_clean(
+        changes=changes,
+        editable=ENTRY_EDITABLE_FIELDS,
+        clean_one=lambda name, raw: _entry_value_clean(run=run, name=name, raw=raw),
+    )
 
 
 def _entry_value_clean(*, run: Run, name: str, raw: Any) -> Any:
@@ -244,6 +226,12 @@ def logbook_entry_create(
     return entry
 
 
+def _locked(entry: LogbookEntry, *, version: int | None, related: tuple[str, ...]) -> LogbookEntry:
+    current = EDITS.locked(pk=entry.pk, version=version, related=related)
+    assert isinstance(current, LogbookEntry)
+    return current
+
+
 @transaction.atomic
 def logbook_entry_update(
     *, entry: LogbookEntry, user: Any, version: int, changes: Mapping[str, Any]
@@ -252,13 +240,9 @@ def logbook_entry_update(
     at `version`, bump the version and record the before/after of each changed field.
     Raises LogbookStaleEdit (nothing written) or ValidationError (before any write)."""
     values = _entry_values_clean(run=entry.run, changes=changes)
-    current = (
-        LogbookEntry.objects.select_for_update(of=("self",))
-        .select_related("run__project", "attempt", "checkpoint", "corrected_by")
-        .get(pk=entry.pk)
+    current = _locked(
+        entry, version=version, related=("run__project", "attempt", "checkpoint", "corrected_by")
     )
-    if current.version != version:
-        raise LogbookStaleEdit(current, _entry_changes_since(entry=current, version=version))
     before = logbook_entry_snapshot(current)
     for name, value in values.items():
         setattr(current, name, value)
@@ -266,24 +250,13 @@ def logbook_entry_update(
     diff = diff_fields(before, logbook_entry_snapshot(current), ENTRY_EDITABLE_FIELDS)
     if not diff:
         return current
-    # The optimistic lock, stated in the statement that writes (the row lock above makes a
-    # miss impossible today, but the rule must not depend on it).
-    updated = LogbookEntry.objects.filter(pk=current.pk, version=version).update(
-        version=F("version") + 1,
-        updated_at=timezone.now(),
-        **{name: getattr(current, name) for name in values},
+    EDITS.bump(
+        current=current,
+        version=version,
+        values={"updated_at": timezone.now(), **{name: getattr(current, name) for name in values}},
     )
-    if updated != 1:
-        current.refresh_from_db()
-        raise LogbookStaleEdit(current, _entry_changes_since(entry=current, version=version))
-    current.version = version + 1
-    audit_record(
-        project=current.run.project,
-        entity=ENTRY_ENTITY,
-        object_id=current.pk,
-        user=user,
-        action="update",
-        changes={**diff, "version": [version, version + 1]},
+    EDITS.audit(
+        project=current.run.project, object_id=current.pk, user=user, version=version, diff=diff
     )
     return current
 
@@ -292,13 +265,7 @@ def logbook_entry_update(
 def logbook_entry_delete(*, entry: LogbookEntry, user: Any, version: int | None = None) -> None:
     """Delete the entry (entries it corrected lose the link), recording what it held. With
     `version`, refuses with LogbookStaleEdit if someone changed it since."""
-    current = (
-        LogbookEntry.objects.select_for_update(of=("self",))
-        .select_related("run__project", "attempt", "checkpoint")
-        .get(pk=entry.pk)
-    )
-    if version is not None and current.version != version:
-        raise LogbookStaleEdit(current, _entry_changes_since(entry=current, version=version))
+    current = _locked(entry, version=version, related=("run__project", "attempt", "checkpoint"))
     snapshot = logbook_entry_snapshot(current)
     audit_record(
         project=current.run.project,
