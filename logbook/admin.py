@@ -11,7 +11,7 @@ from logbook.models import (
     RootCause,
     SdcReplay,
 )
-from logbook.services import webhooks as webhook_services
+from logbook.services import sdc as sdc_services
 
 
 @admin.register(RootCause)
@@ -67,9 +67,14 @@ class CheckpointAdmin(admin.ModelAdmin):
 @admin.register(SdcReplay)
 class SdcReplayAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: SdcReplay, form: Any, change: bool) -> None:
+        # The verdict and what was done about it go through sdc_verdict_set (audited; a
+        # confirmed verdict pages the project's webhooks once); the rest saves as usual.
+        decided = {name: getattr(obj, name) for name in sdc_services.VERDICT_FIELDS}
+        if change:
+            for name in sdc_services.VERDICT_FIELDS:
+                setattr(obj, name, form.initial.get(name, decided[name]))
         super().save_model(request, obj, form, change)
-        # A verdict set to confirmed here pages the project's webhooks (once).
-        webhook_services.sdc_confirmed_notify(obj)
+        sdc_services.sdc_verdict_set(replay=obj, user=request.user, **decided)
 
     list_display = ["detected_at", "run", "step", "device", "detection", "verdict", "action"]
     list_filter = ["verdict", "action", "detection"]

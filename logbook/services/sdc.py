@@ -8,11 +8,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connection
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
 from django.utils import timezone
 
 from logbook import sdc
-from logbook.models import SdcReplay
+from logbook.audit import audit_record, diff_fields
+from logbook.models import AuditEvent, SdcReplay
+from logbook.services import webhooks
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
 
@@ -225,3 +228,69 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
         links += [SdcReplay.hosts.through(sdcreplay_id=record.pk, host_id=h) for h in hosts]
     SdcReplay.hosts.through.objects.bulk_create(links, ignore_conflicts=True)
     return opened
+
+
+# What a verdict decision may change (the rest of a record is what the job reported).
+VERDICT_FIELDS = ("verdict", "action", "replay_hardware", "replay_result")
+
+
+@transaction.atomic
+def sdc_verdict_set(
+    *,
+    replay: SdcReplay,
+    user: Any,
+    verdict: str,
+    action: str | None = None,
+    replay_hardware: str | None = None,
+    replay_result: str | None = None,
+) -> SdcReplay:
+    """Record the replay's outcome: the verdict, and where given the action taken and the
+    replay's hardware and result. Audits the fields that changed; a confirmed verdict pages
+    the project's webhooks after commit, once however often it is set. Raises
+    ValidationError for a value the columns do not take, before any write. `replay` is
+    updated to match what is stored."""
+    given = {
+        "verdict": verdict,
+        "action": action,
+        "replay_hardware": replay_hardware,
+        "replay_result": replay_result,
+    }
+    values = {name: value for name, value in given.items() if value is not None}
+    errors: dict[str, str] = {}
+    if verdict not in SdcReplay.Verdict.values:
+        errors["verdict"] = f"One of {', '.join(SdcReplay.Verdict.values)}."
+    if action is not None and action not in SdcReplay.Action.values:
+        errors["action"] = f"One of {', '.join(SdcReplay.Action.values)}."
+    for name in ("replay_hardware", "replay_result"):
+        limit = SdcReplay._meta.get_field(name).max_length
+        if name in values and len(values[name]) > limit:
+            errors[name] = f"At most {limit} characters."
+    if errors:
+        raise ValidationError(errors)
+    # Locked: two people deciding at once each see the other's decision in the audit trail.
+    current = (
+        SdcReplay.objects.select_for_update(of=("self",))
+        .select_related("run__project", "device", "host")
+        .get(pk=replay.pk)
+    )
+    before = {name: getattr(current, name) for name in VERDICT_FIELDS}
+    for name, value in values.items():
+        setattr(current, name, value)
+    diff = diff_fields(
+        before, {name: getattr(current, name) for name in VERDICT_FIELDS}, VERDICT_FIELDS
+    )
+    if diff:
+        current.save(update_fields=list(diff))
+        audit_record(
+            project=current.run.project,
+            entity=AuditEvent.Entity.SDC_REPLAY,
+            object_id=current.pk,
+            user=user,
+            action="update",
+            changes=diff,
+        )
+    # Every time, as the admin did before this service: the delivery key makes it page once.
+    webhooks.sdc_confirmed_notify(current)
+    for name in VERDICT_FIELDS:
+        setattr(replay, name, getattr(current, name))
+    return current

@@ -13,7 +13,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import ValidationError
 
 from logbook import fleet_charts
-from logbook.models import SdcReplay
+from logbook.models import AuditEvent, SdcReplay
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.sdc import FilterError, HardwareFilters
@@ -241,6 +241,36 @@ def test_quarantine_and_release_a_device(alice):
     quarantine_services.device_release(device=device, user=alice)
     device.refresh_from_db()
     assert device.quarantined_at is None
+
+
+@pytest.mark.django_db
+def test_quarantine_and_release_are_audited(alice, bob):
+    host = Host.objects.create(name="h1")
+    device = Device.objects.create(uuid="GPU-1")
+
+    # when alice quarantines the host, bob restates why, alice releases it (twice)
+    quarantine_services.host_quarantine(host=host, user=alice, reason="Xid 79 twice")
+    quarantine_services.host_quarantine(host=host, user=bob, reason="and an ECC error")
+    quarantine_services.host_release(host=host, user=alice)
+    quarantine_services.host_release(host=host, user=alice)
+    quarantine_services.device_quarantine(device=device, user=bob, reason="SDC confirmed")
+
+    # then each change is one audit event, with who, before and after; the second release
+    # changed nothing and recorded nothing
+    events = list(AuditEvent.objects.filter(entity="host", object_id=host.pk).order_by("at", "pk"))
+    assert [event.username for event in events] == ["alice", "bob", "alice"]
+    assert all(event.project is None for event in events)
+    assert events[0].changes["quarantine_reason"] == ["", "Xid 79 twice"]
+    assert events[0].changes["quarantined_by"] == [None, "alice"]
+    assert events[1].changes == {
+        "quarantine_reason": ["Xid 79 twice", "and an ECC error"],
+        "quarantined_by": ["alice", "bob"],
+    }
+    assert events[2].changes["quarantined_at"][1] is None
+    assert events[2].changes["quarantined_by"] == ["bob", None]
+    (device_event,) = AuditEvent.objects.filter(entity="device", object_id=device.pk)
+    assert device_event.username == "bob"
+    assert device_event.changes["quarantine_reason"] == ["", "SDC confirmed"]
 
 
 # --- Quarantine on the host page: who may ------------------------------------------------------

@@ -9,14 +9,16 @@ import socket
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from logbook.models import SdcReplay, WebhookDelivery, WebhookEndpoint
+from logbook.models import AuditEvent, SdcReplay, WebhookDelivery, WebhookEndpoint
 from logbook.services import interruptions as interruption_services
 from logbook.services import sdc as sdc_services
 from logbook.services import webhooks as webhook_services
@@ -357,6 +359,130 @@ def test_a_confirmed_sdc_notifies_once(project, run, receiver):
     assert "step 4096" in body["text"] and "GPU-abc on h017" in body["text"]
     assert body["chronicle"]["event"] == "sdc_confirmed"
     assert body["chronicle"]["action"] == "quarantined"
+
+
+def test_setting_an_sdc_verdict_is_audited_and_pages_once(project, run, alice):
+    # given an SDC-only endpoint and a pending SDC record
+    endpoint = webhook_services.webhook_endpoint_create(
+        project=project, name="sdc", url="http://127.0.0.1:9/hook", events=["sdc_confirmed"]
+    )
+    replay = sdc_services.sdc_record(run=run, source_key="s-1", step=4096, detected_at=T0)
+
+    # when alice confirms it, then sets the same verdict again with the action taken
+    sdc_services.sdc_verdict_set(replay=replay, user=alice, verdict="confirmed")
+    sdc_services.sdc_verdict_set(
+        replay=replay, user=alice, verdict="confirmed", action="quarantined", replay_result="0x1f"
+    )
+
+    # then the record holds both decisions, each audited with its before and after
+    replay.refresh_from_db()
+    assert (replay.verdict, replay.action, replay.replay_result) == (
+        "confirmed",
+        "quarantined",
+        "0x1f",
+    )
+    events = AuditEvent.objects.filter(entity="sdc_replay", object_id=replay.pk)
+    assert [event.changes for event in events.order_by("at", "pk")] == [
+        {"verdict": ["pending", "confirmed"]},
+        {"action": ["none", "quarantined"], "replay_result": ["", "0x1f"]},
+    ]
+    assert {(event.username, event.project_id) for event in events} == {("alice", project.pk)}
+    # and the webhook is paged once
+    assert list(WebhookDelivery.objects.values_list("endpoint", "event")) == [
+        (endpoint.pk, "sdc_confirmed")
+    ]
+
+
+def test_an_sdc_verdict_outside_the_choices_is_refused(run, alice):
+    replay = sdc_services.sdc_record(run=run, source_key="s-1", step=1, detected_at=T0)
+
+    with pytest.raises(ValidationError) as refused:
+        sdc_services.sdc_verdict_set(
+            replay=replay, user=alice, verdict="maybe", action="pray", replay_result="x" * 501
+        )
+
+    assert set(refused.value.message_dict) == {"verdict", "action", "replay_result"}
+    replay.refresh_from_db()
+    assert replay.verdict == "pending"
+    assert not AuditEvent.objects.filter(entity="sdc_replay").exists()
+
+
+class _FormFields(HTMLParser):
+    """The values a browser would submit from the page's forms (inputs, selects, textareas)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data: dict[str, list[str]] = {}
+        self._select: str | None = None
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {key: value or "" for key, value in attrs}
+        name = a.get("name", "")
+        if tag == "input" and name and a.get("type") not in ("submit", "button", "file"):
+            if a.get("type") in ("checkbox", "radio") and "checked" not in a:
+                return
+            self.data.setdefault(name, []).append(a.get("value", ""))
+        elif tag == "select" and name:
+            self._select = name
+            self.data.setdefault(name, [])
+        elif tag == "option" and self._select and "selected" in a:
+            self.data[self._select].append(a.get("value", ""))
+        elif tag == "textarea" and name:
+            self._textarea = name
+            self.data[name] = [""]
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "select":
+            self._select = None
+        elif tag == "textarea":
+            self._textarea = None
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea:
+            self.data[self._textarea][-1] += data.removeprefix("\n")
+
+
+def test_confirming_in_the_admin_goes_through_the_verdict_service(project, run, admin_client):
+    # given an SDC-only endpoint and a pending record
+    endpoint = webhook_services.webhook_endpoint_create(
+        project=project, name="sdc", url="http://127.0.0.1:9/hook", events=["sdc_confirmed"]
+    )
+    replay = sdc_services.sdc_record(
+        run=run, source_key="s-1", step=4096, detected_at=T0, observed_value=2.5
+    )
+    url = f"/admin/logbook/sdcreplay/{replay.pk}/change/"
+
+    # when an admin changes the verdict and the replay's hardware in the admin's form
+    form = _FormFields()
+    form.feed(admin_client.get(url).content.decode())
+    data = {name: values for name, values in form.data.items() if values}
+    data |= {"verdict": ["confirmed"], "replay_hardware": ["spare node h900"], "_save": ["Save"]}
+    response = admin_client.post(url, data)
+
+    # then the record is saved, the decision audited and the webhook paged once
+    assert response.status_code == 302, response.content.decode()[:2000]
+    replay.refresh_from_db()
+    assert (replay.verdict, replay.replay_hardware, replay.step) == (
+        "confirmed",
+        "spare node h900",
+        4096,
+    )
+    (event,) = AuditEvent.objects.filter(entity="sdc_replay", object_id=replay.pk)
+    assert event.username == "admin"
+    assert event.changes == {
+        "verdict": ["pending", "confirmed"],
+        "replay_hardware": ["", "spare node h900"],
+    }
+    assert list(WebhookDelivery.objects.values_list("endpoint", flat=True)) == [endpoint.pk]
+
+    # and saving the form again changes nothing and pages nobody again
+    form = _FormFields()
+    form.feed(admin_client.get(url).content.decode())
+    data = {name: values for name, values in form.data.items() if values} | {"_save": ["Save"]}
+    assert admin_client.post(url, data).status_code == 302
+    assert AuditEvent.objects.filter(entity="sdc_replay").count() == 1
+    assert WebhookDelivery.objects.count() == 1
 
 
 # --- Runs that stop reporting ----------------------------------------------------------------
