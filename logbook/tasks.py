@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from logbook.selectors import webhooks as webhook_selectors
 from logbook.services import webhooks as webhook_services
 
 
@@ -23,7 +24,7 @@ def webhook_deliver_task(delivery_pk: int) -> str:
 @shared_task(name="logbook.webhooks_retry_due", ignore_result=True, soft_time_limit=240)
 def webhooks_retry_due_task() -> int:
     # Enqueue rather than send here: one slow endpoint must not hold up the others.
-    due = webhook_services.deliveries_due()
+    due = webhook_selectors.deliveries_due()
     for delivery_pk in due:
         webhook_services.delivery_enqueue(delivery_pk=delivery_pk)
     return len(due)

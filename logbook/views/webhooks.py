@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from logbook.models import WebhookDelivery, WebhookEndpoint
+from logbook.selectors import webhooks as webhook_selectors
 from logbook.services import webhooks as webhook_services
 from telemetry.models import Membership, Project
 from telemetry.selectors import User, project_get_for_admin, projects_for_user
@@ -88,7 +89,7 @@ def project_webhooks(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             return HttpResponse("Unknown action.", status=400)
     endpoints = list(WebhookEndpoint.objects.filter(project=project).order_by("name"))
-    last_delivered = webhook_services.last_delivery_times(project=project)
+    last_delivered = webhook_selectors.last_delivery_times(project=project)
     deliveries = list(
         WebhookDelivery.objects.filter(endpoint__project=project)
         .select_related("endpoint")

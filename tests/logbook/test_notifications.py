@@ -19,6 +19,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from logbook.models import AuditEvent, SdcReplay, WebhookDelivery, WebhookEndpoint
+from logbook.selectors import webhooks as webhook_selectors
 from logbook.services import interruptions as interruption_services
 from logbook.services import sdc as sdc_services
 from logbook.services import webhooks as webhook_services
@@ -128,7 +129,7 @@ def _sweep_until_settled(start: datetime, *, limit: int = 20) -> list[str]:
     outcomes: list[str] = []
     now = start
     for _ in range(limit):
-        due = webhook_services.deliveries_due(now=now)
+        due = webhook_selectors.deliveries_due(now=now)
         if not due:
             pending = WebhookDelivery.objects.filter(status="pending").order_by("next_attempt_at")
             if not pending.exists():
@@ -220,7 +221,7 @@ def test_an_endpoint_that_always_fails_is_given_up_with_the_error_shown(
     assert "503" in delivery.last_error and "down for maintenance" in delivery.last_error
     assert delivery.next_attempt_at is None
     assert len(receiver.requests) == webhook_services.MAX_ATTEMPTS
-    assert webhook_services.deliveries_due(now=timezone.now() + timedelta(days=1)) == []
+    assert webhook_selectors.deliveries_due(now=timezone.now() + timedelta(days=1)) == []
     # and the admins' page shows the outcome
     client.force_login(dana)
     page = client.get("/projects/pretrain/webhooks/").content.decode()
@@ -542,7 +543,7 @@ def test_the_stall_check_task(run, endpoint):
     assert runs_stall_check_task() == 1
     assert runs_stall_check_task() == 0
     # the sweep sees the new, due delivery (enqueue only; the worker test below sends)
-    assert webhook_services.deliveries_due() == [WebhookDelivery.objects.get().pk]
+    assert webhook_selectors.deliveries_due() == [WebhookDelivery.objects.get().pk]
     assert webhooks_retry_due_task.name == "logbook.webhooks_retry_due"
 
 
