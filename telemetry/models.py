@@ -382,7 +382,7 @@ class JobInterval(models.Model):
         return f"{self.kind} {self.started_at:%H:%M:%S} to {self.ended_at:%H:%M:%S}"
 
 
-# --- GPU health from dcgm-exporter (issue 7) ---------------------------------------------------
+# --- GPU health from dcgm-exporter -----------------------------------------------------------
 
 
 class DeviceSample(models.Model):
