@@ -28,9 +28,7 @@ from servers.processes import (
     Proc,
     children_of,
     free_port,
-    kill_pid,
     log,
-    pid_alive,
     spawn,
     wait_until,
 )
@@ -54,7 +52,6 @@ class Chronicle:
         self.worker: Proc | None = None
         self.beat: Proc | None = None
         self.worker_starts = 0
-        self.orphans: list[int] = []
         self._sweeper_app: Any = None
 
     def env(self, **extra: str) -> dict[str, str]:
@@ -207,9 +204,6 @@ class Chronicle:
         for proc in (self.beat, self.worker, self.web):
             if proc is not None:
                 proc.stop()
-        for pid in self.orphans:
-            if pid_alive(pid):
-                kill_pid(pid)
 
 
 def _worker_ready(proc: Proc, concurrency: int) -> bool:

@@ -60,7 +60,6 @@ class Postgres:
         self.port = free_port()
         self.bindir = pg_bindir()
         self.proc: Proc | None = None
-        self.starts = 0
 
     def init(self) -> None:
         self.root.mkdir()
@@ -86,7 +85,6 @@ class Postgres:
         )
 
     def start(self) -> None:
-        self.starts += 1
         # fmt: off
         command = [
             str(self.bindir / "postgres"), "-D", str(self.data), "-p", str(self.port),
