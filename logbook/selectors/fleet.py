@@ -253,13 +253,13 @@ def _share_related(hosts: list[Host], devices: list[Device]) -> None:
     cache hit's cost."""
     by_pk = {host.pk: host for host in hosts}
     for device in devices:
-        if device.host_id is not None:
-            device.host = by_pk.setdefault(device.host_id, device.host)  # type: ignore[assignment]
+        if device.host is not None:  # loaded by select_related: no query
+            device.host = by_pk.setdefault(device.host.pk, device.host)
     clusters: dict[int, Cluster] = {}
     sites: dict[int, Site] = {}
     for host in by_pk.values():
         if host.cluster is not None:
-            cluster = clusters.setdefault(host.cluster_id, host.cluster)  # type: ignore[arg-type]
+            cluster = clusters.setdefault(host.cluster.pk, host.cluster)
             cluster.site = sites.setdefault(cluster.site_id, cluster.site)
             host.cluster = cluster
 
@@ -269,8 +269,8 @@ def _fleet_fingerprint_sql() -> str:
     interruption_devices = Interruption.devices.through._meta.db_table
     sdc_hosts = SdcReplay.hosts.through._meta.db_table
     attempt_hosts = Attempt.hosts.through._meta.db_table
-    root_cause = Interruption._meta.get_field("root_cause").related_model._meta.db_table  # type: ignore[union-attr]
-    user = Host._meta.get_field("quarantined_by").related_model._meta.db_table  # type: ignore[union-attr]
+    root_cause = Interruption._meta.get_field("root_cause").related_model._meta.db_table
+    user = Host._meta.get_field("quarantined_by").related_model._meta.db_table
     quarantine = (
         "count(quarantined_at), sum(extract(epoch FROM quarantined_at)), "
         "sum(hashtext(quarantine_reason)) FILTER (WHERE quarantined_at IS NOT NULL), "

@@ -28,8 +28,13 @@ def at(minutes: float) -> datetime:
 
 
 @pytest.fixture
-def run(project: Any) -> Run:
-    run = telemetry_services.run_upsert(project=project, name="r12", info={})
+def run_name() -> str:
+    return "r12"
+
+
+@pytest.fixture
+def run(run: Run) -> Run:
+    """The shared run with attempt 1 started at T0."""
     telemetry_services.attempt_ensure(run=run, number=1, started_at=T0)
     return run
 

@@ -48,7 +48,8 @@ def checkpoint_run(project: Any) -> Run:
 def _api(client: Any, run: Run) -> dict[str, Any]:
     response = client.get(f"/api/v1/runs/{run.pk}/checkpoints")
     assert response.status_code == 200
-    return response.json()  # type: ignore[no-any-return]
+    found: dict[str, Any] = response.json()
+    return found
 
 
 def _queries(client: Any, url: str) -> int:
