@@ -19,7 +19,8 @@ from logbook.failures import failure_report_as_dict
 from logbook.paging import PAGE_PARAMETERS, Counted, paginate
 from logbook.selectors import checkpoints as checkpoint_selectors
 from logbook.selectors import failures as failure_selectors
-from logbook.selectors.failures import FailureFilters, FilterError
+from logbook.selectors.failures import FailureFilters
+from logbook.selectors.filters import FilterError
 from telemetry.models import Run
 from telemetry.selectors import run_get_for_user
 

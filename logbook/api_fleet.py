@@ -20,9 +20,10 @@ from logbook.models import SdcReplay
 from logbook.paging import PAGE_PARAMETERS, paginate
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
-from logbook.selectors.sdc import FilterError, HardwareFilters
-from telemetry.models import Device, Host
-from telemetry.selectors import json_number, user_is_operator
+from logbook.selectors.filters import FilterError
+from logbook.selectors.sdc import HardwareFilters
+from telemetry.models import Device, Host, Membership
+from telemetry.selectors import json_number, user_has_role
 
 _FILTER_PARAMETERS = [
     OpenApiParameter("run", OpenApiTypes.INT, description="Only this run (404 if not yours)."),
@@ -38,7 +39,7 @@ def _filters(request: Request) -> HardwareFilters:
     try:
         return sdc_selectors.filters_parse(user=request.user, params=request.query_params)
     except FilterError as exc:
-        raise ValidationError({exc.field: exc.message}) from exc
+        raise ValidationError(exc.errors) from exc
 
 
 def _when(moment: datetime | None) -> str | None:
@@ -184,7 +185,7 @@ class FleetHostsApi(APIView):
         try:
             rule = fleet_selectors.offender_rule_parse(params=request.query_params, filters=filters)
         except FilterError as exc:
-            raise ValidationError({exc.field: exc.message}) from exc
+            raise ValidationError(exc.errors) from exc
         fleet = fleet_selectors.fleet_health(user=request.user, filters=filters, rule=rule)
         # One page number for both lists: page over the longer one and cut both alike.
         longest = max(len(fleet.hosts), len(fleet.devices))
@@ -216,7 +217,7 @@ class HostQuarantineApi(APIView):
 
     def _host(self, request: Request, name: str) -> Host:
         host = fleet_selectors.host_get_for_user(user=request.user, name=name)
-        if not user_is_operator(user=request.user):
+        if not user_has_role(user=request.user, at_least=Membership.Role.ONCALL):
             raise PermissionDenied("Only on-call engineers and admins may quarantine hardware.")
         return host
 

@@ -22,7 +22,9 @@ from logbook import triage
 from logbook.markdown import render_markdown
 from logbook.models import AuditEvent, Interruption
 from logbook.selectors import incidents as selectors
-from logbook.selectors.sdc import FilterError
+from logbook.selectors.filters import FilterError
+from telemetry.models import Membership
+from telemetry.selectors import user_has_role
 
 _FILTER_PARAMETERS = [
     OpenApiParameter("run", OpenApiTypes.INT, description="Only this run (404 if not yours)."),
@@ -96,7 +98,7 @@ class IncidentListApi(APIView):
         try:
             filters = selectors.filters_parse(user=request.user, params=request.query_params)
         except FilterError as exc:
-            raise ValidationError({exc.field: exc.message}) from exc
+            raise ValidationError(exc.errors) from exc
         queue = selectors.incident_queue(user=request.user, filters=filters)
         return Response(
             {
@@ -141,7 +143,11 @@ class IncidentDetailApi(APIView):
         return Response(
             {
                 "incident": incident_json(incident),
-                "can_edit": selectors.user_can_triage(user=request.user, incident=incident),
+                "can_edit": user_has_role(
+                    user=request.user,
+                    at_least=Membership.Role.ONCALL,
+                    project_id=incident.run.project_id,
+                ),
                 "history": [event_json(event) for event in history],
             }
         )
@@ -153,7 +159,9 @@ class IncidentDetailApi(APIView):
     )
     def patch(self, request: Request, pk: int) -> Response:
         incident = selectors.incident_get_for_user(user=request.user, pk=pk)
-        if not selectors.user_can_triage(user=request.user, incident=incident):
+        if not user_has_role(
+            user=request.user, at_least=Membership.Role.ONCALL, project_id=incident.run.project_id
+        ):
             raise PermissionDenied("Only on-call engineers and admins may triage.")
         if not isinstance(request.data, dict):
             raise ValidationError({"detail": "Send a JSON object."})
