@@ -379,7 +379,9 @@ def _arrays(
 
 
 def json_number(value: float) -> float | str:
-    """JSON has no NaN or Infinity: send them as the strings ingest accepts."""
+    """A measured value in JSON, which has no NaN or Infinity: those as the strings ingest
+    accepts (and MLflow writes). Derived figures without a value are null instead (the
+    policy: docs/ingest.md, "NaN and infinities in what Chronicle answers")."""
     if math.isfinite(value):
         return value
     if math.isnan(value):
