@@ -16,7 +16,7 @@ from logbook.models import WebhookDelivery, WebhookEndpoint
 from logbook.selectors import webhooks as webhook_selectors
 from logbook.services import webhooks as webhook_services
 from telemetry.models import Membership, Project
-from telemetry.selectors import User, project_get_for_admin, projects_for_user
+from telemetry.selectors import User, project_get_for_admin, projects_with_role
 
 RECENT_DELIVERIES = 50
 
@@ -39,7 +39,7 @@ class EndpointForm(forms.Form):
 
 
 def _admin_projects(user: User) -> list[Project]:
-    return list(projects_for_user(user=user, roles=[Membership.Role.ADMIN]))
+    return list(projects_with_role(user=user, at_least=Membership.Role.ADMIN))
 
 
 def _project_for_admin(user: User, slug: str) -> Project:

@@ -16,7 +16,8 @@ from logbook import fleet_charts
 from logbook.models import AuditEvent, SdcReplay
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
-from logbook.selectors.sdc import FilterError, HardwareFilters
+from logbook.selectors.filters import FilterError
+from logbook.selectors.sdc import HardwareFilters
 from logbook.services import interruptions as interruption_services
 from logbook.services import quarantine as quarantine_services
 from logbook.services import sdc as sdc_services
