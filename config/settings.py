@@ -110,6 +110,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    # 503 for pages when the database cannot be reached (and only then).
+    "config.errors.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
