@@ -35,7 +35,7 @@ DATABASE_NAME = "chronicle"
 
 
 class Stopped(Exception):
-    """SIGTERM arrived: unwind and stop the children."""
+    """SIGTERM or SIGINT arrived: unwind and stop the children."""
 
 
 def is_loopback(host: str) -> bool:
@@ -71,25 +71,31 @@ def manage(env: dict[str, str], *args: str) -> None:
     subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
 
-def serve(host: str, port: int) -> int:
+def serve(host: str, port: int, data_dir: Path = DATA_DIR) -> int:
     env = demo_env(host)
     url_host = f"[{host}]" if ":" in host else host
     url = f"http://{url_host}:{port}/"
     database = None
     server = None
 
-    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         raise Stopped
 
-    signal.signal(signal.SIGTERM, on_sigterm)
+    # SIGINT too: a shell that starts us in the background ignores it, and we still want a
+    # Ctrl-C (or a kill -INT) to stop the children in order.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
     try:
         if not os.environ.get("DATABASE_URL"):
             started = time.monotonic()
-            database = postgres.start(DATA_DIR)
+            database = postgres.start(data_dir)
             database.create_database(DATABASE_NAME)
+            if data_dir.resolve() != DATA_DIR:
+                # The settings' default is DATA_DIR's socket; anywhere else is named.
+                env["DATABASE_URL"] = database.url_for(DATABASE_NAME)
             print(
                 f"Embedded PostgreSQL up in {time.monotonic() - started:.1f}s "
-                f"(pid {database.pid}, data in {DATA_DIR.relative_to(ROOT)})"
+                f"(pid {database.pid}, data in {data_dir})"
             )
         manage(env, "migrate", "--noinput", "-v", "0")
         print("Loading the demo run...")
@@ -106,7 +112,7 @@ def serve(host: str, port: int) -> int:
             env=env,
         )
         return server.wait()
-    except (KeyboardInterrupt, Stopped):
+    except Stopped:
         return 0
     except subprocess.CalledProcessError as exc:
         return exc.returncode or 1
@@ -122,8 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--data-dir", type=Path, default=DATA_DIR, help="the embedded PostgreSQL's data"
+    )
     args = parser.parse_args(argv)
-    return serve(args.host, args.port)
+    return serve(args.host, args.port, args.data_dir)
 
 
 if __name__ == "__main__":
