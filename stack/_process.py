@@ -73,6 +73,8 @@ def spawn(
         user=account.pw_uid if account else None,
         group=account.pw_gid if account else None,
         extra_groups=[] if account else None,
+        # The only way to set the parent-death signal. CPython warns that preexec_fn can
+        # deadlock when other threads hold locks at fork; it only calls prctl and getppid.
         preexec_fn=_die_with_parent(death_signal),
     )
 
