@@ -171,7 +171,10 @@ def _initdb(binaries: Path, data_dir: Path, *, log_path: Path) -> None:
     with log_path.open("ab") as log:
         command = [
             str(binaries / "initdb"), "-D", str(data_dir), "-U", SUPERUSER,
-            "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions",
+            "--auth=trust", "--encoding=UTF8", "--no-sync", "--no-instructions",
+            # Code-point order and Unicode case rules, like Debian's C.UTF-8 clusters, but
+            # PostgreSQL's own (builtin), so the same on machines without that OS locale.
+            "--locale-provider=builtin", "--builtin-locale=C.UTF-8", "--locale=C",
         ]  # fmt: skip
         process = spawn(
             command,
