@@ -2,7 +2,10 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Two install stamps: `make demo` installs what runs the product (RUN_STAMP), `make test`
+# and the tools everything (STAMP; it satisfies RUN_STAMP too).
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 HOST ?= 127.0.0.1
 PORT ?= 8000
 # The tests need real PostgreSQL and Redis; these are the local defaults (override to taste).
@@ -10,42 +13,53 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/chronicle
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo web worker beat migrate test chaos bench lint format check-deploy clean
+.PHONY: help install install-run demo web worker beat migrate test chaos bench lint format check-deploy clean
 
 help: ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+define venv
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "Chronicle needs Python 3.11 or newer; $(PYTHON) is $$($(PYTHON) --version)."; exit 1; }
 	@test -x $(BIN)/python || { echo "Creating the virtualenv in $(VENV)..."; $(PYTHON) -m venv $(VENV); }
-	@echo "Installing dependencies (first run takes a minute)..."
 	@$(BIN)/python -m pip install --quiet --upgrade pip
+endef
+
+$(STAMP): pyproject.toml
+	$(venv)
+	@echo "Installing the dependencies and the test tools (first run takes a few minutes)..."
 	@$(BIN)/python -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+	@touch $(STAMP) $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml
+	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $(RUN_STAMP); else \
+		$(MAKE) --no-print-directory install-run; fi
+
+install-run:
+	$(venv)
+	@echo "Installing the dependencies (first run takes a minute)..."
+	@$(BIN)/python -m pip install --quiet -e '.[embedded]'
+	@touch $(RUN_STAMP)
 
 install: $(STAMP) ## Create the virtualenv and install everything
 
-demo: $(STAMP) ## Run Chronicle locally (SQLite, eager Celery) with a demo run loaded
-	@DEBUG=1 $(BIN)/python manage.py migrate --noinput -v 0
-	@echo "Loading the demo run..."
-	@DEBUG=1 $(BIN)/python manage.py load_demo --url http://$(HOST):$(PORT)/
-	@echo "Serving on http://$(HOST):$(PORT)/ (Ctrl-C to stop)"
-	@DEBUG=1 $(BIN)/python manage.py runserver $(HOST):$(PORT) --noreload
+demo: $(RUN_STAMP) ## Run Chronicle locally (embedded PostgreSQL, eager Celery) with a demo run loaded
+	@$(BIN)/python -m config.demo --host $(HOST) --port $(PORT)
 
-migrate: $(STAMP) ## Apply database migrations (DATABASE_URL, SQLite by default)
+migrate: $(RUN_STAMP) ## Apply database migrations (DATABASE_URL; by default the demo's PostgreSQL, which must be running)
 	$(BIN)/python manage.py migrate --noinput
 
-web: $(STAMP) ## Serve with gunicorn (production settings: set SECRET_KEY, DATABASE_URL, REDIS_URL)
+web: $(RUN_STAMP) ## Serve with gunicorn (production settings: set SECRET_KEY, DATABASE_URL, REDIS_URL)
 	$(BIN)/python manage.py collectstatic --noinput -v 0
 	$(BIN)/gunicorn config.wsgi --bind $(HOST):$(PORT) --workers $${WEB_WORKERS:-4} --access-logfile -
 
-worker: $(STAMP) ## Run a Celery worker (needs REDIS_URL and DATABASE_URL)
+worker: $(RUN_STAMP) ## Run a Celery worker (needs REDIS_URL and DATABASE_URL)
 	$(BIN)/celery -A config worker --queues ingest,default --loglevel INFO
 
-beat: $(STAMP) ## Run the Celery beat scheduler (the sweeper of pending batches)
+beat: $(RUN_STAMP) ## Run the Celery beat scheduler (the sweeper of pending batches)
 	$(BIN)/celery -A config beat --loglevel INFO
 
+# stack.pytest_plugin starts an embedded PostgreSQL and a redis-server when these do not answer.
 test: $(STAMP) ## Run the tests on real PostgreSQL, Redis, Celery worker and Chromium
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -61,13 +75,15 @@ bench: $(STAMP) ## Ingest, chart and page speed against MLflow in the same run (
 lint: $(STAMP) ## ruff (lint and format check) and a check for missing migrations
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	DEBUG=1 $(BIN)/python manage.py makemigrations --check --dry-run
+	@# No database is needed to compare models and migrations; Django warns when none answers.
+	DEBUG=1 $(BIN)/python -W 'ignore:Got an error checking a consistent migration history' \
+		manage.py makemigrations --check --dry-run
 
 format: $(STAMP) ## Format and auto-fix with ruff
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-check-deploy: $(STAMP) ## Django's deployment checklist against production settings
+check-deploy: $(RUN_STAMP) ## Django's deployment checklist against production settings
 	SECRET_KEY=$${SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')} \
 		ALLOWED_HOSTS=$${ALLOWED_HOSTS:-chronicle.example} $(BIN)/python manage.py check --deploy --fail-level WARNING
 

@@ -6,11 +6,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import OperationalError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-RETRY_AFTER_S = 5
+from config.errors import RETRY_AFTER_S, UNAVAILABLE, is_database_unreachable
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -19,11 +18,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(
             {"detail": f"The request body is too large; the limit is {limit} bytes."}, status=413
         )
-    if isinstance(exc, OperationalError):
-        # The database is unreachable: tell clients to come back rather than lose the batch.
+    if is_database_unreachable(exc):
+        # Tell clients to come back rather than lose the batch.
         return Response(
-            {"detail": "The database is unavailable; retry later. Nothing was stored."},
-            status=503,
-            headers={"Retry-After": str(RETRY_AFTER_S)},
+            {"detail": UNAVAILABLE}, status=503, headers={"Retry-After": str(RETRY_AFTER_S)}
         )
+    # Any other database error is not an answer DRF knows: it propagates, Django logs it
+    # (django.request) and config.errors.server_error answers a generic 500.
     return drf_exception_handler(exc, context)

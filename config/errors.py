@@ -1,9 +1,61 @@
-"""Site-wide error handlers: JSON under /api/ (clients parse it), HTML elsewhere."""
+"""Site-wide error handlers: JSON under /api/ (clients parse it), HTML elsewhere.
+
+"The database is unavailable" (503 + Retry-After) is said only when it is true: the server
+could not be reached or the connection was lost (`is_database_unreachable`). Any other
+database error (a statement timeout, a deadlock, a bad query) is a bug or an overload of
+ours: a logged 500 with a generic body, never a 503 that tells clients to wait it out.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
+
+RETRY_AFTER_S = 5
+UNAVAILABLE = "The database is unavailable; retry later. Nothing was stored."
+# SQLSTATEs that mean the server cannot serve this connection: class 08 (connection
+# exception), the server shutting down or starting up, and no connection slot left.
+_UNREACHABLE_SQLSTATES = {"57P01", "57P02", "57P03", "53300"}
+
+
+def is_database_unreachable(exc: BaseException) -> bool:
+    """Whether `exc` is the database being out of reach, not an error in what we asked it.
+    psycopg reports a failed connect or a dropped connection as an OperationalError with no
+    SQLSTATE (the server never answered); a closed connection surfaces as InterfaceError."""
+    if isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in _UNREACHABLE_SQLSTATES
+
+
+class DatabaseUnavailableMiddleware:
+    """Pages answer 503 + Retry-After when the database cannot be reached (the API's own
+    handlers answer JSON; see config.api); any other error goes on to the 500 handler."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not is_database_unreachable(exception):
+            return None
+        if _is_api(request):
+            response: HttpResponse = JsonResponse({"detail": UNAVAILABLE}, status=503)
+        else:
+            response = HttpResponse(
+                "<!doctype html><title>Database unavailable</title>"
+                "<h1>The database is unavailable</h1><p>Retry in a moment.</p>",
+                status=503,
+            )
+        response["Retry-After"] = str(RETRY_AFTER_S)
+        return response
 
 
 def _is_api(request: HttpRequest) -> bool:

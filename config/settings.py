@@ -1,8 +1,9 @@
 """Chronicle settings: one module, driven by the environment.
 
-Embedded default (no environment at all): SQLite in ./var and Celery in eager mode, which is
-what `make demo` runs. Production sets DATABASE_URL (PostgreSQL), REDIS_URL (broker) and
-SECRET_KEY, and runs web, worker and beat as separate processes.
+PostgreSQL only. Embedded default (no environment at all): the private PostgreSQL cluster in
+./var/postgres that `make demo` starts (config.demo), reached over its Unix socket, and Celery in
+eager mode. Production sets DATABASE_URL, REDIS_URL (broker) and SECRET_KEY, and runs web,
+worker and beat as separate processes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 import dj_database_url
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
+
+from stack import postgres as embedded_postgres
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -107,6 +110,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    # 503 for pages when the database cannot be reached (and only then).
+    "config.errors.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -128,29 +133,32 @@ TEMPLATES = [
 ]
 
 # --- Database --------------------------------------------------------------------------------
-DEFAULT_SQLITE_PATH = BASE_DIR / "var" / "chronicle.sqlite3"
-DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{DEFAULT_SQLITE_PATH}")
+# PostgreSQL only: Chronicle relies on COPY, statement triggers, arrays and composite keys.
+# Without DATABASE_URL, the embedded cluster `make demo` runs (stack.postgres).
+EMBEDDED_POSTGRES_DIR = BASE_DIR / "var" / "postgres"
+DATABASE_URL = env_str(
+    "DATABASE_URL", embedded_postgres.socket_url(EMBEDDED_POSTGRES_DIR, "chronicle")
+)
 try:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 except ValueError as exc:
     raise ImproperlyConfigured(
         f"DATABASE_URL={DATABASE_URL!r} is not a database URL: {exc}"
     ) from exc
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured(
+        f"DATABASE_URL={DATABASE_URL!r} is not PostgreSQL; Chronicle runs on PostgreSQL only "
+        "(unset DATABASE_URL for the embedded one `make demo` starts)."
+    )
+DATABASES["default"]["OPTIONS"] = {
     # Fail fast when PostgreSQL is unreachable: ingest answers 503 + Retry-After within a
     # couple of seconds instead of hanging its clients (and their retries) on the connect.
-    DATABASES["default"]["OPTIONS"] = {
-        "connect_timeout": env_int("DATABASE_CONNECT_TIMEOUT_S", 2),
-        # jit=off: PostgreSQL's JIT compiles any query over a fixed cost estimate, which
-        # added ~40 ms to dashboard queries that return a few rows from large tables.
-        "options": f"-c statement_timeout={env_int('DATABASE_STATEMENT_TIMEOUT_MS', 30_000)} "
-        "-c jit=off",
-    }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DEFAULT_SQLITE_PATH.parent.mkdir(exist_ok=True)
-    # The demo server and its eager tasks share one file; wait rather than fail on a lock.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20}
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    "connect_timeout": env_int("DATABASE_CONNECT_TIMEOUT_S", 2),
+    # jit=off: PostgreSQL's JIT compiles any query over a fixed cost estimate, which
+    # added ~40 ms to dashboard queries that return a few rows from large tables.
+    "options": f"-c statement_timeout={env_int('DATABASE_STATEMENT_TIMEOUT_MS', 30_000)} "
+    "-c jit=off",
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

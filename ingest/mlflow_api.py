@@ -15,7 +15,6 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import RequestDataTooBig
-from django.db import OperationalError
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
@@ -26,7 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api import RETRY_AFTER_S
+from config.errors import RETRY_AFTER_S, is_database_unreachable
 from ingest import mlflow_services as mlflow
 from ingest import services as ingest_services
 from ingest.authentication import HasIngestToken
@@ -125,7 +124,7 @@ class _MlflowView(APIView):
             return _error("INVALID_PARAMETER_VALUE", exc.detail)
         if isinstance(exc, RequestDataTooBig):
             return _error("INVALID_PARAMETER_VALUE", "The request body is too large.")
-        if isinstance(exc, OperationalError):
+        if is_database_unreachable(exc):
             logger.warning("MLflow request: database unavailable", exc_info=True)
             return _error(
                 "TEMPORARILY_UNAVAILABLE",

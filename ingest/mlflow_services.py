@@ -223,7 +223,7 @@ def check_batch_limits(*, metrics: int, params: int, tags: int) -> None:
 
 def json_float(value: float | None) -> float | str:
     """MLflow's JSON for a double: non-finite values as strings (strict JSON has no NaN).
-    NULL is how SQLite stores NaN."""
+    NULL reads as NaN."""
     if value is None or math.isnan(value):
         return "NaN"
     if math.isinf(value):

@@ -17,7 +17,7 @@ SECONDS_PER_DAY = 86_400.0
 def values_differ(first: float | None, second: float | None, *, tolerance: float) -> bool:
     """Whether two attempts' values of one deterministic metric at one step disagree.
 
-    None is NaN (how SQLite stores it). NaN against NaN is identical: a deterministic replay
+    None (a NULL value) is NaN. NaN against NaN is identical: a deterministic replay
     reproduces the NaN too. NaN against a number differs. Otherwise the values differ when
     |first - second| > tolerance (0: bit-identical). Equal infinities are identical."""
     a = math.nan if first is None else float(first)

@@ -232,8 +232,6 @@ def _throughput_table(run: Run, window: Window) -> pd.DataFrame:
     """One row per (attempt, step) with a tokens_per_s or step_time_s point in the window:
     attempt, step, tokens_per_s, step_time_s (NaN where absent), wall_time (the earlier of
     the two), ordered by attempt and step."""
-    if connection.vendor != "postgresql":
-        return _throughput_table_portable(run, window)
     series = {
         pk: (number, name)
         for pk, number, name in MetricSeries.objects.filter(
@@ -295,31 +293,6 @@ def _throughput_table(run: Run, window: Window) -> pd.DataFrame:
     return table
 
 
-def _throughput_table_portable(run: Run, window: Window) -> pd.DataFrame:
-    points = MetricPoint.objects.filter(
-        series__run=run, series__name__in=[TOKENS_PER_S, STEP_TIME_S]
-    )
-    if window.start is not None:
-        points = points.filter(wall_time__gte=window.start)
-    if window.end is not None:
-        points = points.filter(wall_time__lte=window.end)
-    rows = list(
-        points.values_list("series__attempt__number", "series__name", "step", "value", "wall_time")
-    )
-    frame = pd.DataFrame(rows, columns=["attempt", "name", "step", "value", "wall_time"])
-    frame["value"] = frame["value"].astype(float)  # NULL (SQLite's NaN) becomes NaN
-    table = pd.DataFrame(columns=["attempt", "step", "wall_time", TOKENS_PER_S, STEP_TIME_S])
-    if not frame.empty:
-        # One row per (attempt, step) that has a point; unstack keeps NaN values (a pivot
-        # table would drop them, or with dropna=False invent every attempt x step pair).
-        wide = frame.set_index(["attempt", "step", "name"])["value"].unstack("name")
-        times = frame.groupby(["attempt", "step"])["wall_time"].min()
-        wide = wide.reindex(columns=[TOKENS_PER_S, STEP_TIME_S])
-        wide["wall_time"] = times
-        table = wide.reset_index().sort_values(["attempt", "step"], ignore_index=True)
-    return table
-
-
 def _downsample(table: pd.DataFrame) -> pd.DataFrame:
     """At most about CHART_MAX_POINTS rows, every attempt's dips and peaks kept."""
     if len(table) <= CHART_MAX_POINTS:
@@ -375,13 +348,6 @@ FloatArray = npt.NDArray[np.float64]
 
 def _step_starts_recorded(run: Run) -> dict[int, FloatArray]:
     """(step, start) rows per attempt number, as (n, 2) arrays, from the step_times events."""
-    if connection.vendor != "postgresql":
-        rows: dict[int, list[tuple[int, float]]] = {}
-        for number, step, started_at in StepStart.objects.filter(attempt__run=run).values_list(
-            "attempt__number", "step", "started_at"
-        ):
-            rows.setdefault(number, []).append((step, started_at.timestamp()))
-        return {n: np.array(v, dtype=np.float64).reshape(-1, 2) for n, v in rows.items()}
     # A million steps: each attempt's steps and epoch seconds as one big-endian binary string
     # each (no per-row work in Python). date_part gives float8 seconds, rounded as
     # datetime.timestamp() rounds them.
@@ -403,16 +369,6 @@ def _step_starts_derived(run: Run, numbers: list[int]) -> dict[int, FloatArray]:
     of the step): start = end - duration. Whole-second wall times make this approximate."""
     if not numbers:
         return {}
-    if connection.vendor != "postgresql":
-        rows: dict[int, list[tuple[int, float]]] = {}
-        for number, step, value, wall_time in MetricPoint.objects.filter(
-            series__run=run, series__name=STEP_TIME_S, series__attempt__number__in=numbers,
-            wall_time__isnull=False,
-        ).values_list("series__attempt__number", "step", "value", "wall_time"):  # fmt: skip
-            if value is None or not math.isfinite(value):
-                continue
-            rows.setdefault(number, []).append((step, wall_time.timestamp() - value))
-        return {n: np.array(v, dtype=np.float64).reshape(-1, 2) for n, v in rows.items()}
     sql = (
         "SELECT a.number, string_agg(int8send(p.step), ''), "
         "string_agg(float8send(date_part('epoch', p.wall_time)), ''), "

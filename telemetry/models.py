@@ -250,8 +250,8 @@ class MetricPoint(models.Model):
     (a range scan of one series in step order) and it is the conflict target that makes a
     redelivered batch insert nothing. No surrogate id, no foreign-key index of its own.
 
-    `value` is NULL only on SQLite, which cannot store NaN and turns it into NULL; readers
-    treat NULL as NaN. PostgreSQL stores NaN and ±Infinity natively in float8."""
+    PostgreSQL stores NaN and ±Infinity natively in float8; readers treat a NULL `value`
+    as NaN."""
 
     pk = models.CompositePrimaryKey("series", "step")
     series = models.ForeignKey(
@@ -281,8 +281,7 @@ class MetricRollup(models.Model):
     transaction. A redelivered point conflicts, is not added, and so is never counted twice;
     COPY loaders (generate_llama_scale, bench) are covered too. Points are never updated or
     deleted one by one (only with their series, which takes its rollups along); the
-    `rollups_rebuild` command recomputes them from the points if that ever changes. SQLite
-    (the embedded demo) has no rollups: its reads fall back to the points.
+    `rollups_rebuild` command recomputes them from the points if that ever changes.
 
     The extremes are kept with their step and time (the chart draws the actual point), ties
     going to the earliest step; non-finite values are kept apart (first by step), since a NaN

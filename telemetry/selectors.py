@@ -21,7 +21,7 @@ from django.db import connection
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 
-from telemetry.downsample import ROLLUP_WIDTHS, minmax_indices, read_plan, split_budget
+from telemetry.downsample import ROLLUP_WIDTHS, read_plan, split_budget
 from telemetry.models import (
     Attempt,
     Device,
@@ -151,27 +151,7 @@ def series_for_run(*, run: Run, name: str, max_points: int) -> list[AttemptSerie
     attempt_by_series = dict(
         MetricSeries.objects.filter(run=run, name=name).values_list("pk", "attempt__number")
     )
-    if connection.vendor == "postgresql":
-        return _series_from_rollups(attempt_by_series, max_points) if attempt_by_series else []
-    rows = (
-        MetricPoint.objects.filter(series_id__in=attempt_by_series)
-        .order_by("series_id", "step")
-        .values_list("series_id", "step", "value", "wall_time")
-    )
-    by_series: dict[int, list[tuple[int, float | None, datetime | None]]] = {}
-    for series_id, step, value, wall_time in rows:
-        by_series.setdefault(series_id, []).append((step, value, wall_time))
-    raw = sorted(
-        (attempt_by_series[series_id], _arrays(points)) for series_id, points in by_series.items()
-    )
-    budgets = split_budget([arrays[0].size for _, arrays in raw], max_points)
-    result = []
-    for (number, (steps, values, times)), budget in zip(raw, budgets, strict=True):
-        keep = minmax_indices(values, budget) if budget else np.arange(0)
-        result.append(
-            AttemptSeries(number, int(steps.size), steps[keep], values[keep], times[keep])
-        )
-    return result
+    return _series_from_rollups(attempt_by_series, max_points) if attempt_by_series else []
 
 
 @dataclass(frozen=True)
@@ -359,23 +339,6 @@ def _trim(
 
     keep = np.array(sorted(sorted(range(steps.size), key=rank)[:budget]), dtype=np.intp)
     return steps[keep], values[keep], times[keep]
-
-
-def _arrays(
-    points: list[tuple[int, float | None, datetime | None]],
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.datetime64]]:
-    count = len(points)
-    steps = np.fromiter((p[0] for p in points), dtype=np.int64, count=count)
-    # NULL is how SQLite stores NaN.
-    values = np.fromiter(
-        (math.nan if p[1] is None else p[1] for p in points), dtype=np.float64, count=count
-    )
-    times = np.array(
-        [np.datetime64("NaT") if p[2] is None else np.datetime64(p[2].replace(tzinfo=None), "us")
-         for p in points],
-        dtype="datetime64[us]",
-    )  # fmt: skip
-    return steps, values, times
 
 
 def json_number(value: float) -> float | str:

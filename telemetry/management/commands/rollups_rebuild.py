@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 
 from telemetry import services
 from telemetry.models import MetricSeries
@@ -24,10 +24,7 @@ class Command(BaseCommand):
         series = MetricSeries.objects.order_by("pk")
         if options["run"]:
             series = series.filter(run_id__in=options["run"])
-        try:
-            written = services.metric_rollups_rebuild(
-                series_ids=list(series.values_list("pk", flat=True))
-            )
-        except services.RollupsUnsupported as exc:
-            raise CommandError(str(exc)) from exc
+        written = services.metric_rollups_rebuild(
+            series_ids=list(series.values_list("pk", flat=True))
+        )
         self.stdout.write(f"{written:,} rollup rows written")

