@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "telemetry",
     "logbook",
     "ingest",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
@@ -166,7 +167,7 @@ USE_I18N = False
 USE_TZ = True
 
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "telemetry:run-list"
+LOGIN_REDIRECT_URL = "dashboard:run-list"
 LOGOUT_REDIRECT_URL = "login"
 
 # --- Static files ----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Annotations on a run's charts: a point or a range, in steps and/or wall time, with text and
 tags (Grafana's annotation shape plus run and step). Input validation, the permission-checked
-getter, the audited writes, and `chart_marks`, the pure frame the run page draws from."""
+getter, the audited writes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from django.http import Http404
 
 from logbook.audit import audit_record, diff_fields
 from logbook.models import Annotation, AuditEvent
-from telemetry.charts import chart_marks  # noqa: F401 (the run page's marks live in telemetry)
 from telemetry.models import Project, Run
 from telemetry.query_time import BadTime
 from telemetry.query_time import parse_time as parse_iso_time

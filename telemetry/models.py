@@ -278,7 +278,7 @@ class MetricPoint(models.Model):
 class MetricRollup(models.Model):
     """Summary of one series over an aligned run of steps: bucket b at width w covers steps
     b*w to b*w + w - 1. Long series are charted from these, so a read touches a few thousand
-    rows whatever the series length (telemetry.selectors.series_for_run).
+    rows whatever the series length (telemetry.selectors.series.series_for_run).
 
     PostgreSQL keeps them itself: a statement trigger on telemetry_metricpoint (migration
     0005) folds the rows each INSERT or COPY actually added into every width, in the same

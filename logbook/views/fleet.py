@@ -25,7 +25,7 @@ from logbook.views.sdc import filter_menus
 from telemetry import run_cache
 from telemetry.models import Device, Host
 from telemetry.selectors import user_is_operator
-from telemetry.selectors_dcgm import (
+from telemetry.selectors.dcgm import (
     dcgm_device_health,
     dcgm_missing_counters,
     device_events_for_user,

@@ -1,10 +1,8 @@
-"""Reads behind the MFU and goodput pages: load a run's inputs, build the pure inputs of
-telemetry.mfu and telemetry.goodput, and return what the pages and the JSON show.
-
-Checkpoints, restores and interruptions are logbook's; they are reached through the reverse
-relations logbook declares (by name, without importing logbook), as telemetry.selectors does,
-so telemetry stays at the bottom of the dependency order. Every function costs a fixed number
-of queries, whatever the number of attempts, steps or intervals.
+"""Reads behind the MFU and goodput pages: load a run's inputs (its telemetry, and the
+checkpoints, restores and interruptions the logbook keeps), build the pure inputs of
+telemetry.mfu and telemetry.goodput, and return what the pages and the JSON show. Every
+function costs a fixed number of queries, whatever the number of attempts, steps or
+intervals.
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ import pandas as pd
 from django.db import connection
 from django.utils import timezone
 
+from logbook.models import Checkpoint, Interruption
 from telemetry import goodput as gp
 from telemetry import mfu as mf
 from telemetry import run_cache
@@ -336,9 +335,9 @@ def _downsample(table: pd.DataFrame) -> pd.DataFrame:
 
 def _interruption_marks(run: Run) -> pd.DataFrame:
     rows = list(
-        run.interruptions.order_by("occurred_at").values_list(  # type: ignore[attr-defined]
-            "occurred_at", "recovered_at", "step", "root_cause__name", "planned"
-        )
+        Interruption.objects.filter(run=run)
+        .order_by("occurred_at")
+        .values_list("occurred_at", "recovered_at", "step", "root_cause__name", "planned")
     )
     return pd.DataFrame(rows, columns=["occurred_at", "recovered_at", "step", "label", "planned"])
 
@@ -473,7 +472,7 @@ def goodput_inputs(*, run: Run, attempts: list[Attempt]) -> tuple[gp.GoodputInpu
     }
     saves: list[gp.CheckpointSave] = []
     rows = list(
-        run.checkpoints.filter(blocking_save_s__isnull=False).values_list(  # type: ignore[attr-defined]
+        Checkpoint.objects.filter(run=run, blocking_save_s__isnull=False).values_list(
             "step", "blocking_save_s", "saved_at"
         )
     )
@@ -493,8 +492,8 @@ def goodput_inputs(*, run: Run, attempts: list[Attempt]) -> tuple[gp.GoodputInpu
     restores: list[gp.Restore] = []
     job_starts = {a.number: _epoch(a.started_at) for a in attempts}
     restored_attempts: set[int] = set()
-    for number, restored_at, restore_s in run.checkpoints.filter(  # type: ignore[attr-defined]
-        restores__restore_s__isnull=False
+    for number, restored_at, restore_s in Checkpoint.objects.filter(
+        run=run, restores__restore_s__isnull=False
     ).values_list("restores__attempt__number", "restores__restored_at", "restores__restore_s"):
         at = _epoch(restored_at) or job_starts.get(number)
         if at is not None and restore_s:
@@ -554,9 +553,9 @@ def planned_windows(*, run: Run, attempts: list[Attempt]) -> list[tuple[datetime
     the next attempt started when recovery was not reported."""
     windows = []
     starts = sorted(a.started_at for a in attempts if a.started_at is not None)
-    for occurred, recovered in run.interruptions.filter(  # type: ignore[attr-defined]
-        planned=True
-    ).values_list("occurred_at", "recovered_at"):
+    for occurred, recovered in Interruption.objects.filter(run=run, planned=True).values_list(
+        "occurred_at", "recovered_at"
+    ):
         end = recovered or next((s for s in starts if s > occurred), None)
         if end is not None and end > occurred:
             windows.append((occurred, end))
