@@ -12,6 +12,7 @@ from django.shortcuts import render
 
 from dashboard.query import BadQuery, axis_from_query, exclude_planned_from_query, window_from_query
 from dashboard.selectors import efficiency
+from telemetry import charts as telemetry_charts
 from telemetry import efficiency_charts, goodput, run_cache, selectors
 
 
@@ -76,6 +77,7 @@ def run_mfu(request: HttpRequest, run_id: int) -> HttpResponse:
             "rows_bounded": bounded,
             "peak_tflops": report.inputs.peak_flops / 1e12 if report.inputs else None,
             "charts_payload": charts,
+            "charts_script": telemetry_charts.charts_script(charts),
         },
     )
 
@@ -142,5 +144,6 @@ def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
             "attempt_count": attempt_count,
             "rows_bounded": bounded,
             "charts_payload": charts,
+            "charts_script": telemetry_charts.charts_script(charts),
         },
     )

@@ -154,7 +154,9 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
             "gpu_events": list(
                 device_events_for_user(user=request.user, host=host)[:GPU_EVENTS_SHOWN]
             ),
-            "charts_payload": [{"id": "chart-host-timeline", "figure": charts.as_payload(figure)}],
+            "charts_script": charts.charts_script(
+                [{"id": "chart-host-timeline", "figure": charts.as_payload(figure)}]
+            ),
         },
     )
 
