@@ -12,6 +12,7 @@ from logbook.models import (
     RootCause,
     SdcReplay,
 )
+from telemetry import services as telemetry_services
 
 
 @admin.register(RootCause)
@@ -68,6 +69,9 @@ class CheckpointAdmin(admin.ModelAdmin):
 class SdcReplayAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: SdcReplay, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
+        # The verdict shows on the run's pages and in the fleet's SDC counts.
+        telemetry_services.run_data_version_bump(run_id=obj.run_id)
+        telemetry_services.fleet_version_bump(project_id=obj.run.project_id)
         # A verdict set to confirmed here pages the project's webhooks (once).
         notifications.sdc_confirmed_notify(obj)
 

@@ -16,6 +16,7 @@ from django.http import Http404
 
 from logbook.audit import audit_record, diff_fields
 from logbook.models import Annotation, AuditEvent
+from telemetry import services as telemetry_services
 from telemetry.models import Project, Run
 from telemetry.query_time import BadTime
 from telemetry.query_time import parse_time as parse_iso_time
@@ -254,6 +255,7 @@ def annotation_create(
         action="create",
         changes=diff_fields({}, _snapshot(annotation), FIELDS),
     )
+    telemetry_services.run_data_version_bump(run_id=annotation.run_id)
     return annotation
 
 
@@ -280,6 +282,7 @@ def annotation_update(*, annotation: Annotation, user: User, **changes: Any) -> 
     for name in FIELDS:
         setattr(locked, name, after[name])
     locked.save()
+    telemetry_services.run_data_version_bump(run_id=locked.run_id)
     audit_record(
         project=project,
         entity=AuditEvent.Entity.ANNOTATION,
@@ -299,6 +302,7 @@ def annotation_delete(*, annotation: Annotation, user: User) -> None:
     object_id = annotation.pk
     before = _snapshot(annotation)
     annotation.delete()
+    telemetry_services.run_data_version_bump(run_id=annotation.run_id)
     audit_record(
         project=project,
         entity=AuditEvent.Entity.ANNOTATION,

@@ -126,6 +126,8 @@ def interruption_record(
     if not interruption.planned:
         # Pages the project's webhooks after commit, once per interruption.
         notifications.interruption_notify(interruption=interruption)
+    telemetry_services.run_data_version_bump(run_id=run.pk)
+    telemetry_services.fleet_version_bump(project_id=run.project_id)
     return interruption
 
 
@@ -147,6 +149,7 @@ def checkpoint_record(
     if attempt is not None:
         values["attempt"] = attempt
     checkpoint, _ = Checkpoint.objects.update_or_create(run=run, step=step, defaults=values)
+    telemetry_services.run_data_version_bump(run_id=run.pk)
     return checkpoint
 
 
@@ -181,6 +184,7 @@ def checkpoint_restore_record(
         .values("n")[:1]
     )
     Checkpoint.objects.filter(pk__in=touched).update(restored_count=Coalesce(Subquery(restores), 0))
+    telemetry_services.run_data_version_bump(run_id=attempt.run_id)
     return restore
 
 
@@ -202,6 +206,8 @@ def sdc_record(
         return existing
     device_row = telemetry_services.devices_ensure(uuids=[device])[0] if device else None
     host_row = telemetry_services.hosts_ensure(names=[host])[0] if host else None
+    telemetry_services.run_data_version_bump(run_id=run.pk)
+    telemetry_services.fleet_version_bump(project_id=run.project_id)
     return SdcReplay.objects.create(
         run=run,
         attempt=attempt,
@@ -234,6 +240,7 @@ def logbook_entry_record(
         existing = LogbookEntry.objects.filter(run=run, source_key=source_key).first()
         if existing is not None:
             return existing
+    telemetry_services.run_data_version_bump(run_id=run.pk)
     return LogbookEntry.objects.create(
         run=run,
         attempt=attempt,
@@ -427,6 +434,8 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
         )
         links += [SdcReplay.hosts.through(sdcreplay_id=record.pk, host_id=h) for h in hosts]
     SdcReplay.hosts.through.objects.bulk_create(links, ignore_conflicts=True)
+    telemetry_services.run_data_version_bump(run_id=run.pk)
+    telemetry_services.fleet_version_bump(project_id=run.project_id)
     return opened
 
 
@@ -464,6 +473,7 @@ def _quarantine(*, row: Host | Device, user: Any, reason: str) -> None:
     row.quarantine_reason = reason
     row.quarantined_by = user if getattr(user, "is_authenticated", False) else None
     row.save(update_fields=["quarantined_at", "quarantine_reason", "quarantined_by"])
+    telemetry_services.fleet_version_bump(project_id=None)
 
 
 def _release(*, row: Host | Device) -> None:
@@ -471,6 +481,7 @@ def _release(*, row: Host | Device) -> None:
     row.quarantine_reason = ""
     row.quarantined_by = None
     row.save(update_fields=["quarantined_at", "quarantine_reason", "quarantined_by"])
+    telemetry_services.fleet_version_bump(project_id=None)
 
 
 # --- The logbook: entries written by on-call, drafted by automation, imported (issue 4) -----
@@ -693,6 +704,7 @@ def logbook_entry_create(
     )
     _entry_invariants_check(entry)
     entry.save()
+    telemetry_services.run_data_version_bump(run_id=run.pk)
     audit_record(
         project=run.project,
         entity=ENTRY_ENTITY,
@@ -737,6 +749,7 @@ def logbook_entry_update(
         current.refresh_from_db()
         raise LogbookStaleEdit(current, _entry_changes_since(entry=current, version=version))
     current.version = version + 1
+    telemetry_services.run_data_version_bump(run_id=current.run_id)
     audit_record(
         project=current.run.project,
         entity=ENTRY_ENTITY,
@@ -772,6 +785,7 @@ def logbook_entry_delete(*, entry: LogbookEntry, user: Any, version: int | None 
         },
     )
     current.delete()
+    telemetry_services.run_data_version_bump(run_id=current.run_id)
 
 
 # --- Restart drafts -----------------------------------------------------------------------

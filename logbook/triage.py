@@ -209,6 +209,8 @@ def incident_update(
         action="update",
         changes={**diff, "version": [version, version + 1]},
     )
+    telemetry_services.run_data_version_bump(run_id=current.run_id)
+    telemetry_services.fleet_version_bump(project_id=current.run.project_id)
     return _reloaded(current)
 
 
@@ -255,6 +257,8 @@ def incident_transition(
         action="update",
         changes={**diff_fields(before, after, STATUS_FIELDS), "version": [version, version + 1]},
     )
+    telemetry_services.run_data_version_bump(run_id=current.run_id)
+    telemetry_services.fleet_version_bump(project_id=current.run.project_id)
     return _reloaded(current)
 
 

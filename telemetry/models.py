@@ -13,6 +13,10 @@ class Project(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Moves whenever what the fleet pages list for this project's runs changes (incidents and
+    # the hardware they name, quarantines): their cached rows are keyed on it. Bumped by
+    # telemetry.services.fleet_version_bump, in the transaction of the change.
+    fleet_version = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ["slug"]
@@ -175,6 +179,11 @@ class Run(models.Model):
     # must not scan hundreds of millions of points to find the latest step.
     last_step = models.BigIntegerField(null=True, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
+    # Moves whenever anything a run's pages show changes (its points, attempts, intervals, and
+    # the logbook's incidents, checkpoints, annotations and entries): the figures derived from
+    # them are cached under (run, data_version). Bumped by
+    # telemetry.services.run_data_version_bump, in the transaction of the change.
+    data_version = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ["project", "name"]

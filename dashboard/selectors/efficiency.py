@@ -7,6 +7,7 @@ intervals.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -642,10 +643,14 @@ def run_goodput(
 
 # --- Cached, for the pages and the JSON ---------------------------------------------------------
 
-# What each report reads (telemetry.run_cache parts; the run's own row is always in).
-GOODPUT_PARTS = ("attempts", "step_starts", "series", "intervals", "interruptions",
-                 "checkpoints", "restores")  # fmt: skip
-MFU_PARTS = ("attempts", "series", "interruptions", "accelerators")
+
+def _catalog_version() -> str:
+    """The accelerator catalog, which MFU reads, is not one run's data (admins edit it, for
+    every run): its rows go in the MFU key. One query, of a few dozen rows."""
+    rows = AcceleratorType.objects.order_by("pk").values_list(
+        "name", "aliases", "peak_flops_bf16", "source"
+    )
+    return hashlib.sha256(repr(list(rows)).encode()).hexdigest()[:16]
 
 
 def _window_key(window: Window) -> str:
@@ -660,8 +665,8 @@ def run_goodput_cached(
     """run_goodput, computed once per version of the run's data; and the cache key, for what
     callers derive from it. The report's `attempts` is left empty (the pages do not use it)."""
     window = window or Window()
-    fingerprint = run_cache.run_fingerprint(run=run, parts=GOODPUT_PARTS)
-    key = f"goodput:{run.pk}:{fingerprint}:{_window_key(window)}:{int(exclude_planned)}"
+    version = run_cache.run_version_key(run=run)
+    key = f"goodput:{version}:{_window_key(window)}:{int(exclude_planned)}"
     report = run_cache.cached(
         key,
         lambda: replace(
@@ -675,7 +680,7 @@ def run_mfu_cached(*, run: Run, window: Window | None = None) -> tuple[MfuReport
     """run_mfu, computed once per version of the run's data; and the cache key. The report's
     `attempts` is left empty: `restarts` has what the chart needs of them."""
     window = window or Window()
-    fingerprint = run_cache.run_fingerprint(run=run, parts=MFU_PARTS)
-    key = f"mfu:{run.pk}:{fingerprint}:{_window_key(window)}"
+    version = run_cache.run_version_key(run=run)
+    key = f"mfu:{version}:{_catalog_version()}:{_window_key(window)}"
     report = run_cache.cached(key, lambda: replace(run_mfu(run=run, window=window), attempts=[]))
     return replace(report, run=run), key

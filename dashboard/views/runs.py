@@ -30,8 +30,6 @@ def run_list(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/run_list.html", {"runs": runs})
 
 
-# What the run page's charts draw (telemetry.run_cache parts; the run's row is always in).
-CHART_PARTS = ("attempts", "series", "interruptions", "annotations", "entries")
 # Tables of attempts, interruptions and checkpoints show the latest ones; ?rows=all shows
 # every one (a Llama 3 scale run has hundreds of each, and thousands of checkpoints).
 ROWS_SHOWN = 20
@@ -49,11 +47,10 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         .filter(pk=run.project_id)
         .exists()
     )
-    fingerprint = run_cache.run_fingerprint(run=run, parts=CHART_PARTS)
     # Cached as the <script> element itself: a megabyte of figures costs tens of
     # milliseconds to unpickle and encode again on every request, a string almost nothing.
     charts_block = run_cache.cached(
-        f"run-page-charts:{run.pk}:{fingerprint}:{axis}",
+        f"run-page-charts:{run_cache.run_version_key(run=run)}:{axis}",
         lambda: _charts_block(_figures(run, axis, annotations)),
     )
     return render(
