@@ -61,7 +61,7 @@ def fleet_health(request: HttpRequest) -> HttpResponse:
     fleet = fleet_selectors.fleet_health(user=request.user, filters=filters, rule=rule)
     # Drawing the chart through plotly cost more than reading the fleet: draw it once per set
     # of the numbers it shows. They move with the clock (the offender window), so the key is
-    # the numbers themselves, not a fingerprint of the data.
+    # the numbers themselves, not a version of the data.
     shown = [
         (one.name, one.interruptions, one.sdc, one.in_window, one.repeat_offender)
         for one in fleet.hosts
