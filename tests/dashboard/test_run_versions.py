@@ -221,3 +221,23 @@ def test_the_mfu_page_follows_the_accelerator_catalog(client, project, alice):
 
     # then the next request computes MFU with it
     assert client.get(f"/api/v1/runs/{run.pk}/mfu").json()["available"] is True
+
+
+@pytest.mark.django_db
+def test_admin_edits_move_the_versions_too(client, run, admin_user):
+    # given the Django admin, which writes rows without the services
+    client.force_login(admin_user)
+    host = Host.objects.get(name="v-h0")
+    run_before, fleet_before = _versions(run)
+
+    # when a host is renamed there
+    response = client.post(
+        f"/admin/telemetry/host/{host.pk}/change/",
+        {"name": "v-h0-renamed", "cluster": "", "quarantined_at_0": "", "quarantined_at_1": "",
+         "quarantine_reason": "", "quarantined_by": ""},
+    )  # fmt: skip
+
+    # then the fleet pages' version moves (a host's name is what they list)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert Host.objects.filter(name="v-h0-renamed").exists()
+    assert _versions(run) == (run_before, fleet_before + 1)
