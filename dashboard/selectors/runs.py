@@ -147,8 +147,7 @@ class QuarantinedHardware:
 
 def run_quarantined_hardware(*, run: Run) -> list[QuarantinedHardware]:
     """Quarantined hosts and devices the run touched: its attempts' hosts, the devices on
-    them, and the hardware its incidents name (through logbook's reverse relations, by
-    name). Two queries."""
+    them, and the hardware its interruptions and SDC records name. Two queries."""
     touched_hosts = (
         Q(attempts__run=run)
         | Q(interruptions__run=run)
