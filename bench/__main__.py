@@ -1,5 +1,5 @@
 """`python -m bench`: Chronicle against MLflow on the same private PostgreSQL, same machine,
-same run. Starts everything it measures (chaos.harness: PostgreSQL, Redis, gunicorn, Celery;
+same run. Starts everything it measures (servers.chronicle: PostgreSQL, Redis, gunicorn, Celery;
 MLflow's server from its own virtualenv), stops it all by PID, writes
 bench/results/<date>.json and prints the table. Missed targets are printed, never fatal."""
 
@@ -8,14 +8,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import subprocess
 import sys
 import threading
 import time
 from typing import Any
 
 from bench import charts, copy_ceiling, load, mlflow_side, pages, report
-from chaos import harness
+from servers.chronicle import Chronicle, chronicle_stack
 
 
 def log(message: str) -> None:
@@ -68,7 +67,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results["mlflow_version"] = mlflow_version
     server: mlflow_side.MlflowServer | None = None
     with (
-        harness.stack(concurrency=args.worker_concurrency, web_workers=args.web_workers) as app,
+        chronicle_stack(concurrency=args.worker_concurrency, web_workers=args.web_workers) as app,
         contextlib.ExitStack() as cleanup,
     ):
         if mlflow_exe is not None:
@@ -140,7 +139,7 @@ def _phase(results: dict[str, Any], name: str, body: Any) -> None:
 
 
 def _charts(
-    app: harness.Chronicle,
+    app: Chronicle,
     token: str,
     args: argparse.Namespace,
     stamp: str,
@@ -164,7 +163,7 @@ def _charts(
 
 
 def _pages(
-    app: harness.Chronicle,
+    app: Chronicle,
     token: str,
     args: argparse.Namespace,
     stamp: str,
@@ -172,16 +171,9 @@ def _pages(
 ) -> dict[str, Any]:
     log(f"generating the Llama 3 data set at scale {args.llama_scale}")
     began = time.monotonic()
-    out = subprocess.run(
-        [harness.PYTHON, "manage.py", "generate_llama_scale", "--scale", str(args.llama_scale)],
-        cwd=harness.ROOT,
-        env=app.env(),
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"generate_llama_scale failed:\n{out.stderr[-3000:]}")
-    summary, run_id = out.stdout.strip().splitlines()[-2:]
+    # No time limit: the full scale writes about a million step rows.
+    out = app.manage("generate_llama_scale", "--scale", str(args.llama_scale), timeout_s=None)
+    summary, run_id = out.strip().splitlines()[-2:]
     log(summary)
     generated_s = time.monotonic() - began
     cookie = pages.reader_cookie(app)

@@ -22,7 +22,10 @@ import numpy as np
 
 from bench import llama_scale as ls
 from bench.load import percentile, send_all
-from chaos import harness
+from chaos.load import BASE_EPOCH
+from chaos.verify import backlog
+from servers.chronicle import Chronicle
+from servers.processes import wait_until
 
 MAX_POINTS = 4000
 SERIES = {"bench_1m": 1_000_000, "bench_100k": 100_000}
@@ -51,7 +54,7 @@ def series_values(n: int, *, seed: int = 11) -> np.ndarray:
     return values
 
 
-def load_series(app: harness.Chronicle, token: str, run: str, sizes: dict[str, int]) -> int:
+def load_series(app: Chronicle, token: str, run: str, sizes: dict[str, int]) -> int:
     """Create the run and its series through ingest (one point each), then COPY the rest.
     Returns the run's id."""
     body = {
@@ -69,9 +72,7 @@ def load_series(app: harness.Chronicle, token: str, run: str, sizes: dict[str, i
     )
     if sent.failures:
         raise RuntimeError(f"seeding the chart run failed: {sent.failures}")
-    harness.wait_until(
-        lambda: harness.backlog(app.pg, run) == (1, 0), timeout_s=60, what="the chart run"
-    )
+    wait_until(lambda: backlog(app.pg, run) == (1, 0), timeout_s=60, what="the chart run")
     with app.pg.connect() as conn:
         rows = conn.execute(
             "SELECT s.id, s.name, r.id FROM telemetry_metricseries s "
@@ -79,7 +80,7 @@ def load_series(app: harness.Chronicle, token: str, run: str, sizes: dict[str, i
             [run],
         ).fetchall()
         conn.autocommit = False
-        base = datetime.fromtimestamp(harness.BASE_EPOCH, tz=UTC).timestamp()
+        base = datetime.fromtimestamp(BASE_EPOCH, tz=UTC).timestamp()
         with conn.cursor() as cursor:
             copy_sql = (
                 "COPY telemetry_metricpoint (series_id, step, value, wall_time) "
@@ -146,7 +147,7 @@ def _figure(
 
 
 def chronicle_queries(
-    app: harness.Chronicle, run_id: int, cookie: str, sizes: dict[str, int], *, repeats: int
+    app: Chronicle, run_id: int, cookie: str, sizes: dict[str, int], *, repeats: int
 ) -> list[QueryFigure]:
     figures = []
     for name, size in sizes.items():
@@ -173,7 +174,7 @@ def mlflow_queries(server: Any, size: int, *, repeats: int) -> list[QueryFigure]
     bodies = []
     for first in range(0, size, 1000):
         metrics = [
-            {"key": "loss", "value": values[s], "timestamp": (harness.BASE_EPOCH + s * 4) * 1000,
+            {"key": "loss", "value": values[s], "timestamp": (BASE_EPOCH + s * 4) * 1000,
              "step": s}
             for s in range(first, min(first + 1000, size))
         ]  # fmt: skip

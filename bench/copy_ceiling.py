@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench.load import METRIC_NAMES, Workload
-from chaos import harness
+from servers.postgres import DB_NAME, Postgres
 
 TABLE = "bench_copy_ceiling"
 
@@ -24,7 +24,7 @@ class CopyFigure:
         return asdict(self)
 
 
-def measure(pg: harness.Postgres, load: Workload, *, db: str = harness.DB_NAME) -> CopyFigure:
+def measure(pg: Postgres, load: Workload, *, db: str = DB_NAME) -> CopyFigure:
     from datetime import UTC, datetime
 
     times = [datetime.fromtimestamp(t, tz=UTC) for t in load.times.tolist()]

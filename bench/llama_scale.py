@@ -1,5 +1,5 @@
 """A seeded plan of a Llama-3-405B-scale run: 16,384 H100s on 2,048 hosts for 54 days, 466
-interruptions with the categories of Table 5 (DOMAIN.md §3: 419 unexpected) plus 47 planned,
+interruptions with the categories of Table 5 of the Llama 3 paper (419 unexpected) plus 47 planned,
 a checkpoint every few hundred steps and about a million steps of 8 metrics across attempts.
 
 Pure: standard library and numpy only, no ORM. `generate_llama_scale` (the management command)
@@ -15,7 +15,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import numpy.typing as npt
 
-# Llama 3 paper, Table 5 (DOMAIN.md §3): root cause slug -> unexpected interruptions in 54 days.
+# Table 5 of the Llama 3 paper ("The Llama 3 Herd of Models", arXiv:2407.21783): root cause
+# slug -> unexpected interruptions in 54 days.
 TABLE5_COUNTS: dict[str, int] = {
     "faulty-gpu": 148,
     "gpu-hbm3-memory": 72,

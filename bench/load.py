@@ -22,12 +22,13 @@ from typing import Any
 import numpy as np
 
 from bench import llama_scale as ls
-from chaos import harness
+from chaos.load import BASE_EPOCH
+from chaos.verify import backlog
+from servers.chronicle import Chronicle
 
 POINTS_PER_BATCH = 1000
 METRIC_NAMES = (*ls.METRICS, "eval_loss", "grad_norm_clipped")
 STEPS_PER_BATCH = POINTS_PER_BATCH // len(METRIC_NAMES)
-BASE_EPOCH = harness.BASE_EPOCH
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ class RssSampler:
             self._stop.wait(self.every_s)
 
 
-def app_roles(app: harness.Chronicle) -> dict[str, Callable[[], list[int]]]:
+def app_roles(app: Chronicle) -> dict[str, Callable[[], list[int]]]:
     def web() -> list[int]:
         return [app.web.pid, *app.web_workers()] if app.web else []
 
@@ -284,7 +285,7 @@ def _figure(
 
 
 def chronicle_ingest(
-    app: harness.Chronicle,
+    app: Chronicle,
     token: str,
     load: Workload,
     *,
@@ -305,7 +306,7 @@ def chronicle_ingest(
     )
     deadline = time.monotonic() + drain_timeout_s
     while True:
-        total, pending = harness.backlog(app.pg, run)
+        total, pending = backlog(app.pg, run)
         if total >= len(bodies) - len(sent.failures) and pending == 0:
             break
         if time.monotonic() > deadline:

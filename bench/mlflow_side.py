@@ -1,6 +1,6 @@
 """MLflow's tracking server, the comparison: installed from PyPI into its own virtualenv
 (var/bench-mlflow-venv, full `mlflow` plus psycopg2 for its PostgreSQL store), started on the
-harness's PostgreSQL in a database of its own, on a spare loopback port, stopped by PID."""
+stack's PostgreSQL in a database of its own, on a spare loopback port, stopped by PID."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos import harness
+from servers.postgres import Postgres
+from servers.processes import ROOT, Proc, free_port, spawn, wait_until
 
-VENV = harness.ROOT / "var" / "bench-mlflow-venv"
+VENV = ROOT / "var" / "bench-mlflow-venv"
 PACKAGES = ("mlflow", "psycopg2-binary")
 DB_NAME = "mlflow"
 
@@ -49,7 +50,7 @@ def ensure_installed() -> tuple[Path | None, str]:
 
 @dataclass
 class MlflowServer:
-    proc: harness.Proc
+    proc: Proc
     port: int
     version: str
 
@@ -61,13 +62,11 @@ class MlflowServer:
         self.proc.stop()
 
 
-def start(
-    mlflow: Path, version: str, pg: harness.Postgres, root: Path, *, workers: int
-) -> MlflowServer:
+def start(mlflow: Path, version: str, pg: Postgres, root: Path, *, workers: int) -> MlflowServer:
     with pg.connect("postgres") as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME}")
         conn.execute(f"CREATE DATABASE {DB_NAME}")
-    port = harness.free_port()
+    port = free_port()
     artifacts = root / "mlflow-artifacts"
     artifacts.mkdir(exist_ok=True)
     # fmt: off
@@ -78,7 +77,7 @@ def start(
         "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
     ]
     # fmt: on
-    proc = harness.spawn("mlflow", command, log_path=root / "mlflow.log", env=_env())
+    proc = spawn("mlflow", command, log_path=root / "mlflow.log", env=_env())
     server = MlflowServer(proc=proc, port=port, version=version)
 
     def ready() -> bool:
@@ -88,7 +87,7 @@ def start(
         return status == 200
 
     # The first start creates MLflow's schema with alembic: slow.
-    harness.wait_until(ready, timeout_s=240, what="the MLflow server", interval_s=0.5)
+    wait_until(ready, timeout_s=240, what="the MLflow server", interval_s=0.5)
     return server
 
 

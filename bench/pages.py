@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from bench.load import percentile
-from chaos import harness
+from servers.chronicle import Chronicle
 
 # The one list of what is measured: (label, path template). {run} is the Llama-scale run.
 PAGES: list[tuple[str, str]] = [
@@ -50,7 +50,7 @@ for project in Project.objects.all():
 """
 
 
-def reader_cookie(app: harness.Chronicle) -> str:
+def reader_cookie(app: Chronicle) -> str:
     """The Cookie header of an on-call member of every project existing now, logged in
     through /login/ (a regular user, not a superuser, so the pages pay for their project
     scoping as real readers do)."""
@@ -107,7 +107,7 @@ class PageFigure:
 
 
 def measure(
-    app: harness.Chronicle,
+    app: Chronicle,
     run_id: int,
     cookie: str,
     *,

@@ -1,6 +1,6 @@
 """The results document (bench/results/<date>.json) and the printed table: absolute figures,
-ratios against MLflow and against the COPY ceiling, and every target of issue 5 with
-pass or miss. A miss never fails the benchmark: it is printed with its gap."""
+ratios against MLflow and against the COPY ceiling, and every performance target (targets())
+with pass or miss. A miss never fails the benchmark: it is printed with its gap."""
 
 from __future__ import annotations
 
@@ -222,7 +222,7 @@ def table(results: dict[str, Any]) -> str:
         lines += ["", "Peak RSS during ingest: " + ", ".join(
             f"{role} {peak / MB:.0f} MB per process ({totals[role] / MB:.0f} MB all together)"
             for role, peak in results["rss_peak_process"].items())]  # fmt: skip
-    lines += ["", "Targets (issue 5)"]
+    lines += ["", "Targets"]
     for target in targets(results):
         lines.append(f"  {target.verdict:<5} {target.name:<48} {_fmt(target.value):>10}  "
                      f"(target {target.limit})")  # fmt: skip

@@ -11,7 +11,8 @@ import json
 import sys
 import time
 
-from chaos.harness import ROOT, run_scenario, summary_table
+from chaos.scenario import run_scenario, summary_table
+from servers.processes import ROOT
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,12 @@ PLOTLY_STATIC_PATH = "vendor/plotly.min.js"
 _PACKAGE_DATA = Path(plotly.__file__).resolve().parent / "package_data"
 
 
+class _VendorStorage(FileSystemStorage):
+    # collectstatic copies a finder's files under its storage's `prefix` (Django's own
+    # FileSystemFinder sets it for a ("prefix", path) entry of STATICFILES_DIRS).
+    prefix = "vendor"
+
+
 class PlotlyJsFinder(BaseFinder):
     def check(self, **kwargs: Any) -> list[Any]:
         return []
@@ -24,6 +30,4 @@ class PlotlyJsFinder(BaseFinder):
         return [] if find_all else ""
 
     def list(self, ignore_patterns: Any) -> Any:
-        storage = FileSystemStorage(location=str(_PACKAGE_DATA))
-        storage.prefix = "vendor"  # type: ignore[attr-defined]
-        yield "plotly.min.js", storage
+        yield "plotly.min.js", _VendorStorage(location=str(_PACKAGE_DATA))

@@ -2,58 +2,129 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from typing import Any
+
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ingest import services
+from ingest.contract import (
+    BATCH_FIELDS,
+    BATCH_REQUIRED,
+    EVENTS,
+    METRIC_FIELDS,
+    METRIC_REQUIRED,
+    RUN_INFO,
+    TIME,
+    Event,
+    Field,
+)
 from ingest.edge import BodyError, IngestTokenView, body_read
-from ingest.schema import EVENT_TYPES, BatchError
+from ingest.schema import BatchError
 from ingest.throttles import BACKLOG_RETRY_AFTER_S, backlog_is_full
 
-
-class _MetricPointDoc(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    step = serializers.IntegerField(min_value=0)
-    value = serializers.FloatField(help_text="A number; NaN and ±Infinity as literals or strings.")
-    time = serializers.CharField(required=False, help_text="RFC 3339 or epoch seconds.")
+# Documentation only, built from ingest.contract: validation is ingest.schema (faster, and
+# with clearer errors), from the same contract.
 
 
-class _SeriesDoc(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    steps = serializers.ListField(child=serializers.IntegerField(min_value=0))
-    values = serializers.ListField(
+@extend_schema_field({"oneOf": [{"type": "string", "format": "date-time"}, {"type": "number"}]})
+class _TimeDoc(serializers.Field):
+    """RFC 3339 or epoch seconds."""
+
+
+def _doc_field(spec: Field, *, required: bool) -> serializers.Field:
+    options: dict[str, Any] = {"required": required}
+    if spec.help:
+        options["help_text"] = spec.help
+    match spec.kind:
+        case "integer":
+            return serializers.IntegerField(
+                min_value=spec.minimum, max_value=spec.maximum, **options
+            )
+        case "number":
+            return serializers.FloatField(**options)
+        case "non_negative":
+            return serializers.FloatField(min_value=0, **options)
+        case "boolean":
+            return serializers.BooleanField(**options)
+        case "text":
+            return serializers.CharField(max_length=spec.max_length, allow_blank=True, **options)
+        case "name" | "key":
+            return serializers.CharField(max_length=spec.max_length, **options)
+        case "names":
+            child = serializers.CharField(max_length=spec.max_length)
+            return serializers.ListField(child=child, max_length=spec.max_items, **options)
+        case "time":
+            return _TimeDoc(**{"help_text": TIME.help, **options})
+        case "times":
+            return serializers.ListField(
+                child=_TimeDoc(), min_length=1, max_length=spec.max_items, **options
+            )
+        case "choice":
+            return serializers.ChoiceField(choices=spec.choices, **options)
+        case "object":
+            return serializers.DictField(**options)
+    raise AssertionError(f"no documentation for {spec.kind}")
+
+
+def _doc_serializer(
+    name: str, fields: dict[str, Field], required: tuple[str, ...] = (), **extra: Any
+) -> type[serializers.Serializer]:
+    declared = {key: _doc_field(spec, required=key in required) for key, spec in fields.items()}
+    return type(name, (serializers.Serializer,), {**declared, **extra})
+
+
+def _event_doc(event_type: str, event: Event) -> type[serializers.Serializer]:
+    head = {
+        "type": serializers.ChoiceField(choices=[event_type], help_text=event.help),
+        "time": _doc_field(TIME, required=not event.time_from),
+    }
+    camel = "".join(part.title() for part in event_type.split("_"))
+    return _doc_serializer(f"IngestEvent{camel}", event.fields, event.required, **head)
+
+
+_SeriesDoc = _doc_serializer(
+    "IngestSeries",
+    {"name": METRIC_FIELDS["name"]},
+    ("name",),
+    steps=serializers.ListField(child=_doc_field(METRIC_FIELDS["step"], required=True)),
+    values=serializers.ListField(
         child=serializers.FloatField(), help_text="As long as steps; NaN and ±Infinity allowed."
-    )
-    times = serializers.ListField(
-        child=serializers.FloatField(), required=False, help_text="Epoch seconds or RFC 3339."
-    )
+    ),
+    times=serializers.ListField(
+        child=_TimeDoc(), required=False, help_text="Epoch seconds or RFC 3339."
+    ),
+)
 
-
-class _EventDoc(serializers.Serializer):
-    type = serializers.ChoiceField(choices=EVENT_TYPES)
-    time = serializers.CharField(help_text="RFC 3339 or epoch seconds.")
-
-
-class IngestBatchDoc(serializers.Serializer):
-    """Documentation of the body; validation is ingest.schema (faster, clearer errors)."""
-
-    batch_id = serializers.CharField(max_length=128, help_text="Client-chosen idempotency key.")
-    run = serializers.CharField(max_length=200, help_text="Run name, created on first sight.")
-    run_info = serializers.DictField(required=False)
-    attempt = serializers.IntegerField(min_value=1, required=False)
-    rank = serializers.IntegerField(
-        min_value=0, max_value=2**31 - 1, required=False, help_text="Sending process's rank."
-    )
-    host = serializers.CharField(max_length=200, required=False, help_text="Sending host.")
-    metrics = _MetricPointDoc(many=True, required=False, help_text="Points, one object each.")
-    series = _SeriesDoc(
+IngestBatchDoc = _doc_serializer(
+    "IngestBatch",
+    BATCH_FIELDS,
+    BATCH_REQUIRED,
+    run_info=_doc_serializer("IngestRunInfo", RUN_INFO)(required=False),
+    metrics=_doc_serializer("IngestMetricPoint", METRIC_FIELDS, METRIC_REQUIRED)(
+        many=True, required=False, help_text="Points, one object each."
+    ),
+    series=_SeriesDoc(
         many=True,
         required=False,
         help_text="Points as columns, one object per metric: cheaper to send and to parse.",
-    )
-    events = _EventDoc(many=True, required=False)
+    ),
+    events=PolymorphicProxySerializer(
+        component_name="IngestEvent",
+        serializers={key: _event_doc(key, event) for key, event in EVENTS.items()},
+        resource_type_field_name="type",
+        many=True,
+        required=False,
+    ),
+)
 
 
 class IngestAcceptedDoc(serializers.Serializer):
@@ -75,7 +146,7 @@ class IngestView(IngestTokenView):
 
     @extend_schema(
         operation_id="ingest_batch",
-        request=IngestBatchDoc,
+        request={"application/json": IngestBatchDoc},
         responses={
             202: IngestAcceptedDoc,
             200: OpenApiResponse(IngestAcceptedDoc, description="Duplicate batch_id, same body."),

@@ -1,7 +1,9 @@
 """The ingest contract: parse a request body and validate it into typed values.
 
-Pure (no database). Every rejection names where it happened (section, item index, field) and
-why, so a job's author can fix the sender from the message alone. See docs/ingest.md.
+Pure (no database). The fields, their limits and the event types are `ingest.contract`'s; this
+module turns them into checks. Every rejection names where it happened (section, item index,
+field) and why, so a job's author can fix the sender from the message alone. See
+docs/ingest.md.
 """
 
 from __future__ import annotations
@@ -15,13 +17,20 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from logbook.models import Checkpoint, SdcReplay
-from logbook.models import LogbookEntry as _Entry
-from telemetry.models import Attempt, JobInterval
+from ingest.contract import (
+    BATCH_FIELDS,
+    BATCH_REQUIRED,
+    BATCH_SECTIONS,
+    EVENT_TYPES,
+    EVENTS,
+    METRIC_FIELDS,
+    RUN_INFO,
+    Field,
+)
 
-MAX_NAME_LENGTH = 200
-MAX_BATCH_ID_LENGTH = 128
-MAX_STEP = 2**63 - 1
+# The metric fast paths compare against the step column's range inline.
+MAX_STEP = METRIC_FIELDS["step"].maximum
+assert MAX_STEP is not None
 MAX_ERRORS_REPORTED = 20
 # Clock skew allowance: a job's clock may run a little ahead of ours, but a time days ahead is
 # a bug in the sender (milliseconds sent as seconds, say) and would corrupt every time axis.
@@ -138,48 +147,37 @@ def check_time(raw: Any) -> datetime:
     return moment
 
 
-MAX_STEP_TIMES_PER_EVENT = 20_000
+def check_time_list(limit: int) -> Callable[[Any], list[datetime]]:
+    def checker(raw: Any) -> list[datetime]:
+        if not isinstance(raw, list) or not raw:
+            raise _FieldError(f"must be a non-empty list of times, got {_describe(raw)}")
+        if len(raw) > limit:
+            raise _FieldError(f"has {len(raw)} times; the limit is {limit}")
+        times = []
+        for position, item in enumerate(raw):
+            try:
+                times.append(check_time(item))
+            except _FieldError as exc:
+                raise _FieldError(f"item {position} {exc}") from exc
+        return times
+
+    return checker
 
 
-def check_time_list(raw: Any) -> list[datetime]:
-    if not isinstance(raw, list) or not raw:
-        raise _FieldError(f"must be a non-empty list of times, got {_describe(raw)}")
-    if len(raw) > MAX_STEP_TIMES_PER_EVENT:
-        raise _FieldError(f"has {len(raw)} times; the limit is {MAX_STEP_TIMES_PER_EVENT}")
-    times = []
-    for position, item in enumerate(raw):
-        try:
-            times.append(check_time(item))
-        except _FieldError as exc:
-            raise _FieldError(f"item {position} {exc}") from exc
-    return times
+def check_integer(minimum: int, maximum: int) -> Callable[[Any], int]:
+    def checker(raw: Any) -> int:
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise _FieldError(f"must be an integer, got {_describe(raw)}")
+        if raw < minimum:
+            raise _FieldError(f"must be >= {minimum}, got {raw}")
+        if raw > maximum:
+            raise _FieldError(f"must be <= {maximum}, got {raw}")
+        return raw
+
+    return checker
 
 
-def check_step(raw: Any) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        raise _FieldError(f"must be an integer, got {_describe(raw)}")
-    if raw < 0:
-        raise _FieldError(f"must be >= 0, got {raw}")
-    if raw > MAX_STEP:
-        raise _FieldError(f"must be <= {MAX_STEP}, got {raw}")
-    return raw
-
-
-MAX_RANK = 2**31 - 1
-
-
-def check_rank(raw: Any) -> int:
-    value = check_step(raw)
-    if value > MAX_RANK:
-        raise _FieldError(f"must be <= {MAX_RANK}, got {value}")
-    return value
-
-
-def check_positive_int(raw: Any) -> int:
-    value = check_step(raw)
-    if value < 1:
-        raise _FieldError("must be >= 1")
-    return value
+check_step = check_integer(0, MAX_STEP)
 
 
 def check_value(raw: Any) -> float:
@@ -213,16 +211,30 @@ def check_bool(raw: Any) -> bool:
     return raw
 
 
-def check_name(raw: Any) -> str:
-    if not isinstance(raw, str):
-        raise _FieldError(f"must be a string, got {_describe(raw)}")
-    if not raw or not raw.strip():
-        raise _FieldError("must not be empty")
-    if len(raw) > MAX_NAME_LENGTH:
-        raise _FieldError(f"is {len(raw)} characters long; the limit is {MAX_NAME_LENGTH}")
-    if any(ord(char) < 32 for char in raw):
-        raise _FieldError("must not contain control characters")
-    return raw
+def check_name(limit: int) -> Callable[[Any], str]:
+    def checker(raw: Any) -> str:
+        if not isinstance(raw, str):
+            raise _FieldError(f"must be a string, got {_describe(raw)}")
+        if not raw or not raw.strip():
+            raise _FieldError("must not be empty")
+        if len(raw) > limit:
+            raise _FieldError(f"is {len(raw)} characters long; the limit is {limit}")
+        if any(ord(char) < 32 for char in raw):
+            raise _FieldError("must not contain control characters")
+        return raw
+
+    return checker
+
+
+def check_key(limit: int) -> Callable[[Any], str]:
+    def checker(raw: Any) -> str:
+        if not isinstance(raw, str) or not raw.strip():
+            raise _FieldError(f"must be a non-empty string, got {_describe(raw)}")
+        if len(raw) > limit:
+            raise _FieldError(f"is {len(raw)} characters long; the limit is {limit}")
+        return raw
+
+    return checker
 
 
 def check_text(limit: int) -> Callable[[Any], str]:
@@ -236,15 +248,20 @@ def check_text(limit: int) -> Callable[[Any], str]:
     return checker
 
 
-def check_name_list(raw: Any) -> list[str]:
-    if not isinstance(raw, list):
-        raise _FieldError(f"must be a list of strings, got {_describe(raw)}")
-    if len(raw) > 10_000:
-        raise _FieldError(f"has {len(raw)} items; the limit is 10000")
-    return [check_name(item) for item in raw]
+def check_name_list(limit: int, items: int) -> Callable[[Any], list[str]]:
+    check_item = check_name(limit)
+
+    def checker(raw: Any) -> list[str]:
+        if not isinstance(raw, list):
+            raise _FieldError(f"must be a list of strings, got {_describe(raw)}")
+        if len(raw) > items:
+            raise _FieldError(f"has {len(raw)} items; the limit is {items}")
+        return [check_item(item) for item in raw]
+
+    return checker
 
 
-def check_choice(choices: list[str]) -> Callable[[Any], str]:
+def check_choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
     def checker(raw: Any) -> str:
         if raw not in choices:
             raise _FieldError(f"must be one of {', '.join(choices)}; got {_describe(raw)}")
@@ -269,122 +286,57 @@ def _describe(raw: Any) -> str:
     return type(raw).__name__
 
 
-# --- The contract ------------------------------------------------------------------------------
+# --- The contract's checks ----------------------------------------------------------------------
 
 Checker = Callable[[Any], Any]
 
-RUN_INFO_FIELDS: dict[str, Checker] = {
-    "description": check_text(10_000),
-    "parameter_count": check_step,
-    "n_layers": check_positive_int,
-    "n_heads": check_positive_int,
-    "head_dim": check_positive_int,
-    "seq_len": check_positive_int,
-    "accelerator_type": check_text(64),
-    "accelerator_count": check_positive_int,
-    "config": check_object,
-    "tokens_per_step": check_positive_int,
-    "flops_per_token": check_non_negative_float,
-    "counts_recomputation": check_bool,
-    "deterministic_metrics": check_name_list,
-    "sdc_tolerance": check_non_negative_float,
-}
 
-_ENDED_STATUSES = [s for s in Attempt.Status.values if s != Attempt.Status.RUNNING]
+def checker_for(spec: Field) -> Checker:
+    """The check for one field of the contract: built once, at import."""
+    match spec.kind:
+        case "integer":
+            assert spec.maximum is not None
+            return check_integer(spec.minimum, spec.maximum)
+        case "number":
+            return check_value
+        case "non_negative":
+            return check_non_negative_float
+        case "boolean":
+            return check_bool
+        case "text":
+            assert spec.max_length is not None
+            return check_text(spec.max_length)
+        case "name":
+            assert spec.max_length is not None
+            return check_name(spec.max_length)
+        case "key":
+            assert spec.max_length is not None
+            return check_key(spec.max_length)
+        case "names":
+            assert spec.max_length is not None and spec.max_items is not None
+            return check_name_list(spec.max_length, spec.max_items)
+        case "time":
+            return check_time
+        case "times":
+            assert spec.max_items is not None
+            return check_time_list(spec.max_items)
+        case "choice":
+            return check_choice(spec.choices)
+        case "object":
+            return check_object
+    raise AssertionError(f"no check for {spec.kind}")
 
-# Per event type: its fields and their checkers. Fields marked required are listed separately.
-EVENT_FIELDS: dict[str, dict[str, Checker]] = {
-    "attempt_started": {
-        "attempt": check_positive_int,
-        "resumed_from_step": check_step,
-        "hosts": check_name_list,
-    },
-    "attempt_ended": {
-        "attempt": check_positive_int,
-        "status": check_choice(_ENDED_STATUSES),
-        "reason": check_text(10_000),
-    },
-    "checkpoint_saved": {
-        "attempt": check_positive_int,
-        "step": check_step,
-        "blocking_save_s": check_non_negative_float,
-        "async_save_s": check_non_negative_float,
-        "size_bytes": check_step,
-        "tier": check_choice(Checkpoint.Tier.values),
-        "uri": check_text(1000),
-        "checksum": check_text(200),
-        "status": check_choice(Checkpoint.Status.values),
-    },
-    "checkpoint_restored": {
-        "attempt": check_positive_int,
-        "step": check_step,
-        "restore_s": check_non_negative_float,
-    },
-    "interruption": {
-        "id": check_name,
-        "attempt": check_positive_int,
-        "category": check_text(200),
-        "component": check_text(200),
-        "planned": check_bool,
-        "hosts": check_name_list,
-        "devices": check_name_list,
-        "message": check_text(10_000),
-        "detected_at": check_time,
-        "recovered_at": check_time,
-        "manual_intervention": check_bool,
-        "lost_steps": check_step,
-        "step": check_step,
-    },
-    "sdc_suspected": {
-        "id": check_name,
-        "attempt": check_positive_int,
-        "step": check_step,
-        "device": check_name,
-        "host": check_name,
-        "detection": check_choice(SdcReplay.Detection.values),
-        "value": check_value,
-        "message": check_text(10_000),
-    },
-    # Liveness only: moves the run's last-seen time (stalled-run detection watches it).
-    "heartbeat": {"attempt": check_positive_int, "rank": check_step},
-    # One step start per step, compactly: start_times[i] is when step first_step + i began.
-    "step_times": {
-        "attempt": check_positive_int,
-        "first_step": check_step,
-        "start_times": check_time_list,
-    },
-    "interval": {
-        "id": check_name,
-        "attempt": check_positive_int,
-        "kind": check_choice(JobInterval.Kind.values),
-        "label": check_text(64),
-        "start": check_time,
-        "end": check_time,
-        "step": check_step,
-    },
-    "note": {
-        "id": check_name,
-        "attempt": check_positive_int,
-        "title": check_text(300),
-        "body": check_text(100_000),
-        "kind": check_choice(_Entry.Kind.values),
-        "step": check_step,
-    },
+
+def _checks(fields: dict[str, Field]) -> dict[str, Checker]:
+    return {key: checker_for(spec) for key, spec in fields.items()}
+
+
+BATCH_CHECKS = _checks(BATCH_FIELDS)
+RUN_INFO_CHECKS = _checks(RUN_INFO)
+EVENT_CHECKS: dict[str, dict[str, Checker]] = {
+    event_type: _checks(event.fields) for event_type, event in EVENTS.items()
 }
-EVENT_REQUIRED: dict[str, tuple[str, ...]] = {
-    "checkpoint_saved": ("step",),
-    "checkpoint_restored": ("step",),
-    "sdc_suspected": ("step",),
-    "note": ("title",),
-    "step_times": ("first_step", "start_times"),
-    "interval": ("kind", "start", "end"),
-}
-# These carry their own times; `time` defaults to the first of them.
-EVENT_TIME_FROM: dict[str, Callable[[dict[str, Any]], datetime]] = {
-    "step_times": lambda fields: fields["start_times"][0],
-    "interval": lambda fields: fields["start"],
-}
-EVENT_TYPES = sorted(EVENT_FIELDS)
+check_metric_name = checker_for(METRIC_FIELDS["name"])
 
 
 class _Errors:
@@ -416,28 +368,15 @@ def validate_batch(doc: Any, *, max_metrics: int, max_events: int) -> BatchIn:
     if not isinstance(doc, dict):
         raise BatchError(400, f"The body must be a JSON object, got {_describe(doc)}.")
     errors = _Errors()
-    known = {
-        "batch_id",
-        "run",
-        "run_info",
-        "attempt",
-        "rank",
-        "host",
-        "metrics",
-        "series",
-        "events",
-    }
+    known = {*BATCH_FIELDS, *BATCH_SECTIONS}
     for key in doc:
         if key not in known:
             errors.add(
                 "", None, str(key)[:60], f"unknown field; allowed: {', '.join(sorted(known))}"
             )
 
-    batch_id = _top(doc, "batch_id", errors, _check_batch_id, required=True)
-    run = _top(doc, "run", errors, check_name, required=True)
-    attempt = _top(doc, "attempt", errors, check_positive_int, required=False)
-    rank = _top(doc, "rank", errors, check_rank, required=False)
-    host = _top(doc, "host", errors, check_name, required=False)
+    top = {key: _top(doc, key, errors, check) for key, check in BATCH_CHECKS.items()}
+    batch_id, run = top["batch_id"], top["run"]
     run_info = _run_info(doc.get("run_info"), errors)
 
     metrics_raw = doc.get("metrics", [])
@@ -486,25 +425,17 @@ def validate_batch(doc: Any, *, max_metrics: int, max_events: int) -> BatchIn:
         batch_id=batch_id,
         run=run,
         run_info=run_info,
-        attempt=attempt,
-        rank=rank,
-        host=host or "",
+        attempt=top["attempt"],
+        rank=top["rank"],
+        host=top["host"] or "",
         metrics=metrics,
         events=events,
     )
 
 
-def _check_batch_id(raw: Any) -> str:
-    if not isinstance(raw, str) or not raw.strip():
-        raise _FieldError(f"must be a non-empty string, got {_describe(raw)}")
-    if len(raw) > MAX_BATCH_ID_LENGTH:
-        raise _FieldError(f"is {len(raw)} characters long; the limit is {MAX_BATCH_ID_LENGTH}")
-    return raw
-
-
-def _top(doc: dict[str, Any], key: str, errors: _Errors, check: Checker, *, required: bool) -> Any:
+def _top(doc: dict[str, Any], key: str, errors: _Errors, check: Checker) -> Any:
     if key not in doc or doc[key] is None:
-        if required:
+        if key in BATCH_REQUIRED:
             errors.add("", None, key, "is required")
         return None
     try:
@@ -522,13 +453,13 @@ def _run_info(raw: Any, errors: _Errors) -> dict[str, Any]:
         return {}
     clean: dict[str, Any] = {}
     for key, value in raw.items():
-        check = RUN_INFO_FIELDS.get(key)
+        check = RUN_INFO_CHECKS.get(key)
         if check is None:
             errors.add(
                 "run_info",
                 None,
                 str(key)[:60],
-                f"unknown field; allowed: {', '.join(RUN_INFO_FIELDS)}",
+                f"unknown field; allowed: {', '.join(RUN_INFO)}",
             )
             continue
         if value is None:
@@ -540,7 +471,7 @@ def _run_info(raw: Any, errors: _Errors) -> dict[str, Any]:
     return clean
 
 
-_METRIC_KEYS = frozenset({"name", "step", "value", "time"})
+_METRIC_KEYS = frozenset(METRIC_FIELDS)
 
 
 class _Times:
@@ -576,8 +507,12 @@ def _metrics(items: list[Any], errors: _Errors, times: _Times) -> list[MetricIn]
             step = item.get("step")
             value = item.get("value")
             raw_time = item.get("time")
+            try:
+                known = name in names
+            except TypeError:  # unhashable (a list, an object): the full checks name it
+                known = False
             if (
-                name in names
+                known
                 and type(step) is int
                 and 0 <= step <= MAX_STEP
                 and (type(value) is float or (type(value) is int and -(2**53) <= value <= 2**53))
@@ -606,7 +541,7 @@ def _metric_checked(item: Any, index: int, errors: _Errors) -> MetricIn | None:
         errors.add("metrics", index, None, f"must be an object, got {_describe(item)}")
         return None
     try:
-        name = check_name(item.get("name"))
+        name = check_metric_name(item.get("name"))
     except _FieldError as exc:
         errors.add("metrics", index, "name", str(exc) if "name" in item else "is required")
         return None
@@ -662,7 +597,7 @@ def _series(items: list[Any], errors: _Errors, times: _Times) -> list[MetricIn]:
             )
             continue
         try:
-            name = check_name(item.get("name"))
+            name = check_metric_name(item.get("name"))
         except _FieldError as exc:
             errors.add("series", index, "name", str(exc) if "name" in item else "is required")
             continue
@@ -756,7 +691,7 @@ def _events(items: list[Any], errors: _Errors) -> list[EventIn]:
             errors.add("events", index, None, f"must be an object, got {_describe(item)}")
             continue
         event_type = item.get("type")
-        spec = EVENT_FIELDS.get(event_type) if isinstance(event_type, str) else None
+        spec = EVENT_CHECKS.get(event_type) if isinstance(event_type, str) else None
         if spec is None:
             reason = (
                 "is required"
@@ -772,7 +707,7 @@ def _events(items: list[Any], errors: _Errors) -> list[EventIn]:
             except _FieldError as exc:
                 errors.add("events", index, "time", str(exc))
                 continue
-        elif event_type not in EVENT_TIME_FROM:
+        elif not EVENTS[event_type].time_from:
             errors.add("events", index, "time", "is required")
             continue
         clean: dict[str, Any] = {}
@@ -794,14 +729,20 @@ def _events(items: list[Any], errors: _Errors) -> list[EventIn]:
                 clean[key] = check(value)
             except _FieldError as exc:
                 errors.add("events", index, key, str(exc))
-        missing = [key for key in EVENT_REQUIRED.get(event_type, ()) if key not in item]
+        required = EVENTS[event_type].required
+        missing = [key for key in required if key not in item]
         for key in missing:
             errors.add("events", index, key, f"is required for {event_type}")
         if "start" in clean and "end" in clean and clean["end"] < clean["start"]:
             errors.add("events", index, "end", "must not be before start")
         if moment is None:
-            if missing or any(key not in clean for key in EVENT_REQUIRED[event_type]):
+            if missing or any(key not in clean for key in required):
                 continue
-            moment = EVENT_TIME_FROM[event_type](clean)
+            moment = _time_from(clean[EVENTS[event_type].time_from])
         events.append(EventIn(index, event_type, moment, clean))
     return events
+
+
+def _time_from(value: datetime | list[datetime]) -> datetime:
+    """An event's default time: its own time field, or the first of its list of times."""
+    return value[0] if isinstance(value, list) else value

@@ -3,7 +3,6 @@ numbers the pages show, each derived one with its formula and inputs."""
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +18,9 @@ from logbook.failures import failure_report_as_dict
 from logbook.paging import PAGE_PARAMETERS, Counted, paginate
 from logbook.selectors import checkpoints as checkpoint_selectors
 from logbook.selectors import failures as failure_selectors
-from logbook.selectors.failures import FailureFilters, FilterError
+from logbook.selectors.failures import FailureFilters
+from logbook.selectors.filters import FilterError
+from logbook.serializers import FailureBreakdownOut, RunCheckpointsOut
 from telemetry.models import Run
 from telemetry.selectors import run_get_for_user
 
@@ -42,17 +43,6 @@ def _filters(request: Request) -> FailureFilters:
         raise ValidationError(exc.errors) from exc
 
 
-def _finite(value: Any) -> Any:
-    """JSON has no NaN: a missing measurement is null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite(item) for item in value]
-    return value
-
-
 class FailureBreakdownApi(APIView):
     @extend_schema(
         operation_id="failure_breakdown",
@@ -67,12 +57,13 @@ class FailureBreakdownApi(APIView):
                 description="Accelerator count to project the MTBF to (100,000 by default).",
             ),
         ],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: FailureBreakdownOut},
     )
     def get(self, request: Request) -> Response:
         filters = _filters(request)
         report = failure_selectors.failure_report_for_user(user=request.user, filters=filters)
-        return Response(_finite({"filters": filters.as_dict(), **failure_report_as_dict(report)}))
+        body = {"filters": filters.as_dict(), **failure_report_as_dict(report)}
+        return Response(FailureBreakdownOut(body).data)
 
 
 class RunCheckpointsApi(APIView):
@@ -81,14 +72,10 @@ class RunCheckpointsApi(APIView):
         parameters=[*WINDOW_PARAMETERS, *PAGE_PARAMETERS],
         description=(
             "A run's checkpoints in the window, newest step first, a page at a time, and the "
-            "interval advisor over all of them. Body: run, window {start, end}, count (every "
-            "checkpoint in the window), next and previous (URLs of the neighbouring pages, "
-            "null at either end), checkpoints (this page: step, attempt, saved_at, "
-            "blocking_save_s, async_save_s, size_bytes, tier, status, uri, restored_count, "
-            "restored_by_attempts) and advisor (each derived number with its formula and "
-            "inputs, and waste_curve)."
+            "interval advisor over all of them. count is every checkpoint in the window; next "
+            "and previous are the URLs of the neighbouring pages, null at either end."
         ),
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: RunCheckpointsOut},
     )
     def get(self, request: Request, run_id: int) -> Response:
         run = run_get_for_user(user=request.user, run_id=run_id)
@@ -107,34 +94,15 @@ class RunCheckpointsApi(APIView):
         )
         # Every checkpoint in the window is in the advisor's frame: no COUNT query needed.
         rows, paging = paginate(Counted(history, count), request)
-        checkpoints = [
-            {
-                "step": row["step"],
-                "attempt": row["attempt_number"],
-                "saved_at": None if row["saved_at"] is None else row["saved_at"].isoformat(),
-                "blocking_save_s": row["blocking_save_s"],
-                "async_save_s": row["async_save_s"],
-                "size_bytes": row["size_bytes"],
-                "tier": row["tier"],
-                "status": row["status"],
-                "uri": row["uri"],
-                "restored_count": row["restored_count"],
-                "restored_by_attempts": row["restored_by"] or [],
-            }
-            for row in rows
-        ]
         window = filters.as_dict()
-        return Response(
-            _finite(
-                {
-                    "run": run.pk,
-                    "window": {"start": window["start"], "end": window["end"]},
-                    **paging,
-                    "checkpoints": checkpoints,
-                    "advisor": advisor,
-                }
-            )
-        )
+        body = {
+            "run": run.pk,
+            "window": {"start": window["start"], "end": window["end"]},
+            **paging,
+            "checkpoints": rows,
+            "advisor": advisor,
+        }
+        return Response(RunCheckpointsOut(body).data)
 
 
 def _advisor(run: Run, start: datetime | None, end: datetime | None) -> tuple[int, dict[str, Any]]:

@@ -4,12 +4,8 @@ started from and is answered 409, with the current state, if someone changed it 
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
-from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -19,10 +15,17 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from logbook import triage
-from logbook.markdown import render_markdown
-from logbook.models import AuditEvent, Interruption
+from logbook.models import Interruption
 from logbook.selectors import incidents as selectors
-from logbook.selectors.sdc import FilterError
+from logbook.selectors.filters import FilterError
+from logbook.serializers import (
+    IncidentConflictOut,
+    IncidentDetailOut,
+    IncidentListOut,
+    IncidentUpdatedOut,
+)
+from telemetry.models import Membership
+from telemetry.selectors import user_has_role
 
 _FILTER_PARAMETERS = [
     OpenApiParameter("run", OpenApiTypes.INT, description="Only this run (404 if not yours)."),
@@ -33,79 +36,19 @@ _FILTER_PARAMETERS = [
 ]  # fmt: skip
 
 
-def _when(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment else None
-
-
-def incident_json(incident: Interruption) -> dict[str, Any]:
-    return {
-        "id": incident.pk,
-        "url": reverse("logbook:incident-detail", args=[incident.pk]),
-        "run": {
-            "id": incident.run_id,
-            "name": incident.run.name,
-            "project": incident.run.project.slug,
-        },
-        "attempt": incident.attempt.number if incident.attempt else None,
-        "occurred_at": _when(incident.occurred_at),
-        "detected_at": _when(incident.detected_at),
-        "recovered_at": _when(incident.recovered_at),
-        "step": incident.step,
-        "planned": incident.planned,
-        "reported_category": incident.reported_category,
-        "root_cause": {
-            "slug": incident.root_cause.slug,
-            "name": incident.root_cause.name,
-            "group": incident.root_cause.group,
-        },
-        "component": incident.component,
-        "hosts": sorted(host.name for host in incident.hosts.all()),
-        "devices": sorted(device.uuid for device in incident.devices.all()),
-        "severity": incident.severity,
-        "manual_intervention": incident.manual_intervention,
-        "lost_steps": incident.lost_steps,
-        "message": incident.message,
-        "notes": incident.notes,
-        "notes_html": str(render_markdown(incident.notes)),
-        "status": incident.status,
-        "triaged_by": incident.triaged_by.get_username() if incident.triaged_by else None,
-        "triaged_at": _when(incident.triaged_at),
-        "resolved_by": incident.resolved_by.get_username() if incident.resolved_by else None,
-        "resolved_at": _when(incident.resolved_at),
-        "version": incident.version,
-    }
-
-
-def event_json(event: AuditEvent) -> dict[str, Any]:
-    return {
-        "id": event.pk,
-        "at": _when(event.at),
-        "user": event.username,
-        "action": event.action,
-        "changes": event.changes,
-    }
-
-
 class IncidentListApi(APIView):
     @extend_schema(
         operation_id="incidents_list",
         parameters=_FILTER_PARAMETERS,
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: IncidentListOut},
     )
     def get(self, request: Request) -> Response:
         try:
             filters = selectors.filters_parse(user=request.user, params=request.query_params)
         except FilterError as exc:
-            raise ValidationError({exc.field: exc.message}) from exc
+            raise ValidationError(exc.errors) from exc
         queue = selectors.incident_queue(user=request.user, filters=filters)
-        return Response(
-            {
-                "filters": filters.as_query(),
-                "total": queue.total,
-                "truncated": queue.truncated,
-                "incidents": [incident_json(incident) for incident in queue.incidents],
-            }
-        )
+        return Response(IncidentListOut({"filters": filters, "queue": queue}).data)
 
 
 class IncidentDetailApi(APIView):
@@ -134,26 +77,26 @@ class IncidentDetailApi(APIView):
         )
         status = serializers.ChoiceField(choices=Interruption.Status.choices, required=False)
 
-    @extend_schema(operation_id="incident_get", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="incident_get", responses={200: IncidentDetailOut})
     def get(self, request: Request, pk: int) -> Response:
         incident = selectors.incident_get_for_user(user=request.user, pk=pk)
         history = selectors.incident_history(incident=incident)
-        return Response(
-            {
-                "incident": incident_json(incident),
-                "can_edit": selectors.user_can_triage(user=request.user, incident=incident),
-                "history": [event_json(event) for event in history],
-            }
+        can_edit = user_has_role(
+            user=request.user, at_least=Membership.Role.ONCALL, project_id=incident.run.project_id
         )
+        body = {"incident": incident, "can_edit": can_edit, "history": history}
+        return Response(IncidentDetailOut(body).data)
 
     @extend_schema(
         operation_id="incident_update",
         request=PatchInput,
-        responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+        responses={200: IncidentUpdatedOut, 409: IncidentConflictOut},
     )
     def patch(self, request: Request, pk: int) -> Response:
         incident = selectors.incident_get_for_user(user=request.user, pk=pk)
-        if not selectors.user_can_triage(user=request.user, incident=incident):
+        if not user_has_role(
+            user=request.user, at_least=Membership.Role.ONCALL, project_id=incident.run.project_id
+        ):
             raise PermissionDenied("Only on-call engineers and admins may triage.")
         if not isinstance(request.data, dict):
             raise ValidationError({"detail": "Send a JSON object."})
@@ -179,18 +122,16 @@ class IncidentDetailApi(APIView):
                     )
         except triage.StaleEdit as stale:
             current = selectors.incident_get_for_user(user=request.user, pk=pk)
-            return Response(
-                {
-                    "detail": f"{stale} Nothing was saved; re-read the incident and apply your "
-                    f"change to version {current.version}.",
-                    "current": incident_json(current),
-                    "their_changes": [event_json(event) for event in stale.their_changes],
-                },
-                status=409,
-            )
+            conflict = {
+                "detail": f"{stale} Nothing was saved; re-read the incident and apply your "
+                f"change to version {current.version}.",
+                "current": current,
+                "their_changes": stale.their_changes,
+            }
+            return Response(IncidentConflictOut(conflict).data, status=409)
         except DjangoValidationError as exc:
             raise ValidationError(
                 exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}
             ) from exc
         incident = selectors.incident_get_for_user(user=request.user, pk=pk)
-        return Response({"incident": incident_json(incident)})
+        return Response(IncidentUpdatedOut({"incident": incident}).data)

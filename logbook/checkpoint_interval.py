@@ -1,5 +1,7 @@
 """How often to checkpoint: Young's (1974) and Daly's (2006) optimum intervals and the
-expected waste around them (DOMAIN.md §4). Pure; every argument and result in seconds.
+expected waste around them (J. W. Young, "A first order approximation to the optimum checkpoint
+interval", CACM 17(9), 1974; J. T. Daly, "A higher order estimate of the optimum checkpoint
+interval for restart dumps", FGCS 22(3), 2006). Pure; every argument and result in seconds.
 
 delta: the blocking cost of one save (δ); mtbf: the job's mean time between failures (M);
 restart_cost: time from a failure to training again (R); tau: compute time between saves.

@@ -3,7 +3,7 @@
 another accelerator count. Pure: rows and spans in, numbers out; no ORM.
 
 Every derived number comes back as a `Derived`, which carries its formula and the values
-that went into it, so pages and the API can show both beside the number (DOMAIN.md §4).
+that went into it, so pages and the API can show both beside the number.
 """
 
 from __future__ import annotations
@@ -201,8 +201,9 @@ def _mean_minutes(later: pd.Series, earlier: pd.Series) -> tuple[float | None, i
 def rates(rows: pd.DataFrame | Iterable[Mapping[str, Any]], spans: Sequence[RunSpan]) -> Rates:
     """Rates over the observed time of `spans` (already clipped to any window).
 
-    Job MTBF counts unexpected interruptions only (DOMAIN.md §4). The per-accelerator rate
-    uses only runs whose accelerator count is known, for numerator and denominator alike.
+    Job MTBF = observed time / unexpected interruptions (planned ones are not failures);
+    the per-accelerator rate = unexpected interruptions / accelerator-time, over only the runs
+    whose accelerator count is known, for numerator and denominator alike.
     MTTR and time to detect average the unexpected interruptions that have both times."""
     frame = interruptions_frame(rows)
     unexpected = frame[~frame["planned"]]

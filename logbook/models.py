@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from logbook.choices import CheckpointStatus, CheckpointTier, LogbookEntryKind, SdcDetection
 from telemetry.models import Attempt, Device, Host, Run
 
 
@@ -115,19 +116,9 @@ class Interruption(models.Model):
 
 
 class Checkpoint(models.Model):
-    class Tier(models.TextChoices):
-        PEER_HBM = "peer_hbm", "Peer HBM"
-        HOST_RAM = "host_ram", "Host RAM"
-        LOCAL_NVME = "local_nvme", "Local NVMe"
-        OBJECT_STORE = "object_store", "Object store"
-        SHARED_FS = "shared_fs", "Shared filesystem"
-        UNKNOWN = "unknown", "Unknown"
+    Tier = CheckpointTier
 
-    class Status(models.TextChoices):
-        SAVED = "saved", "Saved"
-        FAILED = "failed", "Failed"
-        CORRUPT = "corrupt", "Corrupt"
-        DELETED = "deleted", "Deleted"
+    Status = CheckpointStatus
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
     attempt = models.ForeignKey(
@@ -182,13 +173,7 @@ class CheckpointRestore(models.Model):
 class SdcReplay(models.Model):
     """A suspected silent data corruption at a step on a device, and what its replay found."""
 
-    class Detection(models.TextChoices):
-        LOSS_SPIKE = "loss_spike", "Loss spike"
-        GRAD_NORM_SPIKE = "grad_norm_spike", "Grad-norm spike"
-        CHECKSUM_MISMATCH = "checksum_mismatch", "Cross-replica checksum mismatch"
-        ATTEMPT_DIVERGENCE = "attempt_divergence", "Attempt-vs-attempt divergence"
-        SCANNER = "scanner", "Scanner on an idle machine"
-        OTHER = "other", "Other"
+    Detection = SdcDetection
 
     class Verdict(models.TextChoices):
         PENDING = "pending", "Pending replay"
@@ -248,16 +233,7 @@ class SdcReplay(models.Model):
 
 
 class LogbookEntry(models.Model):
-    class Kind(models.TextChoices):
-        NOTE = "note", "Note"
-        RESTART = "restart", "Restart"
-        HARDWARE = "hardware", "Hardware"
-        LOSS_SPIKE = "loss_spike", "Loss spike"
-        HANG = "hang", "Hang"
-        CONFIG_CHANGE = "config_change", "Config change"
-        ANALYSIS = "analysis", "Analysis"
-        DEBRIEF = "debrief", "Debrief"
-        MILESTONE = "milestone", "Milestone"
+    Kind = LogbookEntryKind
 
     class Role(models.TextChoices):
         ONCALL = "oncall", "On-call"

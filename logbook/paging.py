@@ -25,7 +25,7 @@ class Counted:
     """A queryset whose length is already known (the caller read every row's summary
     anyway): the paginators slice it without asking PostgreSQL for a COUNT first."""
 
-    def __init__(self, items: QuerySet, count: int) -> None:  # type: ignore[type-arg]
+    def __init__(self, items: QuerySet[Any], count: int) -> None:
         self.items = items
         self._count = count
 
@@ -60,7 +60,7 @@ class TablePage:
 
 def table_page(
     request: HttpRequest,
-    items: QuerySet | Sequence[Any] | Counted,  # type: ignore[type-arg]
+    items: QuerySet[Any] | Sequence[Any] | Counted,
     *,
     param: str = "page",
     size: int | None = None,
@@ -105,7 +105,7 @@ class ListPagination(PageNumberPagination):
 
 
 def paginate(
-    items: QuerySet | Sequence[Any] | Counted,  # type: ignore[type-arg]
+    items: QuerySet[Any] | Sequence[Any] | Counted,
     request: Request,
 ) -> tuple[list[Any], dict[str, Any]]:
     """One page of `items` and its paging keys."""

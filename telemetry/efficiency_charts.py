@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -118,8 +120,8 @@ def mfu_figure(
 def _x(value: object) -> object:
     # Marks are placed by plain numbers, or epoch milliseconds, which Plotly reads on a date
     # axis (an aware "+00:00" string is misread by plotly.js).
-    if isinstance(value, pd.Timestamp | np.datetime64) or hasattr(value, "timestamp"):
-        return pd.Timestamp(value).timestamp() * 1000  # type: ignore[arg-type]
+    if isinstance(value, datetime | np.datetime64):  # pd.Timestamp is a datetime
+        return pd.Timestamp(value).timestamp() * 1000
     return value
 
 

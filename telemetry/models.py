@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from telemetry.choices import AttemptStatus, JobIntervalKind
+
 
 class Project(models.Model):
     """A team's space. Runs, tokens and memberships belong to exactly one project."""
@@ -201,13 +203,7 @@ class Run(models.Model):
 class Attempt(models.Model):
     """One launch of the job. Steps repeat across attempts after a restart."""
 
-    class Status(models.TextChoices):
-        RUNNING = "running", "Running"
-        COMPLETED = "completed", "Completed"
-        FAILED = "failed", "Failed"
-        KILLED = "killed", "Killed"
-        PREEMPTED = "preempted", "Preempted"
-        UNKNOWN = "unknown", "Unknown"
+    Status = AttemptStatus
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveIntegerField()
@@ -354,13 +350,7 @@ class JobInterval(models.Model):
     """A stretch of wall time an attempt spent on something other than training steps
     (accelerator init, program prep, synchronous data loading, an eval, an SDC scan...)."""
 
-    class Kind(models.TextChoices):
-        ACCELERATOR_INIT = "accelerator_init", "Accelerator initialisation"
-        TRAINING_PREP = "training_prep", "Training preparation"
-        DATA_LOADING = "data_loading", "Data loading"
-        CHECKPOINT_SAVE = "checkpoint_save", "Checkpoint save (blocking)"
-        CHECKPOINT_RESTORE = "checkpoint_restore", "Checkpoint restore"
-        CUSTOM = "custom", "Custom (eval, SDC scan, ...)"
+    Kind = JobIntervalKind
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="intervals")
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="intervals")
@@ -391,7 +381,7 @@ class JobInterval(models.Model):
         return f"{self.kind} {self.started_at:%H:%M:%S} to {self.ended_at:%H:%M:%S}"
 
 
-# --- GPU health from dcgm-exporter (issue 7) ---------------------------------------------------
+# --- GPU health from dcgm-exporter -----------------------------------------------------------
 
 
 class DeviceSample(models.Model):

@@ -29,24 +29,6 @@ from telemetry.models import (
     StepStart,
 )
 
-RUN_INFO_FIELDS = (
-    "description",
-    "parameter_count",
-    "n_layers",
-    "n_heads",
-    "head_dim",
-    "seq_len",
-    "accelerator_type",
-    "accelerator_count",
-    "config",
-    "tokens_per_step",
-    "flops_per_token",
-    "counts_recomputation",
-    "deterministic_metrics",
-    "sdc_tolerance",
-)
-
-
 # --- Versions: what the cached pages key on -----------------------------------------------------
 
 
@@ -113,8 +95,9 @@ def version_bumps_deferred() -> Iterator[None]:
 
 def run_upsert(*, project: Project, name: str, info: dict[str, Any] | None = None) -> Run:
     """The run named `name` in `project`, created on first sight; `info` fields that are
-    present overwrite the stored ones (a job may correct its own description)."""
-    info = {key: value for key, value in (info or {}).items() if key in RUN_INFO_FIELDS}
+    present overwrite the stored ones (a job may correct its own description). `info` holds
+    Run columns a job describes, already checked (the ingest contract's run_info)."""
+    info = info or {}
     run, created = Run.objects.get_or_create(project=project, name=name, defaults=info)
     if not created and info:
         changed = [key for key, value in info.items() if getattr(run, key) != value]

@@ -321,3 +321,21 @@ def console_errors() -> Callable[[Any], list[str]]:
         return errors
 
     return attach
+
+
+# --- A run ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def run_name() -> str:
+    """The name of the `run` fixture's run; a module whose assertions name it overrides this."""
+    return "run-1"
+
+
+@pytest.fixture
+def run(project: Any, run_name: str) -> Any:
+    """A run in `project`, without attempts: a module that needs some overrides `run` with a
+    fixture that takes this one and adds them."""
+    from telemetry import services as telemetry_services
+
+    return telemetry_services.run_upsert(project=project, name=run_name)

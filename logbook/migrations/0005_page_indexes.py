@@ -1,4 +1,4 @@
-"""Indexes the dashboard pages' queries need at Llama 3 scale (issue 5).
+"""Indexes the dashboard pages' queries need at Llama 3 scale.
 
 Partial indexes on quarantined hosts and devices: the fleet page lists hardware with
 incidents *or* in quarantine; with an index on the (few) quarantined rows PostgreSQL answers

@@ -19,8 +19,8 @@ from logbook.failures import (
     observed_spans,
 )
 from logbook.models import Interruption
+from logbook.selectors.filters import FilterParams
 from telemetry.models import Attempt, Cluster, Run
-from telemetry.query_time import BadTime, parse_time
 from telemetry.selectors import User, projects_for_user, run_get_for_user
 
 PROJECTION_DEFAULT = 100_000
@@ -43,55 +43,21 @@ class FailureFilters:
         return values
 
 
-class FilterError(ValueError):
-    """Bad query parameters; `errors` maps each parameter to what is wrong with it."""
-
-    def __init__(self, errors: dict[str, str]) -> None:
-        super().__init__(errors)
-        self.errors = errors
-
-
-def _parse_time(raw: str, *, end_of_day: bool) -> datetime | None:
-    try:
-        return parse_time(raw, end_of_day=end_of_day)
-    except BadTime:
-        return None
-
-
 def failure_filters_parse(params: Mapping[str, str]) -> FailureFilters:
     """The filters from query parameters run, start, end, site, cluster, accelerators."""
-    errors: dict[str, str] = {}
-    raw_run = (params.get("run") or "").strip()
-    if raw_run and not raw_run.isdigit():
-        errors["run"] = f"must be a run id, got {raw_run[:20]!r}"
-    cluster = (params.get("cluster") or "").strip()
-    if cluster and "/" not in cluster:
-        errors["cluster"] = "must be written <site>/<cluster>"
-    times: dict[str, datetime | None] = {}
-    for name in ("start", "end"):
-        raw = (params.get(name) or "").strip()
-        try:
-            times[name] = _parse_time(raw, end_of_day=name == "end") if raw else None
-        except (ValueError, OverflowError):
-            times[name] = None
-        if raw and times[name] is None:
-            errors[name] = f"must be an ISO 8601 date or datetime, got {raw[:40]!r}"
-    if times["start"] and times["end"] and times["end"] <= times["start"]:
-        errors["end"] = "must be after start"
-    raw = (params.get("accelerators") or "").strip()
-    accelerators = PROJECTION_DEFAULT
-    if raw:
-        if not raw.isdigit() or not 1 <= int(raw) <= PROJECTION_LIMIT:
-            errors["accelerators"] = f"must be an integer from 1 to {PROJECTION_LIMIT:,}"
-        else:
-            accelerators = int(raw)
-    if errors:
-        raise FilterError(errors)
+    reader = FilterParams(params)
+    run_id = reader.run_id()
+    cluster = reader.cluster()
+    start, end = reader.window("start", "end")
+    accelerators = reader.integer(
+        "accelerators", default=PROJECTION_DEFAULT, low=1, high=PROJECTION_LIMIT
+    )
+    reader.check()
     return FailureFilters(
-        run_id=int(raw_run) if raw_run else None,
-        start=times["start"],
-        end=times["end"],
-        site=(params.get("site") or "").strip(),
+        run_id=run_id,
+        start=start,
+        end=end,
+        site=reader.text("site"),
         cluster=cluster,
         projection_accelerators=accelerators,
     )

@@ -17,7 +17,8 @@ from django.http import Http404
 from django.utils import timezone
 
 from logbook.models import Interruption, SdcReplay
-from logbook.selectors.sdc import FilterError, HardwareFilters, hosts_in_place, runs_in_scope
+from logbook.selectors.filters import FilterParams
+from logbook.selectors.sdc import HardwareFilters, hosts_in_place, runs_in_scope
 from telemetry import run_cache
 from telemetry.models import Attempt, Cluster, Device, Host, Run, Site
 from telemetry.selectors import User, projects_for_user
@@ -63,24 +64,14 @@ def offender_rule_parse(
 ) -> OffenderRule:
     """K and the window from query parameters k and window_days (module defaults otherwise);
     the window ends at the filter's `until`, or now."""
-    k = _positive_int(params.get("k"), "k", default=REPEAT_OFFENDER_K, limit=MAX_K)
-    days = _positive_int(
-        params.get("window_days"),
-        "window_days",
-        default=REPEAT_OFFENDER_WINDOW_DAYS,
-        limit=MAX_WINDOW_DAYS,
+    reader = FilterParams(params)
+    k = reader.integer("k", default=REPEAT_OFFENDER_K, low=1, high=MAX_K)
+    days = reader.integer(
+        "window_days", default=REPEAT_OFFENDER_WINDOW_DAYS, low=1, high=MAX_WINDOW_DAYS
     )
+    reader.check()
     end = filters.until or now or timezone.now()
     return OffenderRule(k=k, window_days=days, window_end=end)
-
-
-def _positive_int(raw: str | None, name: str, *, default: int, limit: int) -> int:
-    text = (raw or "").strip()
-    if not text:
-        return default
-    if not text.isdigit() or not 1 <= int(text) <= limit:
-        raise FilterError(name, f"must be an integer from 1 to {limit}, got {text[:20]!r}")
-    return int(text)
 
 
 @dataclass(frozen=True)
@@ -252,13 +243,13 @@ def _share_related(hosts: list[Host], devices: list[Device]) -> None:
     cache hit's cost."""
     by_pk = {host.pk: host for host in hosts}
     for device in devices:
-        if device.host_id is not None:
-            device.host = by_pk.setdefault(device.host_id, device.host)  # type: ignore[assignment]
+        if device.host is not None:  # loaded by select_related: no query
+            device.host = by_pk.setdefault(device.host.pk, device.host)
     clusters: dict[int, Cluster] = {}
     sites: dict[int, Site] = {}
     for host in by_pk.values():
         if host.cluster is not None:
-            cluster = clusters.setdefault(host.cluster_id, host.cluster)  # type: ignore[arg-type]
+            cluster = clusters.setdefault(host.cluster.pk, host.cluster)
             cluster.site = sites.setdefault(cluster.site_id, cluster.site)
             host.cluster = cluster
 

@@ -10,9 +10,9 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from logbook.models import AuditEvent, Interruption, RootCause
-from logbook.selectors.sdc import FilterError
+from logbook.selectors.filters import FilterParams
 from telemetry.models import Run
-from telemetry.selectors import OPERATOR_ROLES, User, projects_for_user, run_get_for_user
+from telemetry.selectors import User, projects_for_user, run_get_for_user
 
 QUEUE_MAX_ROWS = 500
 # What the queue shows when no status is asked for: the incidents still needing someone.
@@ -51,13 +51,10 @@ def filters_parse(*, user: User, params: Mapping[str, str]) -> IncidentFilters:
     """Read run, status ("open,triaged" by default; "all"; or a comma-separated list),
     category (root-cause slug) and host. A run the user may not see is a 404; an unreadable
     value raises FilterError."""
-    run = None
-    raw_run = (params.get("run") or "").strip()
-    if raw_run:
-        if not raw_run.isdigit():
-            raise FilterError("run", f"must be a run id, got {raw_run[:20]!r}")
-        run = run_get_for_user(user=user, run_id=int(raw_run))
-    raw_status = (params.get("status") or "").strip()
+    reader = FilterParams(params)
+    run_id = reader.run_id()
+    run = run_get_for_user(user=user, run_id=run_id) if run_id is not None else None
+    raw_status = reader.text("status")
     if not raw_status:
         statuses = ACTIVE_STATUSES
     elif raw_status == ALL_STATUSES:
@@ -66,17 +63,18 @@ def filters_parse(*, user: User, params: Mapping[str, str]) -> IncidentFilters:
         wanted = {part.strip() for part in raw_status.split(",") if part.strip()}
         unknown = sorted(wanted - set(Interruption.Status.values))
         if unknown:
-            raise FilterError(
+            reader.fail(
                 "status",
                 f"must be {ALL_STATUSES} or any of {', '.join(Interruption.Status.values)}",
             )
         # In workflow order, so equal filters compare equal.
         statuses = tuple(s for s in Interruption.Status.values if s in wanted)
+    reader.check()
     return IncidentFilters(
         run=run,
         statuses=statuses,
-        category=(params.get("category") or "").strip()[:64],
-        host=(params.get("host") or "").strip()[:255],
+        category=reader.text("category", limit=64),
+        host=reader.text("host", limit=255),
     )
 
 
@@ -127,15 +125,6 @@ def incident_get_for_user(*, user: User, pk: int) -> Interruption:
     if incident is None:
         raise Http404("No such incident.")
     return incident
-
-
-def user_can_triage(*, user: User, incident: Interruption) -> bool:
-    """On-call and admins of the incident's project (and superusers) may edit it."""
-    return (
-        projects_for_user(user=user, roles=OPERATOR_ROLES)
-        .filter(pk=incident.run.project_id)
-        .exists()
-    )
 
 
 def incident_history(*, incident: Interruption) -> QuerySet[AuditEvent]:

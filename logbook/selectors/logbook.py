@@ -9,7 +9,7 @@ from django.http import Http404
 from logbook.chronicles import ChronicleEntry, CorrectionRef
 from logbook.models import AuditEvent, LogbookEntry
 from telemetry.models import Run
-from telemetry.selectors import OPERATOR_ROLES, User, projects_for_user, run_get_for_user
+from telemetry.selectors import User, run_get_for_user
 
 # The edit form offers the latest entries as corrections; a logbook has hundreds at most,
 # this keeps the page bounded if one has more.
@@ -32,11 +32,6 @@ def logbook_entry_get_for_user(*, user: User, run_id: int, pk: int) -> LogbookEn
     if entry is None:
         raise Http404("No such logbook entry.")
     return entry
-
-
-def user_may_write_logbook(*, user: User, run: Run) -> bool:
-    """On-call and admins of the run's project write the logbook; viewers read it."""
-    return projects_for_user(user=user, roles=OPERATOR_ROLES).filter(pk=run.project_id).exists()
 
 
 def logbook_entry_history(*, entry: LogbookEntry) -> QuerySet[AuditEvent]:

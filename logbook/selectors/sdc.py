@@ -12,20 +12,11 @@ from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 
 from logbook import sdc
 from logbook.models import SdcReplay
+from logbook.selectors.filters import FilterParams
 from telemetry.models import Attempt, Cluster, Host, Run
-from telemetry.query_time import BadTime, parse_time
 from telemetry.selectors import User, projects_for_user, run_get_for_user
 
 LEDGER_MAX_ROWS = 500
-
-
-class FilterError(ValueError):
-    """A query parameter that cannot be read; `field` names it."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -55,40 +46,21 @@ class HardwareFilters:
 def filters_parse(*, user: User, params: Mapping[str, str]) -> HardwareFilters:
     """Read run, since, until, site, cluster and verdict from query parameters. A run the user
     may not see is a 404 (run_get_for_user); an unreadable value raises FilterError."""
-    run = None
-    raw_run = (params.get("run") or "").strip()
-    if raw_run:
-        if not raw_run.isdigit():
-            raise FilterError("run", f"must be a run id, got {raw_run[:20]!r}")
-        run = run_get_for_user(user=user, run_id=int(raw_run))
-    since = _moment(params.get("since"), "since", end_of_day=False)
-    until = _moment(params.get("until"), "until", end_of_day=True)
-    if since and until and until <= since:
-        raise FilterError("until", "must be after since")
-    verdict = (params.get("verdict") or "").strip()
-    if verdict and verdict not in SdcReplay.Verdict.values:
-        raise FilterError("verdict", f"must be one of {', '.join(SdcReplay.Verdict.values)}")
-    cluster = (params.get("cluster") or "").strip()
-    if cluster and "/" not in cluster:
-        raise FilterError("cluster", "must be written <site>/<cluster>")
+    reader = FilterParams(params)
+    run_id = reader.run_id()
+    run = run_get_for_user(user=user, run_id=run_id) if run_id is not None else None
+    since, until = reader.window("since", "until")
+    verdict = reader.choice("verdict", SdcReplay.Verdict.values)
+    cluster = reader.cluster()
+    reader.check()
     return HardwareFilters(
         run=run,
         since=since,
         until=until,
-        site=(params.get("site") or "").strip(),
+        site=reader.text("site"),
         cluster=cluster,
         verdict=verdict,
     )
-
-
-def _moment(raw: str | None, field: str, *, end_of_day: bool) -> datetime | None:
-    text = (raw or "").strip()
-    if not text:
-        return None
-    try:
-        return parse_time(text, end_of_day=end_of_day)
-    except BadTime as exc:
-        raise FilterError(field, f"must be a date (YYYY-MM-DD) or datetime: {exc}") from exc
 
 
 def runs_in_scope(*, user: User, filters: HardwareFilters) -> QuerySet[Run]:

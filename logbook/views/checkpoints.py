@@ -12,7 +12,8 @@ from logbook import charts
 from logbook.checkpoint_interval import ADVICE_FIELDS, advice_as_dict
 from logbook.paging import Counted, table_page
 from logbook.selectors import checkpoints as selectors
-from logbook.selectors.failures import FailureFilters, FilterError, failure_filters_parse
+from logbook.selectors.failures import FailureFilters, failure_filters_parse
+from logbook.selectors.filters import FilterError
 from logbook.views.failures import derived_display
 from telemetry.models import Run
 from telemetry.selectors import run_get_for_user

@@ -13,7 +13,8 @@ from django.shortcuts import render
 from logbook import charts
 from logbook.failures import RATE_NAMES, failure_report_as_dict
 from logbook.selectors import failures as selectors
-from logbook.selectors.failures import FailureFilters, FilterError
+from logbook.selectors.failures import FailureFilters
+from logbook.selectors.filters import FilterError
 
 RATE_LABELS = {
     "observed_days": "Observed time",

@@ -20,11 +20,12 @@ from logbook import services as logbook_services
 from logbook.paging import table_page
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
-from logbook.selectors.sdc import FilterError, HardwareFilters
+from logbook.selectors.filters import FilterError
+from logbook.selectors.sdc import HardwareFilters
 from logbook.views.sdc import filter_menus
 from telemetry import run_cache
-from telemetry.models import Device, Host
-from telemetry.selectors import user_is_operator
+from telemetry.models import Device, Host, Membership
+from telemetry.selectors import user_has_role
 from telemetry.selectors.dcgm import (
     dcgm_device_health,
     dcgm_missing_counters,
@@ -116,7 +117,8 @@ class QuarantineForm(forms.Form):
 @login_required
 def host_detail(request: HttpRequest, name: str) -> HttpResponse:
     host = fleet_selectors.host_get_for_user(user=request.user, name=name)
-    can_quarantine = user_is_operator(user=request.user)
+    # Hosts are shared between projects: on-call in any project may quarantine one.
+    can_quarantine = user_has_role(user=request.user, at_least=Membership.Role.ONCALL)
     form = QuarantineForm()
     if request.method == "POST":
         if not can_quarantine:

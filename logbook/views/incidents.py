@@ -18,8 +18,10 @@ from django.urls import reverse
 from logbook import triage
 from logbook.models import AuditEvent, Interruption, RootCause
 from logbook.selectors import incidents as selectors
+from logbook.selectors.filters import FilterError
 from logbook.selectors.incidents import IncidentFilters
-from logbook.selectors.sdc import FilterError
+from telemetry.models import Membership
+from telemetry.selectors import user_has_role
 
 FIELD_LABELS = {
     "root_cause": "Root cause",
@@ -180,7 +182,9 @@ def _version(raw: str | None) -> int:
 @login_required
 def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
     incident = selectors.incident_get_for_user(user=request.user, pk=pk)
-    can_edit = selectors.user_can_triage(user=request.user, incident=incident)
+    can_edit = user_has_role(
+        user=request.user, at_least=Membership.Role.ONCALL, project_id=incident.run.project_id
+    )
     root_causes = list(selectors.root_causes()) if can_edit else []
     form: IncidentForm | None = None
     conflict: dict[str, Any] | None = None

@@ -21,8 +21,8 @@ from logbook import services
 from logbook.chronicles import ChronicleError, logbook_to_markdown
 from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
 from logbook.selectors import logbook as selectors
-from telemetry.models import Attempt, Run
-from telemetry.selectors import run_get_for_user
+from telemetry.models import Attempt, Membership, Run
+from telemetry.selectors import run_get_for_user, user_has_role
 
 IMPORT_MAX_BYTES = 5 * 1024 * 1024
 CONFIG_ROWS_BLANK = 3
@@ -145,7 +145,9 @@ def _form_changes(form: EntryForm, request: HttpRequest) -> dict[str, Any] | Non
 
 
 def _require_writer(request: HttpRequest, run: Run) -> None:
-    if not selectors.user_may_write_logbook(user=request.user, run=run):
+    if not user_has_role(
+        user=request.user, at_least=Membership.Role.ONCALL, project_id=run.project_id
+    ):
         raise PermissionDenied("Only on-call engineers and admins write the logbook.")
 
 
@@ -169,7 +171,9 @@ def _entry_display(entry: LogbookEntry) -> dict[str, Any]:
 def _logbook_page(
     request: HttpRequest, run: Run, *, form: EntryForm | None = None, status: int = 200
 ) -> HttpResponse:
-    may_write = selectors.user_may_write_logbook(user=request.user, run=run)
+    may_write = user_has_role(
+        user=request.user, at_least=Membership.Role.ONCALL, project_id=run.project_id
+    )
     if form is None and may_write:
         form = EntryForm(run=run)
     entries = list(selectors.run_logbook_entries(run=run))
@@ -240,7 +244,9 @@ def _entry_initial(entry: LogbookEntry) -> dict[str, Any]:
 def logbook_entry_edit(request: HttpRequest, run_id: int, pk: int) -> HttpResponse:
     entry = selectors.logbook_entry_get_for_user(user=request.user, run_id=run_id, pk=pk)
     run = entry.run
-    may_write = selectors.user_may_write_logbook(user=request.user, run=run)
+    may_write = user_has_role(
+        user=request.user, at_least=Membership.Role.ONCALL, project_id=run.project_id
+    )
     stale: services.LogbookStaleEdit | None = None
     status = 200
     if request.method == "POST":

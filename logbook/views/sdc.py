@@ -11,7 +11,8 @@ from django.shortcuts import render
 from logbook import charts, fleet_charts
 from logbook.models import SdcReplay
 from logbook.selectors import sdc as sdc_selectors
-from logbook.selectors.sdc import FilterError, HardwareFilters
+from logbook.selectors.filters import FilterError
+from logbook.selectors.sdc import HardwareFilters
 from telemetry.models import Run
 from telemetry.selectors import User, projects_for_user
 

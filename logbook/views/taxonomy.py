@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from logbook import services
 from logbook.models import RootCause
 from telemetry.models import Membership
-from telemetry.selectors import projects_for_user
+from telemetry.selectors import user_has_role
 
 
 class RootCauseForm(forms.ModelForm):
@@ -23,7 +23,7 @@ class RootCauseForm(forms.ModelForm):
 
 @login_required
 def taxonomy(request: HttpRequest) -> HttpResponse:
-    can_edit = projects_for_user(user=request.user, roles=[Membership.Role.ADMIN]).exists()
+    can_edit = user_has_role(user=request.user, at_least=Membership.Role.ADMIN)
     form = RootCauseForm()
     if request.method == "POST":
         if not can_edit:

@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from logbook import notifications
 from logbook.models import WebhookDelivery, WebhookEndpoint
 from telemetry.models import Membership, Project
-from telemetry.selectors import User, project_get_for_admin, projects_for_user
+from telemetry.selectors import User, project_get_for_admin, projects_with_role
 
 RECENT_DELIVERIES = 50
 
@@ -38,7 +38,7 @@ class EndpointForm(forms.Form):
 
 
 def _admin_projects(user: User) -> list[Project]:
-    return list(projects_for_user(user=user, roles=[Membership.Role.ADMIN]))
+    return list(projects_with_role(user=user, at_least=Membership.Role.ADMIN))
 
 
 def _project_for_admin(user: User, slug: str) -> Project:

@@ -29,7 +29,23 @@ def projects_for_user(*, user: User, roles: Sequence[str] | None = None) -> Quer
     return Project.objects.filter(pk__in=memberships.values("project_id"))
 
 
-OPERATOR_ROLES = (Membership.Role.ONCALL, Membership.Role.ADMIN)
+# Each role may do what the ones before it may: a permission is "at least role R".
+ROLE_ORDER = (Membership.Role.VIEWER, Membership.Role.ONCALL, Membership.Role.ADMIN)
+OPERATOR_ROLES = ROLE_ORDER[ROLE_ORDER.index(Membership.Role.ONCALL) :]
+
+
+def projects_with_role(*, user: User, at_least: str) -> QuerySet[Project]:
+    """Projects where the user holds at least the role `at_least`; all for superusers."""
+    return projects_for_user(user=user, roles=ROLE_ORDER[ROLE_ORDER.index(at_least) :])
+
+
+def user_has_role(*, user: User, at_least: str, project_id: int | None = None) -> bool:
+    """Whether the user holds at least the role `at_least` in the project (in any project,
+    when project_id is None): the one permission check of the HTML pages and the APIs."""
+    projects = projects_with_role(user=user, at_least=at_least)
+    if project_id is not None:
+        projects = projects.filter(pk=project_id)
+    return projects.exists()
 
 
 def project_get_for_admin(*, user: User, slug: str) -> Project:
@@ -38,18 +54,13 @@ def project_get_for_admin(*, user: User, slug: str) -> Project:
     project = projects_for_user(user=user).filter(slug=slug).first()
     if project is None:
         raise Http404("No such project.")
-    if not projects_for_user(user=user, roles=[Membership.Role.ADMIN]).filter(pk=project.pk):
+    if not user_has_role(user=user, at_least=Membership.Role.ADMIN, project_id=project.pk):
         raise PermissionDenied("Only the project's admins can do this.")
     return project
 
 
 def project_members(*, project: Project) -> QuerySet[Membership]:
     return project.memberships.select_related("user").order_by("user__username")
-
-
-def user_is_operator(*, user: User) -> bool:
-    """On-call or admin somewhere: may act on shared hardware (quarantine a host)."""
-    return projects_for_user(user=user, roles=OPERATOR_ROLES).exists()
 
 
 def run_get_for_user(*, user: User, run_id: int) -> Run:
@@ -65,7 +76,9 @@ def run_get_for_user(*, user: User, run_id: int) -> Run:
 
 
 def json_number(value: float) -> float | str:
-    """JSON has no NaN or Infinity: send them as the strings ingest accepts."""
+    """A measured value in JSON, which has no NaN or Infinity: those as the strings ingest
+    accepts (and MLflow writes). Derived figures without a value are null instead (the
+    policy: docs/ingest.md, "NaN and infinities in what Chronicle answers")."""
     if math.isfinite(value):
         return value
     if math.isnan(value):

@@ -18,7 +18,8 @@ def test_full_scale_plan_has_table5_interruptions_and_a_million_steps():
     # given the full Llama 3 scale
     plan = ls.plan(ls.Scale())
     # then: 466 interruptions, of which 47 planned; the unexpected ones are Table 5's counts
-    # (DOMAIN.md §3: Faulty GPU 148, GPU HBM3 72, Software Bug 54, ... summing to 419)
+    # (the Llama 3 paper's Table 5: Faulty GPU 148, GPU HBM3 72, Software Bug 54, ... summing
+    # to 419)
     kinds = Counter(i.slug for i in plan.interruptions if not i.planned)
     assert len(plan.interruptions) == 466
     assert sum(1 for i in plan.interruptions if i.planned) == 47

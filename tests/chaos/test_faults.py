@@ -1,5 +1,5 @@
 """Fault tests: the shortened `make chaos` run and the poison batch, on the harness's own
-PostgreSQL, Redis, gunicorn and Celery processes (chaos/harness.py), never the shared ones.
+PostgreSQL, Redis, gunicorn and Celery processes (servers/), never the shared ones.
 
 No pytest-django database here: the harness migrates its own cluster and verifies with SQL.
 """
@@ -10,7 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from chaos import harness
+from chaos.poison import poison_scenario
+from chaos.scenario import run_scenario, summary_table
+from chaos.verify import problems_of
+from servers.chronicle import MAX_PROCESS_ATTEMPTS, Chronicle, chronicle_stack
 
 QUICK_POINTS = 8_000
 ALL_FAULT_KINDS = {
@@ -23,20 +26,18 @@ ALL_FAULT_KINDS = {
 
 
 @pytest.fixture(scope="module")
-def chaos_stack() -> Iterator[harness.Chronicle]:
-    with harness.stack(concurrency=2, web_workers=2) as app:
+def chaos_stack() -> Iterator[Chronicle]:
+    with chronicle_stack(concurrency=2, web_workers=2) as app:
         yield app
 
 
 def test_points_and_side_effects_survive_every_fault_exactly_once(
-    chaos_stack: harness.Chronicle,
+    chaos_stack: Chronicle,
 ) -> None:
     # given: 8,000 points in 80 batches with checkpoints, incidents and notes, sent over 24 s
     # by a retrying client while every kind of fault is injected
-    report = harness.run_scenario(
-        points=QUICK_POINTS, quick=True, points_per_batch=100, app=chaos_stack
-    )
-    print(harness.summary_table(report))
+    report = run_scenario(points=QUICK_POINTS, quick=True, points_per_batch=100, app=chaos_stack)
+    print(summary_table(report))
 
     # then: each fault kind really happened, and the pipeline noticed (the client retried)
     assert set(report.as_dict()["faults"]) == ALL_FAULT_KINDS
@@ -60,15 +61,15 @@ def test_points_and_side_effects_survive_every_fault_exactly_once(
 
 
 def test_a_batch_that_kills_its_worker_every_time_is_parked_dead_after_bounded_attempts(
-    chaos_stack: harness.Chronicle,
+    chaos_stack: Chronicle,
 ) -> None:
     # given: a batch whose every processing attempt dies by SIGKILL mid-task, sent along with
     # 10 healthy batches of another run
     # when: the worker keeps receiving it (requeued on worker loss, re-published by sweeps)
-    report = harness.poison_scenario(chaos_stack)
+    report = poison_scenario(chaos_stack)
 
     # then: it is parked as dead after at most INGEST_MAX_PROCESS_ATTEMPTS crashes
-    limit = harness.MAX_PROCESS_ATTEMPTS
+    limit = MAX_PROCESS_ATTEMPTS
     assert report.status == "dead"
     assert 1 <= len(report.kills) <= limit
     # the attempt that finds the counter past the limit parks it; with 2 pool children a
@@ -88,4 +89,4 @@ def test_a_batch_that_kills_its_worker_every_time_is_parked_dead_after_bounded_a
     assert report.dead_logged
     assert report.admin_lists_it
     # and: the other batches were not held up or harmed
-    assert harness.problems_of(report.neighbours_expected, report.neighbours_stored) == []
+    assert problems_of(report.neighbours_expected, report.neighbours_stored) == []

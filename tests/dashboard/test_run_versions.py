@@ -33,8 +33,8 @@ def _versions(run: Run) -> tuple[int, int]:
 
 
 @pytest.fixture
-def run(project: Any) -> Run:
-    run = telemetry_services.run_upsert(project=project, name="versioned")
+def run(run: Run) -> Run:
+    """The shared run, with an attempt on a host and a loss series."""
     attempt = telemetry_services.attempt_ensure(run=run, number=1, started_at=T0, hosts=["v-h0"])
     telemetry_services.metric_points_insert(
         run=run,

@@ -25,11 +25,6 @@ T0 = datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
 
 
 @pytest.fixture
-def run(project: Any) -> Any:
-    return telemetry_services.run_upsert(project=project, name="llama-annot")
-
-
-@pytest.fixture
 def other_run(other_project: Any) -> Any:
     return telemetry_services.run_upsert(project=other_project, name="theirs")
 

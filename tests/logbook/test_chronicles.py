@@ -186,8 +186,8 @@ def test_malformed_files_give_a_clear_error(text, message):
 
 
 @pytest.fixture
-def run(project: Any) -> Any:
-    run = telemetry_services.run_upsert(project=project, name="opt-175b", info={})
+def run(run: Any) -> Any:
+    """The shared run with attempts 37 and 38 started at T0."""
     for number in (37, 38):
         telemetry_services.attempt_ensure(run=run, number=number, started_at=T0)
     return run

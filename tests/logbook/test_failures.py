@@ -1,5 +1,5 @@
-"""The failure breakdown and rates against the Llama 3 paper's Table 5 (DOMAIN.md §3) and
-hand-computed cases."""
+"""The failure breakdown and rates against Table 5 of the Llama 3 paper ("The Llama 3 Herd of
+Models", arXiv:2407.21783) and hand-computed cases."""
 
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ from logbook import services as logbook_services
 from logbook.models import SdcReplay
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
-from logbook.selectors.sdc import FilterError, HardwareFilters
+from logbook.selectors.filters import FilterError
+from logbook.selectors.sdc import HardwareFilters
 from telemetry import services as telemetry_services
 from telemetry.models import Cluster, Device, Host, Run, Site
 

@@ -25,8 +25,13 @@ def at(minutes: float) -> datetime:
 
 
 @pytest.fixture
-def run(project: Any) -> Run:
-    run = telemetry_services.run_upsert(project=project, name="r12", info={})
+def run_name() -> str:
+    return "r12"
+
+
+@pytest.fixture
+def run(run: Run) -> Run:
+    """The shared run with attempt 1 started at T0."""
     telemetry_services.attempt_ensure(run=run, number=1, started_at=T0)
     return run
 
@@ -196,7 +201,7 @@ def test_no_restart_draft_without_a_preceding_interruption(run):
 @pytest.mark.django_db
 def test_restart_draft_through_ingest(project):
     """Needs ingest.services._apply to call logbook.services.restart_entry_draft for the
-    batch's attempt_started and checkpoint_restored events (wired by the lead)."""
+    batch's attempt_started and checkpoint_restored events."""
     # given a job that reports attempt 11's interruption, then attempt 12's start and restore
     token, _ = ingest_services.token_create(project=project, name="job")
 

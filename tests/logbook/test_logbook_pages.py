@@ -16,7 +16,7 @@ from telemetry.models import Cluster, Host, Run, Site
 START = datetime(2026, 3, 1, tzinfo=UTC)
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
-# Table 5 (DOMAIN.md §3): category name, count, and count / 419 as a percent worked out by
+# Llama 3 paper, Table 5: category name, count, and count / 419 as a percent worked out by
 # hand to one decimal (the paper prints 30.1% for Faulty GPU; 148 / 419 is 35.3%).
 TABLE5 = {
     "Faulty GPU": (148, 35.3),

@@ -94,8 +94,8 @@ def dana(project: Any) -> Any:
 
 
 @pytest.fixture
-def run(project: Any) -> Run:
-    return telemetry_services.run_upsert(project=project, name="llama-notify")
+def run_name() -> str:
+    return "llama-notify"
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from logbook import services as logbook_services
-from logbook.models import Checkpoint
 from telemetry import services as telemetry_services
 from telemetry.models import Host, Run
 
@@ -46,7 +45,8 @@ def checkpoint_run(project: Any) -> Run:
 def _api(client: Any, run: Run) -> dict[str, Any]:
     response = client.get(f"/api/v1/runs/{run.pk}/checkpoints")
     assert response.status_code == 200
-    return response.json()  # type: ignore[no-any-return]
+    found: dict[str, Any] = response.json()
+    return found
 
 
 def _queries(client: Any, url: str) -> int:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from logbook import services as logbook_services
@@ -70,7 +71,7 @@ def _run(project: Project, name: str, *, attempts: int) -> Run:
     return run
 
 
-def _counts(client, url: str) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+def _counts(client: Client, url: str) -> tuple[int, int]:
     """Queries of the first request (nothing cached) and of the second (cached)."""
     found = []
     for _ in range(2):

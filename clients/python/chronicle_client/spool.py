@@ -246,7 +246,7 @@ class Spool:
                 raise OSError("the spool is closed")
             if self._size + len(record) > self.segment_bytes:
                 self._rotate()
-            written = os.write(self._fd, record)  # type: ignore[arg-type]
+            written = os.write(self._fd, record)
             self._size += written
             self.dirty = True
             if written != len(record):

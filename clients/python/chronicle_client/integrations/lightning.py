@@ -33,16 +33,19 @@ import logging
 import re
 from argparse import Namespace
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-try:
+if TYPE_CHECKING:  # checked against the `lightning` package; the standalone one is the same
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import Callback
     from lightning.pytorch.loggers import Logger
-except ImportError:  # the standalone package
-    import pytorch_lightning as pl  # type: ignore[no-redef]
-    from pytorch_lightning.callbacks import Callback  # type: ignore[no-redef]
-    from pytorch_lightning.loggers import Logger  # type: ignore[no-redef]
+else:
+    try:
+        from lightning.pytorch.callbacks import Callback
+        from lightning.pytorch.loggers import Logger
+    except ImportError:  # the standalone package
+        from pytorch_lightning.callbacks import Callback
+        from pytorch_lightning.loggers import Logger
 
 from chronicle_client.client import Run
 from chronicle_client.integrations._reporter import Mark, Reporter, now

@@ -1,0 +1,248 @@
+"""Chronicle's own processes (migrate, gunicorn, Celery worker and beat) on a private
+PostgreSQL and Redis, and `chronicle_stack`, which starts all of them and stops them by PID.
+Used by the fault-injection run (chaos) and the benchmark (bench).
+
+This module does not import Django: it drives Chronicle through `manage.py`, gunicorn and
+`celery` subprocesses, like an operator would."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from servers.postgres import Postgres
+from servers.postgres import start as postgres_start
+from servers.processes import (
+    BIN,
+    PYTHON,
+    READY_TIMEOUT_S,
+    ROOT,
+    Proc,
+    children_of,
+    free_port,
+    log,
+    spawn,
+    wait_until,
+)
+from servers.redis import Redis
+from servers.redis import start as redis_start
+
+# Processing attempts after which a batch is parked as dead (settings default, set explicitly).
+MAX_PROCESS_ATTEMPTS = 5
+SWEEP_AFTER_S = 5
+
+
+class Chronicle:
+    """Chronicle's processes (migrate, gunicorn, Celery worker and beat) on the private servers."""
+
+    def __init__(self, root: Path, pg: Postgres, redis: Redis) -> None:
+        self.root = root
+        self.pg = pg
+        self.redis = redis
+        self.web_port = free_port()
+        self.web: Proc | None = None
+        self.worker: Proc | None = None
+        self.beat: Proc | None = None
+        self.worker_starts = 0
+        self._sweeper_app: Any = None
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            # The private servers only: never inherit the shared ones of the test session.
+            if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "DEBUG")
+        }
+        env.update(
+            DJANGO_SETTINGS_MODULE="config.settings",
+            DATABASE_URL=self.pg.url(),
+            REDIS_URL=self.redis.url(),
+            SECRET_KEY="chaos-" + secrets.token_urlsafe(32),
+            ALLOWED_HOSTS="127.0.0.1,localhost,testserver",
+            SECURE_SSL_REDIRECT="0",
+            SESSION_COOKIE_SECURE="0",
+            CSRF_COOKIE_SECURE="0",
+            SECURE_HSTS_SECONDS="0",
+            CELERY_TASK_ALWAYS_EAGER="0",
+            INGEST_SWEEP_AFTER_S=str(SWEEP_AFTER_S),
+            INGEST_MAX_PROCESS_ATTEMPTS=str(MAX_PROCESS_ATTEMPTS),
+            LOG_LEVEL="INFO",
+            PYTHONUNBUFFERED="1",
+        )
+        env.update(extra)
+        return env
+
+    def manage(self, *args: str, timeout_s: float | None = 300, **extra_env: str) -> str:
+        """`manage.py <args>` against the private servers; its stdout, or RuntimeError with the
+        end of its stderr."""
+        result = subprocess.run(
+            [PYTHON, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env(**extra_env),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-3000:]}")
+        return result.stdout
+
+    def migrate(self) -> None:
+        self.manage("migrate", "--noinput", "-v", "0")
+
+    def create_token(self, project: str = "chaos") -> str:
+        out = self.manage("create_ingest_token", project, "--create-project", "--name", "chaos")
+        return out.strip().splitlines()[-1]
+
+    # -- web
+    def start_web(self, workers: int = 2) -> None:
+        # fmt: off
+        command = [
+            str(BIN / "gunicorn"), "config.wsgi", "--bind", f"127.0.0.1:{self.web_port}",
+            "--workers", str(workers), "--timeout", "60", "--graceful-timeout", "5",
+            "--no-control-socket",
+        ]
+        # fmt: on
+        self.web = spawn(
+            "gunicorn",
+            command,
+            log_path=self.root / "gunicorn.log",
+            env=self.env(),
+        )
+        wait_until(
+            lambda: len(self.web_workers()) == workers and self._web_answers(),
+            timeout_s=READY_TIMEOUT_S,
+            what="gunicorn to serve",
+        )
+
+    def _web_answers(self) -> bool:
+        conn = http.client.HTTPConnection("127.0.0.1", self.web_port, timeout=5)
+        try:
+            conn.request("POST", "/api/v1/ingest", body=b"{}")
+            return conn.getresponse().status == 401
+        finally:
+            conn.close()
+
+    def web_workers(self) -> list[int]:
+        return children_of(self.web.pid) if self.web and self.web.alive() else []
+
+    @property
+    def base_url(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.web_port)
+
+    # -- Celery
+    def start_worker(self, concurrency: int = 2) -> None:
+        self.worker_starts += 1
+        log_path = self.root / f"worker-{self.worker_starts}.log"
+        # fmt: off
+        command = [
+            PYTHON, "-m", "celery", "-A", "config", "worker", "--queues", "ingest,default",
+            "--concurrency", str(concurrency), "--pool", "prefork", "--loglevel", "INFO",
+            "--hostname", f"chaos{self.worker_starts}-{os.getpid()}@%h",
+            "--without-gossip", "--without-mingle", "--without-heartbeat",
+        ]
+        # fmt: on
+        self.worker = spawn(
+            "celery-worker",
+            command,
+            log_path=log_path,
+            env=self.env(),
+        )
+        proc = self.worker
+        wait_until(
+            lambda: _worker_ready(proc, concurrency),
+            timeout_s=READY_TIMEOUT_S,
+            what="the Celery worker to be ready",
+            interval_s=0.2,
+        )
+
+    def pool_children(self) -> list[int]:
+        return children_of(self.worker.pid) if self.worker and self.worker.alive() else []
+
+    def start_beat(self) -> None:
+        # fmt: off
+        command = [
+            PYTHON, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",
+            # Keep beat's state file in the temp dir, not in the source tree.
+            "--schedule", str(self.root / "celerybeat-schedule"),
+        ]
+        # fmt: on
+        self.beat = spawn(
+            "celery-beat",
+            command,
+            log_path=self.root / "beat.log",
+            env=self.env(),
+        )
+
+    def sweep_now(self) -> None:
+        """Publish `ingest.batches_sweep`, the task beat sends every 30 s, so a short run
+        need not wait for beat's schedule. The worker runs it like beat's own."""
+        from celery import Celery
+
+        if self._sweeper_app is None:
+            self._sweeper_app = Celery("chaos-sweeper", broker=self.redis.url())
+            self._sweeper_app.conf.broker_connection_retry_on_startup = True
+        try:
+            self._sweeper_app.send_task(
+                "ingest.batches_sweep",
+                queue="default",
+                retry=True,
+                retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5},
+            )
+        except Exception as exc:  # Redis may be down on purpose right now.
+            log(f"sweep publish failed ({exc!r}); next tick")
+
+    def stop(self) -> None:
+        for proc in (self.beat, self.worker, self.web):
+            if proc is not None:
+                proc.stop()
+
+
+def _worker_ready(proc: Proc, concurrency: int) -> bool:
+    if not proc.alive():
+        raise RuntimeError(f"the Celery worker exited:\n{proc.log_text()[-3000:]}")
+    return "ready." in proc.log_text() and len(children_of(proc.pid)) >= concurrency
+
+
+@contextlib.contextmanager
+def chronicle_stack(
+    *, concurrency: int = 2, web_workers: int = 2, beat: bool = False
+) -> Iterator[Chronicle]:
+    """PostgreSQL, Redis, migrations, gunicorn and a Celery worker, all private; everything
+    is stopped by PID on the way out (Chronicle's processes first), whatever happened.
+    CHAOS_KEEP=1 keeps the temporary directory with every log."""
+    root = Path(tempfile.mkdtemp(prefix="chronicle-chaos-"))
+    # The postgres user must reach its own directory inside this root-owned one.
+    root.chmod(0o755)
+    ok = False
+    try:
+        with postgres_start(root) as pg, redis_start(root) as rd:
+            app = Chronicle(root, pg, rd)
+            try:
+                app.migrate()
+                app.start_web(workers=web_workers)
+                app.start_worker(concurrency=concurrency)
+                if beat:
+                    app.start_beat()
+                log(
+                    f"stack up in {root}: postgres :{pg.port} (pid {pg.proc and pg.proc.pid}), "
+                    f"redis :{rd.port}, web :{app.web_port} (pid {app.web and app.web.pid}), "
+                    f"worker pid {app.worker and app.worker.pid}"
+                )
+                yield app
+                ok = True
+            finally:
+                app.stop()
+    finally:
+        if ok and not os.environ.get("CHAOS_KEEP"):
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            log(f"logs kept in {root}")

@@ -1,0 +1,24 @@
+"""The values of telemetry's choice fields, in a module without models: the ingest contract
+validates against them without importing any model, and the models use the same classes."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class AttemptStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    KILLED = "killed", "Killed"
+    PREEMPTED = "preempted", "Preempted"
+    UNKNOWN = "unknown", "Unknown"
+
+
+class JobIntervalKind(models.TextChoices):
+    ACCELERATOR_INIT = "accelerator_init", "Accelerator initialisation"
+    TRAINING_PREP = "training_prep", "Training preparation"
+    DATA_LOADING = "data_loading", "Data loading"
+    CHECKPOINT_SAVE = "checkpoint_save", "Checkpoint save (blocking)"
+    CHECKPOINT_RESTORE = "checkpoint_restore", "Checkpoint restore"
+    CUSTOM = "custom", "Custom (eval, SDC scan, ...)"

@@ -1,0 +1,170 @@
+"""The ingest contract is stated once (ingest.contract) and drives validation, the OpenAPI
+documentation and dispatch; its limits are its columns', so what it accepts the database
+takes."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.apps import apps
+from django.db.backends.base.operations import BaseDatabaseOperations
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.renderers import OpenApiJsonRenderer
+
+from ingest import contract, schema, services
+from ingest.contract import BATCH_FIELDS, BATCH_SECTIONS, EVENTS, METRIC_FIELDS, RUN_INFO, Field
+from ingest.models import IngestBatch
+from telemetry.models import Run
+
+
+def _all_fields() -> list[tuple[str, Field]]:
+    fields = [(f"batch.{key}", spec) for key, spec in BATCH_FIELDS.items()]
+    fields += [(f"metrics.{key}", spec) for key, spec in METRIC_FIELDS.items()]
+    fields += [(f"run_info.{key}", spec) for key, spec in RUN_INFO.items()]
+    for event_type, event in EVENTS.items():
+        fields += [(f"{event_type}.{key}", spec) for key, spec in event.fields.items()]
+    return fields
+
+
+@pytest.fixture(scope="module")
+def openapi() -> dict[str, Any]:
+    document = SchemaGenerator().get_schema(request=None, public=True)
+    return json.loads(OpenApiJsonRenderer().render(document))
+
+
+def test_validation_documentation_and_dispatch_name_the_same_event_types(
+    openapi: dict[str, Any],
+) -> None:
+    components = openapi["components"]["schemas"]
+    documented = components["IngestEventRequest"]["discriminator"]["mapping"]
+    assert (
+        set(EVENTS) == set(schema.EVENT_CHECKS) == set(services.EVENT_HANDLERS) == set(documented)
+    )
+    for event_type, event in EVENTS.items():
+        name = documented[event_type].rsplit("/", 1)[1]
+        properties = components[name]["properties"]
+        assert set(properties) == {"type", "time", *event.fields}, event_type
+        assert set(event.required) <= set(components[name]["required"]), event_type
+
+
+def test_the_documented_batch_and_run_info_are_the_contracts(openapi: dict[str, Any]) -> None:
+    components = openapi["components"]["schemas"]
+    assert set(components["IngestBatchRequest"]["properties"]) == {*BATCH_FIELDS, *BATCH_SECTIONS}
+    assert set(components["IngestRunInfoRequest"]["properties"]) == set(RUN_INFO)
+    assert set(components["IngestMetricPointRequest"]["properties"]) == set(METRIC_FIELDS)
+    limits = components["IngestEventNoteRequest"]["properties"]["title"]
+    assert limits["maxLength"] == EVENTS["note"].fields["title"].max_length == 300
+
+
+@pytest.mark.parametrize(("where", "spec"), [item for item in _all_fields() if item[1].column])
+def test_each_limit_is_its_columns(where: str, spec: Field) -> None:
+    app_model, column_name = spec.column.rsplit(".", 1)
+    column = apps.get_model(app_model)._meta.get_field(column_name)
+    if spec.kind == "integer":
+        low, high = BaseDatabaseOperations.integer_field_ranges[column.get_internal_type()]
+        assert low <= spec.minimum and spec.maximum == high, where
+    else:
+        assert spec.max_length == column.max_length, where
+
+
+def test_every_bounded_field_has_a_bound() -> None:
+    # A field without a column still needs its own limit: nothing unbounded gets through.
+    for where, spec in _all_fields():
+        if spec.kind == "integer":
+            assert spec.maximum is not None, where
+        if spec.kind in ("text", "name", "key", "names"):
+            assert spec.max_length, where
+        if spec.kind in ("names", "times"):
+            assert spec.max_items, where
+
+
+def test_schema_imports_no_models() -> None:
+    source = Path(schema.__file__).read_text()
+    assert ".models" not in source and contract.__name__ in source
+
+
+def _at_limit(spec: Field, *, when: datetime) -> Any:
+    """The largest value the contract accepts for `spec`."""
+    match spec.kind:
+        case "integer":
+            return spec.maximum
+        case "text" | "name" | "key":
+            return "x" * (spec.max_length or 0)
+        case "names":
+            return ["y" * (spec.max_length or 0)]
+        case "time":
+            return when.isoformat()
+        case "times":
+            return [when.isoformat()]
+        case "choice":
+            return spec.choices[-1]
+        case "boolean":
+            return True
+        case "object":
+            return {"k": 1}
+    return 1.5
+
+
+@pytest.mark.django_db
+def test_a_batch_at_every_limit_is_stored(project: Any) -> None:
+    """Every field at its largest accepted value, through validation and into the tables:
+    nothing the contract accepts fails in the worker."""
+    token, _ = services.token_create(project=project, name="limits")
+    when = datetime(2026, 11, 20, 8, tzinfo=UTC)
+    events = []
+    for event_type, event in EVENTS.items():
+        item = {key: _at_limit(spec, when=when) for key, spec in event.fields.items()}
+        events.append({"type": event_type, "time": when.isoformat(), **item})
+    document = {
+        **{key: _at_limit(spec, when=when) for key, spec in BATCH_FIELDS.items()},
+        "run_info": {key: _at_limit(spec, when=when) for key, spec in RUN_INFO.items()},
+        "metrics": [{key: _at_limit(spec, when=when) for key, spec in METRIC_FIELDS.items()}],
+        "events": events,
+    }
+    acceptance = services.batch_submit(token=token, body=json.dumps(document).encode())
+    assert services.batch_process(batch_pk=acceptance.batch.pk) == "done"
+    batch = IngestBatch.objects.get(pk=acceptance.batch.pk)
+    assert batch.status == IngestBatch.Status.DONE and batch.last_error == ""
+    run = Run.objects.get(project=project, name=document["run"])
+    assert run.n_layers == RUN_INFO["n_layers"].maximum == 2**31 - 1
+    assert run.interruptions.get().devices.get().uuid == "y" * 128
+
+
+def test_one_past_a_column_limit_is_a_400_naming_the_field() -> None:
+    document = {
+        "batch_id": "b",
+        "run": "r",
+        "events": [
+            {"type": "interruption", "time": 1_763_600_000, "devices": ["d" * 129]},
+            {"type": "attempt_started", "time": 1_763_600_000, "attempt": 2**31},
+        ],
+    }
+    with pytest.raises(schema.BatchError) as caught:
+        schema.validate_batch(document, max_metrics=10, max_events=10)
+    messages = [error["message"] for error in caught.value.errors]
+    assert messages == [
+        "events[0].devices: is 129 characters long; the limit is 128",
+        f"events[1].attempt: must be <= {2**31 - 1}, got {2**31}",
+    ]
+
+
+@pytest.mark.parametrize("name", [{"a": 1}, ["loss"]])
+def test_an_unhashable_metric_name_is_a_400_not_a_crash(name: Any) -> None:
+    # Found by the fuzzer once the request body was documented: the fast path looked the
+    # name up in a set before checking that it is a string.
+    document = {
+        "batch_id": "b",
+        "run": "r",
+        "metrics": [
+            {"name": "loss", "step": 1, "value": 1.0},
+            {"name": name, "step": 2, "value": 1.0},
+        ],
+    }
+    with pytest.raises(schema.BatchError) as caught:
+        schema.validate_batch(document, max_metrics=10, max_events=10)
+    assert caught.value.status == 400
+    assert caught.value.errors[0]["message"].startswith("metrics[1].name: must be a string")
