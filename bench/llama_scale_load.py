@@ -19,8 +19,9 @@ import numpy as np
 from django.db import connection, transaction
 
 from bench import llama_scale as ls
-from logbook import services as logbook_services
 from logbook.models import Checkpoint, CheckpointRestore, LogbookEntry
+from logbook.services import interruptions as interruption_services
+from logbook.services import sdc as sdc_services
 from telemetry import services
 from telemetry.models import Attempt, Device, Host, JobInterval, MetricSeries, Project, Run
 
@@ -215,7 +216,7 @@ def _interruptions(
             devices[item.host_index][item.device_index] if item.device_index is not None else None
         )
         lost = planned_attempt.last_step - next_resume.get(planned_attempt.number + 1, 0)
-        logbook_services.interruption_record(
+        interruption_services.interruption_record(
             run=run,
             source_key=f"llama-int-{item.index}",
             occurred_at=item.occurred_at,
@@ -232,7 +233,7 @@ def _interruptions(
             step=planned_attempt.last_step,
         )
         if item.slug == "silent-data-corruption" and device is not None:
-            logbook_services.sdc_record(
+            sdc_services.sdc_record(
                 run=run,
                 source_key=f"llama-sdc-{item.index}",
                 step=planned_attempt.last_step,

@@ -27,7 +27,7 @@ from ingest.prometheus import (
     grouping_path_parse,
     path_host,
 )
-from logbook.gpu_health import dcgm_push_record
+from logbook.services.gpu_health import dcgm_push_record
 from telemetry.dcgm import HEALTH_COUNTERS_OFF_BY_DEFAULT
 
 TEXT_TYPES = ("text/plain", "application/openmetrics-text")

@@ -27,7 +27,11 @@ from django.utils import timezone
 from ingest.models import IngestBatch, IngestToken
 from ingest.schema import BatchIn, EventIn, parse_json, validate_batch
 from ingest.selectors import TOKEN_PREFIX, batches_pending_before, token_hash
-from logbook import services as logbook_services
+from logbook.services import checkpoints as checkpoint_services
+from logbook.services import drafts as draft_services
+from logbook.services import entries as entry_services
+from logbook.services import interruptions as interruption_services
+from logbook.services import sdc as sdc_services
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Project, Run
 
@@ -280,16 +284,12 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
         steps_by_metric: dict[str, list[int]] = {}
         for metric in batch_in.metrics:
             steps_by_metric.setdefault(metric.name, []).append(metric.step)
-        logbook_services.sdc_divergence_check(
-            run=run, attempt=attempt, steps_by_metric=steps_by_metric
-        )
+        sdc_services.sdc_divergence_check(run=run, attempt=attempt, steps_by_metric=steps_by_metric)
     for event in batch_in.events:
         if event.type != "attempt_started":  # applied first, above
             EVENT_HANDLERS[event.type](context, event)
     # Restart drafts last: the batch's restore and interruption are recorded by now.
-    for event in batch_in.events:
-        if event.type in ("attempt_started", "checkpoint_restored"):
-            logbook_services.restart_entry_draft(attempt=context.event_attempt(event))
+    draft_services.restart_drafts_refresh(events=batch_in.events, attempt_of=context.event_attempt)
     # Last, and once: this UPDATE locks the run's row until commit, and every batch of the
     # run needs it, so holding it briefly is what lets workers share a run.
     times = [event.time for event in batch_in.events]
@@ -360,7 +360,7 @@ def _attempt_ended(context: _BatchContext, event: EventIn) -> None:
 
 def _checkpoint_saved(context: _BatchContext, event: EventIn) -> None:
     fields = event.fields
-    logbook_services.checkpoint_record(
+    checkpoint_services.checkpoint_record(
         run=context.run,
         step=fields["step"],
         attempt=context.event_attempt(event),
@@ -370,7 +370,7 @@ def _checkpoint_saved(context: _BatchContext, event: EventIn) -> None:
 
 
 def _checkpoint_restored(context: _BatchContext, event: EventIn) -> None:
-    logbook_services.checkpoint_restore_record(
+    checkpoint_services.checkpoint_restore_record(
         attempt=context.event_attempt(event),
         step=event.fields["step"],
         restored_at=event.time,
@@ -380,7 +380,7 @@ def _checkpoint_restored(context: _BatchContext, event: EventIn) -> None:
 
 def _interruption(context: _BatchContext, event: EventIn) -> None:
     fields = event.fields
-    logbook_services.interruption_record(
+    interruption_services.interruption_record(
         run=context.run,
         source_key=context.source_key(event),
         occurred_at=event.time,
@@ -401,7 +401,7 @@ def _interruption(context: _BatchContext, event: EventIn) -> None:
 
 def _sdc_suspected(context: _BatchContext, event: EventIn) -> None:
     fields = event.fields
-    logbook_services.sdc_record(
+    sdc_services.sdc_record(
         run=context.run,
         source_key=context.source_key(event),
         step=fields["step"],
@@ -417,7 +417,7 @@ def _sdc_suspected(context: _BatchContext, event: EventIn) -> None:
 
 def _note(context: _BatchContext, event: EventIn) -> None:
     fields = event.fields
-    logbook_services.logbook_entry_record(
+    entry_services.logbook_entry_record(
         run=context.run,
         source_key=context.source_key(event),
         title=fields["title"],

@@ -3,7 +3,6 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from logbook import notifications
 from logbook.models import (
     Checkpoint,
     CheckpointRestore,
@@ -12,6 +11,7 @@ from logbook.models import (
     RootCause,
     SdcReplay,
 )
+from logbook.services import sdc as sdc_services
 from telemetry import services as telemetry_services
 
 
@@ -68,12 +68,17 @@ class CheckpointAdmin(admin.ModelAdmin):
 @admin.register(SdcReplay)
 class SdcReplayAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: SdcReplay, form: Any, change: bool) -> None:
+        # The verdict and what was done about it go through sdc_verdict_set (audited; a
+        # confirmed verdict pages the project's webhooks once); the rest saves as usual.
+        decided = {name: getattr(obj, name) for name in sdc_services.VERDICT_FIELDS}
+        if change:
+            for name in sdc_services.VERDICT_FIELDS:
+                setattr(obj, name, form.initial.get(name, decided[name]))
         super().save_model(request, obj, form, change)
-        # The verdict shows on the run's pages and in the fleet's SDC counts.
+        # Other fields edited here show on the run's pages and the fleet's too.
         telemetry_services.run_data_version_bump(run_id=obj.run_id)
         telemetry_services.fleet_version_bump(project_id=obj.run.project_id)
-        # A verdict set to confirmed here pages the project's webhooks (once).
-        notifications.sdc_confirmed_notify(obj)
+        sdc_services.sdc_verdict_set(replay=obj, user=request.user, **decided)
 
     list_display = ["detected_at", "run", "step", "device", "detection", "verdict", "action"]
     list_filter = ["verdict", "action", "detection"]

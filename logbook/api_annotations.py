@@ -17,9 +17,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from logbook import annotations as annotation_services
-from logbook.annotations import (
-    MAX_BIGINT,
+from logbook.models import Annotation
+from logbook.selectors import annotations as annotation_selectors
+from logbook.selectors.annotations import MAX_BIGINT
+from logbook.services import annotations as annotation_services
+from logbook.services.annotations import (
     MAX_EPOCH_MS,
     MAX_TAG_CHARS,
     MAX_TAGS,
@@ -28,7 +30,6 @@ from logbook.annotations import (
     datetime_to_epoch_ms,
     epoch_ms_to_datetime,
 )
-from logbook.models import Annotation
 from telemetry.models import Project
 from telemetry.selectors import User, run_get_for_user
 
@@ -135,7 +136,7 @@ def _int_param(request: Request, name: str, *, low: int, high: int) -> int | Non
 
 def _require_annotator(*, user: User, project: Project) -> None:
     # Before the body is read: a viewer hears "not allowed", whatever the body says.
-    if not annotation_services.user_may_annotate(user=user, project=project):
+    if not annotation_selectors.user_may_annotate(user=user, project=project):
         raise PermissionDenied("Only on-call engineers and admins may annotate this run.")
 
 
@@ -163,7 +164,7 @@ class AnnotationListApi(APIView):
         responses={200: AnnotationOut(many=True)},
     )  # fmt: skip
     def get(self, request: Request) -> Response:
-        marks = annotation_services.annotations_for_user(user=request.user)
+        marks = annotation_selectors.annotations_for_user(user=request.user)
         run_id = _int_param(request, "run", low=-MAX_BIGINT, high=MAX_BIGINT)
         if run_id is not None:
             if run_id < 1:
@@ -209,7 +210,7 @@ class AnnotationListApi(APIView):
 class AnnotationDetailApi(APIView):
     @extend_schema(operation_id="annotation_get", responses={200: AnnotationOut})
     def get(self, request: Request, pk: int) -> Response:
-        annotation = annotation_services.annotation_get_for_user(
+        annotation = annotation_selectors.annotation_get_for_user(
             user=request.user, annotation_id=pk
         )
         return Response(annotation_out(annotation))
@@ -220,7 +221,7 @@ class AnnotationDetailApi(APIView):
         responses={200: AnnotationAddedOut},
     )
     def patch(self, request: Request, pk: int) -> Response:
-        annotation = annotation_services.annotation_get_for_user(
+        annotation = annotation_selectors.annotation_get_for_user(
             user=request.user, annotation_id=pk
         )
         _require_annotator(user=request.user, project=annotation.run.project)
@@ -235,7 +236,7 @@ class AnnotationDetailApi(APIView):
 
     @extend_schema(operation_id="annotation_delete", responses={200: MessageOut})
     def delete(self, request: Request, pk: int) -> Response:
-        annotation = annotation_services.annotation_get_for_user(
+        annotation = annotation_selectors.annotation_get_for_user(
             user=request.user, annotation_id=pk
         )
         _require_annotator(user=request.user, project=annotation.run.project)

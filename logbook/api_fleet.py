@@ -12,7 +12,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from logbook import services as logbook_services
 from logbook.models import SdcReplay
 from logbook.paging import PAGE_PARAMETERS, paginate
 from logbook.selectors import fleet as fleet_selectors
@@ -20,6 +19,7 @@ from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.sdc import HardwareFilters
 from logbook.serializers import FleetHostsOut, HostQuarantineOut, SdcLedgerOut
+from logbook.services import quarantine as quarantine_services
 from telemetry.models import Host, Membership
 from telemetry.selectors import user_has_role
 
@@ -122,7 +122,7 @@ class HostQuarantineApi(APIView):
         host = self._host(request, name)
         reason = request.data.get("reason", "") if hasattr(request.data, "get") else ""
         try:
-            logbook_services.host_quarantine(host=host, user=request.user, reason=str(reason))
+            quarantine_services.host_quarantine(host=host, user=request.user, reason=str(reason))
         except DjangoValidationError as exc:
             raise ValidationError(exc.message_dict) from exc
         return Response(HostQuarantineOut(host).data)
@@ -130,5 +130,5 @@ class HostQuarantineApi(APIView):
     @extend_schema(operation_id="host_release", responses={200: HostQuarantineOut})
     def delete(self, request: Request, name: str) -> Response:
         host = self._host(request, name)
-        logbook_services.host_release(host=host, user=request.user)
+        quarantine_services.host_release(host=host, user=request.user)
         return Response(HostQuarantineOut(host).data)

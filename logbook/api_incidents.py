@@ -14,7 +14,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from logbook import triage
 from logbook.models import Interruption
 from logbook.selectors import incidents as selectors
 from logbook.selectors.filters import FilterError
@@ -24,6 +23,7 @@ from logbook.serializers import (
     IncidentListOut,
     IncidentUpdatedOut,
 )
+from logbook.services import triage
 from telemetry.models import Membership
 from telemetry.selectors import user_has_role
 

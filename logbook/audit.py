@@ -1,6 +1,6 @@
-"""The audit trail: who changed which fields of an incident, a logbook entry or an
-annotation, from what to what. Services call audit_record in the transaction that makes the
-change."""
+"""The audit trail: who changed which fields of an incident, a logbook entry, an annotation,
+an SDC verdict or a host's or device's quarantine, from what to what. Services call
+audit_record in the transaction that makes the change."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def diff_fields(
 
 def audit_record(
     *,
-    project: Project,
+    project: Project | None,
     entity: str,
     object_id: int,
     user: Any,

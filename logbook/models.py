@@ -301,17 +301,25 @@ class LogbookEntry(models.Model):
 
 
 class AuditEvent(models.Model):
-    """One change to an incident, a logbook entry or an annotation: who, when, and each
-    field's value before and after. Written by the services that make the change, in the
-    same transaction."""
+    """One change to an incident, a logbook entry, an annotation, an SDC verdict or a
+    quarantine: who, when, and each field's value before and after. Written by the services
+    that make the change, in the same transaction."""
 
     class Entity(models.TextChoices):
         INTERRUPTION = "interruption", "Incident"
         LOGBOOK_ENTRY = "logbook_entry", "Logbook entry"
         ANNOTATION = "annotation", "Annotation"
+        SDC_REPLAY = "sdc_replay", "SDC record"
+        HOST = "host", "Host"
+        DEVICE = "device", "Device"
 
+    # Hosts and devices belong to no project: their quarantine events have none.
     project = models.ForeignKey(
-        "telemetry.Project", on_delete=models.CASCADE, related_name="audit_events"
+        "telemetry.Project",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="audit_events",
     )
     entity = models.CharField(max_length=16, choices=Entity.choices)
     object_id = models.BigIntegerField()

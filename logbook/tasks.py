@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from logbook import notifications
+from logbook.selectors import webhooks as webhook_selectors
+from logbook.services import webhooks as webhook_services
 
 
 @shared_task(
@@ -17,18 +18,18 @@ from logbook import notifications
 def webhook_deliver_task(delivery_pk: int) -> str:
     # Idempotent: the service claims the row with a conditional UPDATE, so a redelivered
     # message (acks_late) or the sweep racing this task sends at most once per attempt.
-    return notifications.webhook_deliver(delivery_pk=delivery_pk)
+    return webhook_services.webhook_deliver(delivery_pk=delivery_pk)
 
 
 @shared_task(name="logbook.webhooks_retry_due", ignore_result=True, soft_time_limit=240)
 def webhooks_retry_due_task() -> int:
     # Enqueue rather than send here: one slow endpoint must not hold up the others.
-    due = notifications.deliveries_due()
+    due = webhook_selectors.deliveries_due()
     for delivery_pk in due:
-        notifications.delivery_enqueue(delivery_pk=delivery_pk)
+        webhook_services.delivery_enqueue(delivery_pk=delivery_pk)
     return len(due)
 
 
 @shared_task(name="logbook.runs_stall_check", ignore_result=True, soft_time_limit=120)
 def runs_stall_check_task() -> int:
-    return notifications.run_stall_check()
+    return webhook_services.run_stall_check()

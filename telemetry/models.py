@@ -457,7 +457,7 @@ class DeviceEvent(models.Model):
     # blamed for it.
     first_sight = models.BooleanField(default=False)
     message = models.TextField(blank=True)
-    # Runs an interruption was opened on for this event (logbook.gpu_health): fleet health
+    # Runs an interruption was opened on for this event (logbook.services.gpu_health): fleet health
     # counts an event that opened none as an incident of its own, and the others through
     # their interruptions, so that nothing is counted twice.
     runs_interrupted = models.PositiveIntegerField(default=0)

@@ -84,7 +84,7 @@ def _seeded_reference_data(request: pytest.FixtureRequest) -> None:
     if not (uses_live_server or (marker and marker.kwargs.get("transaction"))):
         return
     request.getfixturevalue("transactional_db")
-    from logbook.services import root_causes_seed
+    from logbook.services.taxonomy import root_causes_seed
     from telemetry.services import accelerators_seed
 
     root_causes_seed()

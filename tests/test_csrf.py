@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
-from logbook import services as logbook_services
+from logbook.services import interruptions as interruption_services
 from telemetry import services as telemetry_services
 
 UNSAFE_METHODS = ("post", "put", "patch", "delete")
@@ -46,7 +46,7 @@ def test_unsafe_requests_without_csrf_token_are_refused(alice, project):
     telemetry_services.attempt_ensure(run=run, number=1, hosts=["csrf-host"])
     client = Client(enforce_csrf_checks=True)
     client.force_login(alice)
-    interruption = logbook_services.interruption_record(
+    interruption = interruption_services.interruption_record(
         run=run, source_key="csrf", occurred_at=timezone.now(), category="nic"
     )
     values = {

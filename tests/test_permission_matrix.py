@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from logbook import services as logbook_services
+from logbook.services import interruptions as interruption_services
 from telemetry import services as telemetry_services
 
 PRINCIPALS = ["anonymous", "outsider", "viewer", "oncall", "admin", "token"]
@@ -140,7 +140,7 @@ def test_permission_matrix(rule: Rule, principals: dict, project) -> None:
     # given a run of the project on a host
     run = telemetry_services.run_upsert(project=project, name="matrix")
     telemetry_services.attempt_ensure(run=run, number=1, hosts=["matrix-host"])
-    incident = logbook_services.interruption_record(
+    incident = interruption_services.interruption_record(
         run=run, source_key="matrix", occurred_at=timezone.now(), category="nic"
     )
     names = {"run": run.pk, "host": "matrix-host", "incident": incident.pk, "project": project.slug}

@@ -78,9 +78,9 @@ def test_xss_corpus_executes_nothing(
         what="the worker",
     )
     # and, from on-call, annotations (text and tags), incident notes and logbook entries
-    from logbook import annotations, triage
-    from logbook import services as logbook_services
     from logbook.models import Interruption
+    from logbook.services import annotations, triage
+    from logbook.services import entries as entry_services
 
     for index, (run, payload) in enumerate(zip(Run.objects.order_by("pk"), PAYLOADS, strict=False)):
         annotations.annotation_create(
@@ -93,7 +93,7 @@ def test_xss_corpus_executes_nothing(
             version=incident.version,
             changes={"notes": payload + "\n\n" + payload, "component": payload[:200]},
         )
-        logbook_services.logbook_entry_create(
+        entry_services.logbook_entry_create(
             run=run, user=alice, title=payload[:300], body=payload, step=2,
             config_changes=[{"key": payload[:50], "before": payload, "after": payload + "!"}],
         )  # fmt: skip

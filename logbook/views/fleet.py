@@ -16,12 +16,12 @@ from django.shortcuts import redirect, render
 from django.utils.safestring import SafeString
 
 from logbook import charts, fleet_charts
-from logbook import services as logbook_services
 from logbook.paging import table_page
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.sdc import HardwareFilters
+from logbook.services import quarantine as quarantine_services
 from logbook.views.sdc import filter_menus
 from telemetry import run_cache
 from telemetry.models import Device, Host, Membership
@@ -175,17 +175,17 @@ def _quarantine_apply(request: HttpRequest, host: Host, form: QuarantineForm) ->
     try:
         if data["action"] == "release":
             if isinstance(target, Host):
-                logbook_services.host_release(host=target, user=request.user)
+                quarantine_services.host_release(host=target, user=request.user)
             else:
-                logbook_services.device_release(device=target, user=request.user)
+                quarantine_services.device_release(device=target, user=request.user)
             messages.success(request, f"{target} released.")
         else:
             if isinstance(target, Host):
-                logbook_services.host_quarantine(
+                quarantine_services.host_quarantine(
                     host=target, user=request.user, reason=data["reason"]
                 )
             else:
-                logbook_services.device_quarantine(
+                quarantine_services.device_quarantine(
                     device=target, user=request.user, reason=data["reason"]
                 )
             messages.success(request, f"{target} quarantined.")

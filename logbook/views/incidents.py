@@ -15,11 +15,11 @@ from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from logbook import triage
 from logbook.models import AuditEvent, Interruption, RootCause
 from logbook.selectors import incidents as selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.incidents import IncidentFilters
+from logbook.services import triage
 from telemetry.models import Membership
 from telemetry.selectors import user_has_role
 

@@ -17,10 +17,11 @@ from django.urls import reverse
 from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
-from logbook import services
 from logbook.chronicles import ChronicleError, logbook_to_markdown
 from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
 from logbook.selectors import logbook as selectors
+from logbook.services import entries as entry_services
+from logbook.services import imports as import_services
 from telemetry.models import Attempt, Membership, Run
 from telemetry.selectors import run_get_for_user, user_has_role
 
@@ -213,10 +214,10 @@ def run_logbook(request: HttpRequest, run_id: int) -> HttpResponse:
     corrects = changes.pop("corrects", None)
     try:
         with transaction.atomic():
-            entry = services.logbook_entry_create(run=run, user=request.user, **changes)
+            entry = entry_services.logbook_entry_create(run=run, user=request.user, **changes)
             if corrects is not None:
                 # The earlier entry now points at this one ("see the debrief of 12-02").
-                services.logbook_entry_update(
+                entry_services.logbook_entry_update(
                     entry=corrects,
                     user=request.user,
                     version=corrects.version,
@@ -230,7 +231,7 @@ def run_logbook(request: HttpRequest, run_id: int) -> HttpResponse:
 
 def _entry_initial(entry: LogbookEntry) -> dict[str, Any]:
     """The form's initial values: the audited snapshot, under the form's field names."""
-    snapshot = services.logbook_entry_snapshot(entry)
+    snapshot = entry_services.logbook_entry_snapshot(entry)
     return {
         **{key: value for key, value in snapshot.items() if key != "config_changes"},
         "incident": snapshot.pop("interruption"),
@@ -247,7 +248,7 @@ def logbook_entry_edit(request: HttpRequest, run_id: int, pk: int) -> HttpRespon
     may_write = user_has_role(
         user=request.user, at_least=Membership.Role.ONCALL, project_id=run.project_id
     )
-    stale: services.LogbookStaleEdit | None = None
+    stale: entry_services.LogbookStaleEdit | None = None
     status = 200
     if request.method == "POST":
         if not may_write:
@@ -255,8 +256,8 @@ def logbook_entry_edit(request: HttpRequest, run_id: int, pk: int) -> HttpRespon
         version = _posted_version(request)
         if request.POST.get("action") == "delete":
             try:
-                services.logbook_entry_delete(entry=entry, user=request.user, version=version)
-            except services.LogbookStaleEdit as exc:
+                entry_services.logbook_entry_delete(entry=entry, user=request.user, version=version)
+            except entry_services.LogbookStaleEdit as exc:
                 stale = exc
             else:
                 messages.success(request, f"Deleted the entry “{entry.title}”.")
@@ -275,10 +276,10 @@ def logbook_entry_edit(request: HttpRequest, run_id: int, pk: int) -> HttpRespon
                 status = 400
             else:
                 try:
-                    services.logbook_entry_update(
+                    entry_services.logbook_entry_update(
                         entry=entry, user=request.user, version=version or 0, changes=changes
                     )
-                except services.LogbookStaleEdit as exc:
+                except entry_services.LogbookStaleEdit as exc:
                     stale = exc
                     status = 409
                     # Keep what this person typed; the next save is made knowingly over
@@ -346,7 +347,7 @@ def logbook_import(request: HttpRequest, run_id: int) -> HttpResponse:
     else:
         try:
             text = upload.read().decode("utf-8-sig")
-            created = services.logbook_import(run=run, user=request.user, text=text)
+            created = import_services.logbook_import(run=run, user=request.user, text=text)
         except UnicodeDecodeError:
             error = "The file is not UTF-8 text."
         except ChronicleError as exc:

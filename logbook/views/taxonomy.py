@@ -9,8 +9,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from logbook import services
 from logbook.models import RootCause
+from logbook.services import taxonomy as taxonomy_services
 from telemetry.models import Membership
 from telemetry.selectors import user_has_role
 
@@ -30,7 +30,7 @@ def taxonomy(request: HttpRequest) -> HttpResponse:
             raise PermissionDenied("Only project admins extend the taxonomy.")
         form = RootCauseForm(request.POST)
         if form.is_valid():
-            cause = services.root_cause_create(**form.cleaned_data)
+            cause = taxonomy_services.root_cause_create(**form.cleaned_data)
             messages.success(request, f"Category {cause.name} added.")
             return redirect("logbook:taxonomy")
     return render(

@@ -12,8 +12,9 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from logbook import notifications
 from logbook.models import WebhookDelivery, WebhookEndpoint
+from logbook.selectors import webhooks as webhook_selectors
+from logbook.services import webhooks as webhook_services
 from telemetry.models import Membership, Project
 from telemetry.selectors import User, project_get_for_admin, projects_with_role
 
@@ -64,7 +65,7 @@ def project_webhooks(request: HttpRequest, slug: str) -> HttpResponse:
             form = EndpointForm(request.POST)
             if form.is_valid():
                 try:
-                    endpoint = notifications.webhook_endpoint_create(
+                    endpoint = webhook_services.webhook_endpoint_create(
                         project=project,
                         name=form.cleaned_data["name"],
                         url=form.cleaned_data["url"],
@@ -80,7 +81,7 @@ def project_webhooks(request: HttpRequest, slug: str) -> HttpResponse:
             endpoint = get_object_or_404(
                 WebhookEndpoint, project=project, pk=request.POST.get("endpoint", "0") or 0
             )
-            notifications.webhook_endpoint_set_enabled(
+            webhook_services.webhook_endpoint_set_enabled(
                 endpoint=endpoint, enabled=action == "enable"
             )
             messages.success(request, f"Webhook {endpoint.name} {action}d.")
@@ -88,7 +89,7 @@ def project_webhooks(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             return HttpResponse("Unknown action.", status=400)
     endpoints = list(WebhookEndpoint.objects.filter(project=project).order_by("name"))
-    last_delivered = notifications.last_delivery_times(project=project)
+    last_delivered = webhook_selectors.last_delivery_times(project=project)
     deliveries = list(
         WebhookDelivery.objects.filter(endpoint__project=project)
         .select_related("endpoint")
@@ -106,8 +107,8 @@ def project_webhooks(request: HttpRequest, slug: str) -> HttpResponse:
             "deliveries": deliveries,
             "form": form,
             "event_labels": dict(WebhookEndpoint.Event.choices),
-            "max_attempts": notifications.MAX_ATTEMPTS,
-            "backoff_s": notifications.RETRY_BACKOFF_S,
-            "stall_after_min": int(notifications.RUN_STALL_AFTER.total_seconds() // 60),
+            "max_attempts": webhook_services.MAX_ATTEMPTS,
+            "backoff_s": webhook_services.RETRY_BACKOFF_S,
+            "stall_after_min": int(webhook_services.RUN_STALL_AFTER.total_seconds() // 60),
         },
     )

@@ -13,7 +13,8 @@ import pytest
 from django.core.management import call_command
 
 from ingest import services as ingest_services
-from logbook import services as logbook_services
+from logbook.services import checkpoints as checkpoint_services
+from logbook.services import interruptions as interruption_services
 from telemetry import services as telemetry_services
 from telemetry.models import Membership, Project, Run
 
@@ -121,7 +122,7 @@ def test_goodput_of_the_ingested_worked_example(client, bob, worked_run):
 @pytest.mark.django_db
 def test_goodput_window_and_planned_exclusion(client, alice, worked_run):
     # given maintenance declared planned from 60 to 90 s (inside the recovery)
-    logbook_services.interruption_record(
+    interruption_services.interruption_record(
         run=worked_run,
         source_key="firmware",
         occurred_at=T0 + timedelta(seconds=60),
@@ -333,7 +334,7 @@ def test_mfu_says_what_is_missing(client, bob, project):
 @pytest.mark.django_db
 def test_mfu_page_draws_the_chosen_axis(client, bob, project):
     run = _mfu_run(project)
-    logbook_services.interruption_record(
+    interruption_services.interruption_record(
         run=run, source_key="x", occurred_at=T0 + timedelta(hours=1, seconds=50), step=19,
         category="faulty-gpu",
     )  # fmt: skip
@@ -392,9 +393,11 @@ def _grow(project: Project, run: Run) -> None:
                 run=run, attempt=attempt, kind=kind, source_key=f"{kind}-{number}",
                 started_at=T0 + timedelta(seconds=base), ended_at=T0 + timedelta(seconds=base + 1),
             )  # fmt: skip
-        logbook_services.checkpoint_record(run=run, step=100 * number, blocking_save_s=0.1)
-        logbook_services.checkpoint_restore_record(attempt=attempt, step=100 * number, restore_s=1)
-        logbook_services.interruption_record(
+        checkpoint_services.checkpoint_record(run=run, step=100 * number, blocking_save_s=0.1)
+        checkpoint_services.checkpoint_restore_record(
+            attempt=attempt, step=100 * number, restore_s=1
+        )
+        interruption_services.interruption_record(
             run=run, source_key=f"int-{number}", attempt=attempt, planned=number % 2 == 0,
             occurred_at=T0 + timedelta(seconds=base + 150), category="faulty-gpu",
         )  # fmt: skip

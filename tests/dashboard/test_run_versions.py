@@ -14,10 +14,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from ingest import services as ingest_services
-from logbook import annotations as annotation_services
-from logbook import services as logbook_services
-from logbook import triage
 from logbook.models import Interruption
+from logbook.services import annotations as annotation_services
+from logbook.services import checkpoints, entries, interruptions, quarantine, sdc, triage
 from telemetry import services as telemetry_services
 from telemetry.models import AcceleratorType, Attempt, Host, Project, Run
 
@@ -47,10 +46,10 @@ def run(run: Run) -> Run:
 @pytest.mark.django_db
 def test_every_kind_of_change_moves_the_versions_it_should(run, alice):
     attempt = run.attempts.get()
-    incident = logbook_services.interruption_record(
+    incident = interruptions.interruption_record(
         run=run, source_key="v-i0", occurred_at=T0 + 10 * MINUTE, category="nic", hosts=["v-h0"]
     )
-    entry = logbook_services.logbook_entry_create(run=run, user=alice, title="first")
+    entry = entries.logbook_entry_create(run=run, user=alice, title="first")
     note = annotation_services.annotation_create(run=run, user=alice, text="eval", step=20)
     # (what changes, whether the fleet pages list it too)
     changes: list[tuple[str, Callable[[], Any], bool]] = [
@@ -70,7 +69,7 @@ def test_every_kind_of_change_moves_the_versions_it_should(run, alice):
         ("interval", lambda: telemetry_services.interval_record(
             run=run, attempt=attempt, kind="data_loading", started_at=T0,
             ended_at=T0 + MINUTE, source_key="v-iv"), False),
-        ("interruption", lambda: logbook_services.interruption_record(
+        ("interruption", lambda: interruptions.interruption_record(
             run=run, source_key="v-i1", occurred_at=T0 + 30 * MINUTE, category="faulty-gpu"),
          True),
         ("incident edit", lambda: triage.incident_update(
@@ -79,25 +78,25 @@ def test_every_kind_of_change_moves_the_versions_it_should(run, alice):
         ("incident triaged", lambda: triage.incident_transition(
             interruption=Interruption.objects.get(pk=incident.pk), user=alice,
             version=Interruption.objects.get(pk=incident.pk).version, status="triaged"), True),
-        ("checkpoint", lambda: logbook_services.checkpoint_record(
+        ("checkpoint", lambda: checkpoints.checkpoint_record(
             run=run, step=40, saved_at=T0 + 40 * MINUTE, blocking_save_s=3), False),
-        ("checkpoint restore", lambda: logbook_services.checkpoint_restore_record(
+        ("checkpoint restore", lambda: checkpoints.checkpoint_restore_record(
             attempt=run.attempts.get(number=2), step=40, restore_s=5), False),
-        ("SDC record", lambda: logbook_services.sdc_record(
+        ("SDC record", lambda: sdc.sdc_record(
             run=run, source_key="v-s0", step=10, detected_at=T0, host="v-h0"), True),
-        ("automatic entry", lambda: logbook_services.logbook_entry_record(
+        ("automatic entry", lambda: entries.logbook_entry_record(
             run=run, title="auto", occurred_at=T0), False),
-        ("entry edit", lambda: logbook_services.logbook_entry_update(
+        ("entry edit", lambda: entries.logbook_entry_update(
             entry=entry, user=alice, version=entry.version, changes={"title": "second"}), False),
-        ("entry delete", lambda: logbook_services.logbook_entry_delete(
+        ("entry delete", lambda: entries.logbook_entry_delete(
             entry=entry, user=alice), False),
         ("annotation edit", lambda: annotation_services.annotation_update(
             annotation=note, user=alice, text="eval 2"), False),
         ("annotation delete", lambda: annotation_services.annotation_delete(
             annotation=note, user=alice), False),
-        ("quarantine", lambda: logbook_services.host_quarantine(
+        ("quarantine", lambda: quarantine.host_quarantine(
             host=Host.objects.get(name="v-h0"), user=alice, reason="fans"), True),
-        ("release", lambda: logbook_services.host_release(
+        ("release", lambda: quarantine.host_release(
             host=Host.objects.get(name="v-h0"), user=alice), True),
     ]  # fmt: skip
     for what, change, fleet_too in changes:
@@ -117,7 +116,7 @@ def test_every_kind_of_change_moves_the_versions_it_should(run, alice):
 def test_a_quarantine_moves_every_projects_fleet(run, other_project, alice):
     # hardware is shared: any project's fleet may list the host
     before = dict(Project.objects.values_list("pk", "fleet_version"))
-    logbook_services.host_quarantine(host=Host.objects.get(name="v-h0"), user=alice, reason="x")
+    quarantine.host_quarantine(host=Host.objects.get(name="v-h0"), user=alice, reason="x")
     after = dict(Project.objects.values_list("pk", "fleet_version"))
     assert set(before) == {run.project_id, other_project.pk}
     assert all(after[pk] == before[pk] + 1 for pk in before)

@@ -577,22 +577,22 @@ def test_heartbeat_moves_the_runs_last_seen_time(project):
 def test_restore_recount_touches_only_the_checkpoints_involved(
     project, django_assert_max_num_queries
 ):
-    from logbook import services as logbook_services
     from logbook.models import Checkpoint
+    from logbook.services import checkpoints as checkpoint_services
     from telemetry import services as telemetry_services
 
     # given a run with 30 restored checkpoints
     run = telemetry_services.run_upsert(project=project, name="many-restores")
     for number in range(1, 31):
         attempt = telemetry_services.attempt_ensure(run=run, number=number)
-        logbook_services.checkpoint_restore_record(attempt=attempt, step=number * 100)
+        checkpoint_services.checkpoint_restore_record(attempt=attempt, step=number * 100)
     late = telemetry_services.attempt_ensure(run=run, number=31)
 
     # when one more restore is recorded, then moved to another checkpoint
     # (a fixed number of queries: before, it recounted every restored checkpoint, 30 here)
     with django_assert_max_num_queries(14):
-        logbook_services.checkpoint_restore_record(attempt=late, step=100)
-    logbook_services.checkpoint_restore_record(attempt=late, step=200)
+        checkpoint_services.checkpoint_restore_record(attempt=late, step=100)
+    checkpoint_services.checkpoint_restore_record(attempt=late, step=200)
 
     # then the counts follow, whatever the number of checkpoints
     counts = dict(Checkpoint.objects.filter(run=run).values_list("step", "restored_count"))

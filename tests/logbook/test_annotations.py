@@ -13,8 +13,8 @@ from django.template.loader import render_to_string
 from django.test import Client, RequestFactory
 
 from dashboard.charts import chart_marks
-from logbook import annotations as annotation_services
 from logbook.models import Annotation, AuditEvent
+from logbook.services import annotations as annotation_services
 from telemetry import services as telemetry_services
 from telemetry.models import Membership
 

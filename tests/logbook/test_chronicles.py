@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from logbook import services
 from logbook.chronicles import (
     ChronicleEntry,
     ChronicleError,
@@ -20,6 +19,7 @@ from logbook.chronicles import (
 )
 from logbook.models import AuditEvent, LogbookEntry
 from logbook.selectors.logbook import run_chronicle
+from logbook.services import imports as import_services
 from telemetry import services as telemetry_services
 
 T0 = datetime(2021, 11, 30, 19, 24, tzinfo=UTC)
@@ -199,8 +199,8 @@ def test_import_creates_every_entry_links_corrections_and_is_idempotent(run, ali
     text = logbook_to_markdown(varied_entries(), title="Logbook")
 
     # when alice imports it twice
-    first = services.logbook_import(run=run, user=alice, text=text)
-    second = services.logbook_import(run=run, user=alice, text=text)
+    first = import_services.logbook_import(run=run, user=alice, text=text)
+    second = import_services.logbook_import(run=run, user=alice, text=text)
 
     # then five entries exist once each, with links to the run's own records
     assert (first, second) == (5, 0)
@@ -237,7 +237,7 @@ def test_export_of_an_imported_logbook_gives_back_the_same_entries(run, alice):
     text = logbook_to_markdown(entries, title="Logbook of pretrain/opt-175b")
 
     # when imported and the run's logbook exported again
-    services.logbook_import(run=run, user=alice, text=text)
+    import_services.logbook_import(run=run, user=alice, text=text)
     exported = logbook_to_markdown(run_chronicle(run=run), title="Logbook of pretrain/opt-175b")
 
     # then the text is the same
@@ -249,8 +249,8 @@ def test_a_malformed_import_writes_nothing(run, alice):
     good = logbook_to_markdown(varied_entries()[:2])
     bad = good + "\n## 2021-12-05 10:00 UTC [pilot: x] broken\n\n- **Kind:** note\n"
     with pytest.raises(ChronicleError, match="unknown role"):
-        services.logbook_import(run=run, user=alice, text=bad)
+        import_services.logbook_import(run=run, user=alice, text=bad)
     unknown_kind = good.replace("- **Kind:** debrief", "- **Kind:** gossip")
     with pytest.raises(ChronicleError, match="unknown kind 'gossip'"):
-        services.logbook_import(run=run, user=alice, text=unknown_kind)
+        import_services.logbook_import(run=run, user=alice, text=unknown_kind)
     assert not LogbookEntry.objects.exists()

@@ -13,12 +13,14 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import ValidationError
 
 from logbook import fleet_charts
-from logbook import services as logbook_services
-from logbook.models import SdcReplay
+from logbook.models import AuditEvent, SdcReplay
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.sdc import HardwareFilters
+from logbook.services import interruptions as interruption_services
+from logbook.services import quarantine as quarantine_services
+from logbook.services import sdc as sdc_services
 from telemetry import services as telemetry_services
 from telemetry.models import Cluster, Device, Host, Run, Site
 
@@ -34,7 +36,7 @@ def _run(project: Any, name: str = "fleet-run", hosts: tuple[str, ...] = ()) -> 
 
 
 def _interruption(run: Run, key: str, at: datetime, *, hosts=(), devices=()) -> Any:
-    return logbook_services.interruption_record(
+    return interruption_services.interruption_record(
         run=run, source_key=key, occurred_at=at, category="faulty-gpu", hosts=hosts, devices=devices
     )
 
@@ -140,7 +142,7 @@ def test_incidents_reach_a_host_through_its_devices_and_attempt_pairs(project, a
     _device_on("GPU-5", "h5")
     _interruption(run, "xid", T - DAY, hosts=["h5"], devices=["GPU-5"])
     _interruption(run, "xid-2", T - 2 * DAY, devices=["GPU-5"])
-    logbook_services.sdc_record(
+    sdc_services.sdc_record(
         run=run, source_key="spike", step=10, detected_at=T - 3 * DAY, host="h6"
     )
     pair = SdcReplay.objects.create(
@@ -203,7 +205,7 @@ def test_run_time_and_place_filters(project, alice):
 def test_quarantine_requires_a_reason(alice):
     host = Host.objects.create(name="h1")
     with pytest.raises(ValidationError):
-        logbook_services.host_quarantine(host=host, user=alice, reason="   ")
+        quarantine_services.host_quarantine(host=host, user=alice, reason="   ")
     host.refresh_from_db()
     assert host.quarantined_at is None
 
@@ -212,19 +214,19 @@ def test_quarantine_requires_a_reason(alice):
 def test_quarantine_and_release_a_host(alice, bob):
     host = Host.objects.create(name="h1")
 
-    logbook_services.host_quarantine(host=host, user=alice, reason=" Xid 79 twice ")
+    quarantine_services.host_quarantine(host=host, user=alice, reason=" Xid 79 twice ")
     host.refresh_from_db()
     first_time = host.quarantined_at
     assert first_time is not None
     assert (host.quarantine_reason, host.quarantined_by) == ("Xid 79 twice", alice)
 
     # a second quarantine keeps the original time, records the new reason and author
-    logbook_services.host_quarantine(host=host, user=bob, reason="and an ECC error")
+    quarantine_services.host_quarantine(host=host, user=bob, reason="and an ECC error")
     host.refresh_from_db()
     assert host.quarantined_at == first_time
     assert (host.quarantine_reason, host.quarantined_by) == ("and an ECC error", bob)
 
-    logbook_services.host_release(host=host, user=alice)
+    quarantine_services.host_release(host=host, user=alice)
     host.refresh_from_db()
     assert (host.quarantined_at, host.quarantine_reason, host.quarantined_by) == (None, "", None)
 
@@ -233,13 +235,43 @@ def test_quarantine_and_release_a_host(alice, bob):
 def test_quarantine_and_release_a_device(alice):
     device = Device.objects.create(uuid="GPU-1")
     with pytest.raises(ValidationError):
-        logbook_services.device_quarantine(device=device, user=alice, reason="")
-    logbook_services.device_quarantine(device=device, user=alice, reason="SDC confirmed")
+        quarantine_services.device_quarantine(device=device, user=alice, reason="")
+    quarantine_services.device_quarantine(device=device, user=alice, reason="SDC confirmed")
     device.refresh_from_db()
     assert device.quarantine_reason == "SDC confirmed" and device.quarantined_at is not None
-    logbook_services.device_release(device=device, user=alice)
+    quarantine_services.device_release(device=device, user=alice)
     device.refresh_from_db()
     assert device.quarantined_at is None
+
+
+@pytest.mark.django_db
+def test_quarantine_and_release_are_audited(alice, bob):
+    host = Host.objects.create(name="h1")
+    device = Device.objects.create(uuid="GPU-1")
+
+    # when alice quarantines the host, bob restates why, alice releases it (twice)
+    quarantine_services.host_quarantine(host=host, user=alice, reason="Xid 79 twice")
+    quarantine_services.host_quarantine(host=host, user=bob, reason="and an ECC error")
+    quarantine_services.host_release(host=host, user=alice)
+    quarantine_services.host_release(host=host, user=alice)
+    quarantine_services.device_quarantine(device=device, user=bob, reason="SDC confirmed")
+
+    # then each change is one audit event, with who, before and after; the second release
+    # changed nothing and recorded nothing
+    events = list(AuditEvent.objects.filter(entity="host", object_id=host.pk).order_by("at", "pk"))
+    assert [event.username for event in events] == ["alice", "bob", "alice"]
+    assert all(event.project is None for event in events)
+    assert events[0].changes["quarantine_reason"] == ["", "Xid 79 twice"]
+    assert events[0].changes["quarantined_by"] == [None, "alice"]
+    assert events[1].changes == {
+        "quarantine_reason": ["Xid 79 twice", "and an ECC error"],
+        "quarantined_by": ["alice", "bob"],
+    }
+    assert events[2].changes["quarantined_at"][1] is None
+    assert events[2].changes["quarantined_by"] == ["bob", None]
+    (device_event,) = AuditEvent.objects.filter(entity="device", object_id=device.pk)
+    assert device_event.username == "bob"
+    assert device_event.changes["quarantine_reason"] == ["", "SDC confirmed"]
 
 
 # --- Quarantine on the host page: who may ------------------------------------------------------
@@ -347,11 +379,11 @@ def test_quarantined_hardware_for_run(project, alice):
     _interruption(run, "x", T - DAY, devices=["GPU-7"])
     other = _run(project, "other", hosts=("h3",))
     for name in ("h2", "h3"):
-        logbook_services.host_quarantine(
+        quarantine_services.host_quarantine(
             host=Host.objects.get(name=name), user=alice, reason=f"{name} flaky"
         )
     for uuid in ("GPU-7", "GPU-1"):
-        logbook_services.device_quarantine(
+        quarantine_services.device_quarantine(
             device=Device.objects.get(uuid=uuid), user=alice, reason="bad"
         )
 
@@ -371,7 +403,7 @@ def test_quarantined_hardware_for_run(project, alice):
 @pytest.mark.django_db
 def test_quarantined_host_listed_on_the_fleet_page_even_without_incidents(client, project, bob):
     _run(project, hosts=("quiet",))
-    logbook_services.host_quarantine(
+    quarantine_services.host_quarantine(
         host=Host.objects.get(name="quiet"), user=None, reason="burn-in failed"
     )
     client.force_login(bob)

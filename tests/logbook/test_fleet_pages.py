@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from logbook import services as logbook_services
 from logbook.models import SdcReplay
+from logbook.services import interruptions as interruption_services
+from logbook.services import sdc as sdc_services
 from telemetry import services as telemetry_services
 from telemetry.models import Cluster, Host, Run, Site
 
@@ -31,7 +32,7 @@ def build_run(project: Any, name: str = "sdc-run", *, hosts: int = 4) -> Run:
     Host.objects.filter(name__in=names).update(cluster=cluster)
     Run.objects.filter(pk=run.pk).update(last_seen_at=T0 + 14 * DAY)
     for index, day in enumerate((1, 3, 10)):
-        record = logbook_services.sdc_record(
+        record = sdc_services.sdc_record(
             run=run,
             source_key=f"sdc-{index}",
             step=100 * day,
@@ -44,7 +45,7 @@ def build_run(project: Any, name: str = "sdc-run", *, hosts: int = 4) -> Run:
         if index == 1:
             SdcReplay.objects.filter(pk=record.pk).update(verdict="confirmed", action="rma")
     for day in (2, 5, 9):
-        logbook_services.interruption_record(
+        interruption_services.interruption_record(
             run=run,
             source_key=f"int-{day}",
             occurred_at=T0 + day * DAY,
@@ -126,7 +127,7 @@ def test_sdc_api_divergence_record_carries_its_inputs(client, alice, project):
         telemetry_services.metric_points_insert(
             run=run, attempt=attempt, points=[("loss", 7, value, T0 + number * DAY)]
         )
-    logbook_services.sdc_divergence_check(run=run, attempt=attempt)
+    sdc_services.sdc_divergence_check(run=run, attempt=attempt)
     client.force_login(alice)
 
     # when
@@ -314,7 +315,7 @@ def test_sdc_fleet_and_host_pages_in_a_browser(
     telemetry_services.metric_points_insert(
         run=run, attempt=second, points=[("loss", 500, 2.5, T0 + 7 * DAY)]
     )
-    assert len(logbook_services.sdc_divergence_check(run=run, attempt=second)) == 1
+    assert len(sdc_services.sdc_divergence_check(run=run, attempt=second)) == 1
     page = browser.new_page()
     errors = console_errors(page)
     login_page(page, live_server.url, "alice")

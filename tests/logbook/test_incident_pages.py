@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from logbook import services as logbook_services
-from logbook import triage
 from logbook.models import AuditEvent, Interruption
+from logbook.services import interruptions as interruption_services
+from logbook.services import triage
 from telemetry import services as telemetry_services
 from telemetry.models import Membership, Run
 
@@ -28,7 +28,7 @@ def build_queue(project: Any, *, run_name: str = "q-run", extra: int = 0) -> dic
     other = telemetry_services.run_upsert(project=project, name=f"{run_name}-b")
 
     def record(target: Run, key: str, hours: int, category: str, host: str) -> Interruption:
-        return logbook_services.interruption_record(
+        return interruption_services.interruption_record(
             run=target,
             source_key=key,
             occurred_at=T0 + hours * HOUR,
@@ -556,7 +556,7 @@ def test_invalid_form_input_is_shown_and_nothing_saved(client, alice, project):
 def test_host_names_that_cannot_be_linked_are_shown_as_text(client, alice, project):
     # given a job that named a host with a slash (ingest accepts it; no host URL can hold it)
     run = telemetry_services.run_upsert(project=project, name="slashes")
-    incident = logbook_services.interruption_record(
+    incident = interruption_services.interruption_record(
         run=run, source_key="s", occurred_at=T0, category="nic", hosts=["rack/7", "qh1"]
     )
     client.force_login(alice)

@@ -12,8 +12,11 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from ingest import services as ingest_services
-from logbook import services
 from logbook.models import AuditEvent, LogbookEntry
+from logbook.services import checkpoints as checkpoint_services
+from logbook.services import drafts as draft_services
+from logbook.services import entries as entry_services
+from logbook.services import interruptions as interruption_services
 from telemetry import services as telemetry_services
 from telemetry.models import Run
 
@@ -58,16 +61,16 @@ def audit(entry_pk: int) -> list[AuditEvent]:
 @pytest.mark.django_db
 def test_create_update_delete_are_audited_with_before_and_after(run, alice):
     # given alice writes an entry
-    entry = services.logbook_entry_create(
+    entry = entry_services.logbook_entry_create(
         run=run, user=alice, title="Loss spike at 1,200", kind="loss_spike", occurred_at=at(5),
         step=1200, body="first look",
     )  # fmt: skip
 
     # when she edits its body and kind, then deletes it
-    entry = services.logbook_entry_update(
+    entry = entry_services.logbook_entry_update(
         entry=entry, user=alice, version=1, changes={"body": "grad norm 40x", "kind": "analysis"}
     )
-    services.logbook_entry_delete(entry=entry, user=alice, version=2)
+    entry_services.logbook_entry_delete(entry=entry, user=alice, version=2)
 
     # then each change is one audit event with who, what, before and after
     created, updated, deleted = audit(entry.pk)
@@ -86,8 +89,10 @@ def test_create_update_delete_are_audited_with_before_and_after(run, alice):
 
 @pytest.mark.django_db
 def test_an_update_that_changes_nothing_records_nothing(run, alice):
-    entry = services.logbook_entry_create(run=run, user=alice, title="t", occurred_at=at(1))
-    services.logbook_entry_update(entry=entry, user=alice, version=1, changes={"title": " t "})
+    entry = entry_services.logbook_entry_create(run=run, user=alice, title="t", occurred_at=at(1))
+    entry_services.logbook_entry_update(
+        entry=entry, user=alice, version=1, changes={"title": " t "}
+    )
     assert len(audit(entry.pk)) == 1
     assert LogbookEntry.objects.get(pk=entry.pk).version == 1
 
@@ -96,14 +101,16 @@ def test_an_update_that_changes_nothing_records_nothing(run, alice):
 def test_a_stale_edit_is_refused_and_nothing_is_lost(run, alice, bob, django_user_model):
     # given two on-call engineers open the same entry at version 1
     dave = django_user_model.objects.create_user(username="dave", password="x")
-    entry = services.logbook_entry_create(run=run, user=alice, title="Hang", occurred_at=at(1))
-    services.logbook_entry_update(
+    entry = entry_services.logbook_entry_create(
+        run=run, user=alice, title="Hang", occurred_at=at(1)
+    )
+    entry_services.logbook_entry_update(
         entry=entry, user=dave, version=1, changes={"body": "dave: rank 17 never logged"}
     )
 
     # when alice saves from the version she started with
-    with pytest.raises(services.LogbookStaleEdit) as refused:
-        services.logbook_entry_update(
+    with pytest.raises(entry_services.LogbookStaleEdit) as refused:
+        entry_services.logbook_entry_update(
             entry=entry, user=alice, version=1, changes={"body": "alice: restarted"}
         )
 
@@ -116,20 +123,24 @@ def test_a_stale_edit_is_refused_and_nothing_is_lost(run, alice, bob, django_use
 
 @pytest.mark.django_db
 def test_a_correction_must_be_a_later_entry_of_the_same_run(run, alice, project):
-    early = services.logbook_entry_create(run=run, user=alice, title="early", occurred_at=at(1))
-    late = services.logbook_entry_create(run=run, user=alice, title="late", occurred_at=at(9))
+    early = entry_services.logbook_entry_create(
+        run=run, user=alice, title="early", occurred_at=at(1)
+    )
+    late = entry_services.logbook_entry_create(run=run, user=alice, title="late", occurred_at=at(9))
     with pytest.raises(ValidationError, match="later one"):
-        services.logbook_entry_update(
+        entry_services.logbook_entry_update(
             entry=late, user=alice, version=1, changes={"corrected_by": early}
         )
     other = telemetry_services.run_upsert(project=project, name="other", info={})
-    elsewhere = services.logbook_entry_create(run=other, user=alice, title="x", occurred_at=at(20))
+    elsewhere = entry_services.logbook_entry_create(
+        run=other, user=alice, title="x", occurred_at=at(20)
+    )
     with pytest.raises(ValidationError, match="this run"):
-        services.logbook_entry_update(
+        entry_services.logbook_entry_update(
             entry=early, user=alice, version=1, changes={"corrected_by": elsewhere}
         )
     with pytest.raises(ValidationError, match="same"):
-        services.logbook_entry_create(
+        entry_services.logbook_entry_create(
             run=run, user=alice, title="no-op", config_changes=[{"key": "lr", "before": "1",
                                                                   "after": "1"}],
         )  # fmt: skip
@@ -143,13 +154,13 @@ def interrupted_run(project: Any) -> tuple[Run, Any]:
     T0 + 60 min; attempt 12 started at T0 + 74 min from the checkpoint at step 12,000."""
     run = telemetry_services.run_upsert(project=project, name="opt", info={})
     eleven = telemetry_services.attempt_ensure(run=run, number=11, started_at=T0)
-    services.checkpoint_record(run=run, step=12_000, attempt=eleven, saved_at=at(50))
-    services.interruption_record(
+    checkpoint_services.checkpoint_record(run=run, step=12_000, attempt=eleven, saved_at=at(50))
+    interruption_services.interruption_record(
         run=run, source_key="i-11", occurred_at=at(60), attempt=eleven,
         category="nccl-watchdog-timeout", hosts=["h123"], step=12_345,
     )  # fmt: skip
     twelve = telemetry_services.attempt_ensure(run=run, number=12, started_at=at(74))
-    services.checkpoint_restore_record(attempt=twelve, step=12_000, restored_at=at(75))
+    checkpoint_services.checkpoint_restore_record(attempt=twelve, step=12_000, restored_at=at(75))
     return run, twelve
 
 
@@ -157,7 +168,7 @@ def interrupted_run(project: Any) -> tuple[Run, Any]:
 def test_restart_draft_tells_what_happened_and_what_it_cost(project):
     _, twelve = interrupted_run(project)
 
-    entry = services.restart_entry_draft(attempt=twelve)
+    entry = draft_services.restart_entry_draft(attempt=twelve)
 
     # 12,345 - 12,000 = 345 steps lost; 08:00 + 74 min - (08:00 + 60 min) = 14 min down.
     assert entry.title == (
@@ -175,16 +186,16 @@ def test_restart_draft_tells_what_happened_and_what_it_cost(project):
 @pytest.mark.django_db
 def test_restart_draft_is_idempotent_and_never_overwrites_a_person(project, alice):
     run, twelve = interrupted_run(project)
-    first = services.restart_entry_draft(attempt=twelve)
-    assert services.restart_entry_draft(attempt=twelve).pk == first.pk
+    first = draft_services.restart_entry_draft(attempt=twelve)
+    assert draft_services.restart_entry_draft(attempt=twelve).pk == first.pk
     assert LogbookEntry.objects.filter(run=run).count() == 1
     assert len(audit(first.pk)) == 1  # a repeat that changes nothing writes nothing
 
     # when on-call edits the draft and the draft runs again
-    services.logbook_entry_update(
+    entry_services.logbook_entry_update(
         entry=first, user=alice, version=first.version, changes={"body": "Root cause: IB link"}
     )
-    again = services.restart_entry_draft(attempt=twelve)
+    again = draft_services.restart_entry_draft(attempt=twelve)
 
     # then her text stays
     assert again.body == "Root cause: IB link"
@@ -194,14 +205,14 @@ def test_restart_draft_is_idempotent_and_never_overwrites_a_person(project, alic
 @pytest.mark.django_db
 def test_no_restart_draft_without_a_preceding_interruption(run):
     second = telemetry_services.attempt_ensure(run=run, number=2, started_at=at(30))
-    assert services.restart_entry_draft(attempt=run.attempts.get(number=1)) is None
-    assert services.restart_entry_draft(attempt=second) is None
+    assert draft_services.restart_entry_draft(attempt=run.attempts.get(number=1)) is None
+    assert draft_services.restart_entry_draft(attempt=second) is None
 
 
 @pytest.mark.django_db
 def test_restart_draft_through_ingest(project):
-    """Needs ingest.services._apply to call logbook.services.restart_entry_draft for the
-    batch's attempt_started and checkpoint_restored events."""
+    """Through ingest.services._apply, which calls logbook's restart_drafts_refresh once the
+    batch's other records are written."""
     # given a job that reports attempt 11's interruption, then attempt 12's start and restore
     token, _ = ingest_services.token_create(project=project, name="job")
 
@@ -239,16 +250,16 @@ def test_restart_draft_through_ingest(project):
 @pytest.mark.django_db
 def test_page_shows_entries_newest_first_with_correction_and_config_diff(client, run, alice):
     # given an entry corrected by a later debrief, and a config change
-    first = services.logbook_entry_create(
+    first = entry_services.logbook_entry_create(
         run=run, user=alice, title="Blamed the NIC", kind="hardware", occurred_at=at(0)
     )
-    debrief = services.logbook_entry_create(
+    debrief = entry_services.logbook_entry_create(
         run=run, user=alice, title="It was the switch", kind="debrief", occurred_at=at(2 * 1440)
     )
-    services.logbook_entry_update(
+    entry_services.logbook_entry_update(
         entry=first, user=alice, version=1, changes={"corrected_by": debrief}
     )
-    services.logbook_entry_create(
+    entry_services.logbook_entry_create(
         run=run, user=alice, title="Halve LR", kind="config_change", occurred_at=at(60),
         config_changes=[{"key": "lr", "before": "3e-4", "after": "1.5e-4"}],
     )  # fmt: skip
@@ -272,9 +283,13 @@ def test_page_shows_entries_newest_first_with_correction_and_config_diff(client,
 @pytest.mark.django_db
 def test_alice_adds_an_entry_with_links_and_a_correction(client, run, alice):
     # given an earlier entry and records to link to
-    earlier = services.logbook_entry_create(run=run, user=alice, title="guess", occurred_at=at(0))
-    interruption = services.interruption_record(run=run, source_key="i1", occurred_at=at(1))
-    services.checkpoint_record(run=run, step=800)
+    earlier = entry_services.logbook_entry_create(
+        run=run, user=alice, title="guess", occurred_at=at(0)
+    )
+    interruption = interruption_services.interruption_record(
+        run=run, source_key="i1", occurred_at=at(1)
+    )
+    checkpoint_services.checkpoint_record(run=run, step=800)
     client.force_login(alice)
 
     # when she posts an entry that corrects the earlier one
@@ -313,8 +328,10 @@ def test_a_link_to_a_record_the_run_lacks_is_a_form_error(client, run, alice):
 @pytest.mark.django_db
 def test_edit_page_saves_shows_history_and_refuses_a_stale_save(client, run, alice):
     # given an entry at version 1 that someone else then edits
-    entry = services.logbook_entry_create(run=run, user=alice, title="Hang", occurred_at=at(1))
-    services.logbook_entry_update(
+    entry = entry_services.logbook_entry_create(
+        run=run, user=alice, title="Hang", occurred_at=at(1)
+    )
+    entry_services.logbook_entry_update(
         entry=entry, user=None, version=1, changes={"body": "automation: rank 17 silent"}
     )
     client.force_login(alice)
@@ -351,7 +368,7 @@ def test_edit_page_saves_shows_history_and_refuses_a_stale_save(client, run, ali
 @pytest.mark.django_db
 def test_xss_in_title_body_and_config_executes_nothing(client, run, alice):
     payload = '<script>alert(1)</script><img src=x onerror="alert(2)">'
-    services.logbook_entry_create(
+    entry_services.logbook_entry_create(
         run=run, user=alice, title=payload, occurred_at=at(1),
         body=f"{payload}\n\n[click](javascript:alert(3)) [data](data:text/html,<b>x</b>)\n\n"
         '<svg onload="alert(4)"></svg>',
@@ -372,7 +389,9 @@ def test_xss_in_title_body_and_config_executes_nothing(client, run, alice):
 
 @pytest.mark.django_db
 def test_viewer_reads_but_cannot_write(client, run, alice, bob):
-    entry = services.logbook_entry_create(run=run, user=alice, title="seen", occurred_at=at(1))
+    entry = entry_services.logbook_entry_create(
+        run=run, user=alice, title="seen", occurred_at=at(1)
+    )
     client.force_login(bob)
 
     page = client.get(url(run))
@@ -389,7 +408,9 @@ def test_viewer_reads_but_cannot_write(client, run, alice, bob):
 
 @pytest.mark.django_db
 def test_outsider_gets_404_and_anonymous_is_sent_to_log_in(client, run, alice, charlie):
-    entry = services.logbook_entry_create(run=run, user=alice, title="secret", occurred_at=at(1))
+    entry = entry_services.logbook_entry_create(
+        run=run, user=alice, title="secret", occurred_at=at(1)
+    )
     paths = [url(run), url(run, f"{entry.pk}/edit/"), f"/runs/{run.pk}/logbook.md"]
     client.force_login(charlie)
     for path in paths:
@@ -408,7 +429,7 @@ def test_outsider_gets_404_and_anonymous_is_sent_to_log_in(client, run, alice, c
 @pytest.mark.django_db
 def test_an_entry_of_another_run_is_404_under_this_run(client, run, alice, project):
     other = telemetry_services.run_upsert(project=project, name="other", info={})
-    entry = services.logbook_entry_create(run=other, user=alice, title="x", occurred_at=at(1))
+    entry = entry_services.logbook_entry_create(run=other, user=alice, title="x", occurred_at=at(1))
     client.force_login(alice)
     assert client.get(url(run, f"{entry.pk}/edit/")).status_code == 404
 
@@ -432,12 +453,16 @@ def test_import_page_reports_success_and_errors(client, run, alice):
 
 
 def _entries(run: Run, user: Any, count: int) -> None:
-    interruption = services.interruption_record(run=run, source_key="q", occurred_at=at(0))
-    checkpoint = services.checkpoint_record(run=run, step=10)
+    interruption = interruption_services.interruption_record(
+        run=run, source_key="q", occurred_at=at(0)
+    )
+    checkpoint = checkpoint_services.checkpoint_record(run=run, step=10)
     attempt = run.attempts.get(number=1)
-    target = services.logbook_entry_create(run=run, user=user, title="late", occurred_at=at(9999))
+    target = entry_services.logbook_entry_create(
+        run=run, user=user, title="late", occurred_at=at(9999)
+    )
     for index in range(count):
-        services.logbook_entry_create(
+        entry_services.logbook_entry_create(
             run=run, user=user, title=f"e{index}", occurred_at=at(index), attempt=attempt,
             checkpoint=checkpoint, interruption=interruption, corrected_by=target, step=index,
             config_changes=[{"key": "lr", "before": "1", "after": "2"}], body="**b**",
@@ -470,7 +495,7 @@ def test_a_shift_in_the_logbook_in_a_browser(
 ):
     # given a run with an earlier entry
     run = telemetry_services.run_upsert(project=project, name="r12", info={})
-    earlier = services.logbook_entry_create(
+    earlier = entry_services.logbook_entry_create(
         run=run, user=alice, title="Suspect the NIC on h123", kind="hardware", occurred_at=at(0)
     )
     page = browser.new_page()

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from logbook import services as logbook_services
+from logbook.services import checkpoints as checkpoint_services
+from logbook.services import interruptions as interruption_services
 from telemetry import services as telemetry_services
 from telemetry.models import Cluster, Host, Run, Site
 
@@ -41,7 +42,7 @@ TABLE5 = {
 
 
 def _interrupt(run: Run, key: str, at: datetime, category: str, **extra: Any) -> None:
-    logbook_services.interruption_record(
+    interruption_services.interruption_record(
         run=run, source_key=key, occurred_at=at, category=category, **extra
     )
 
@@ -107,25 +108,25 @@ def checkpoint_run(project: Any, name: str = "ckpt-run", *, extra_checkpoints: i
     first = telemetry_services.attempt_ensure(run=run, number=1, started_at=at(0))
     for step, saved, blocking in [(200, 1000, 20), (400, 2000, 30), (600, 3000, 40),
                                   (800, 4000, 30)]:  # fmt: skip
-        logbook_services.checkpoint_record(
+        checkpoint_services.checkpoint_record(
             run=run, step=step, attempt=first, saved_at=at(saved), blocking_save_s=blocking,
             async_save_s=blocking * 4, size_bytes=980_000_000_000, tier="object_store",
         )  # fmt: skip
     _interrupt(run, "i1", at(4500), "faulty-gpu", attempt=first, detected_at=at(4560),
                recovered_at=at(5100))  # fmt: skip
     second = telemetry_services.attempt_ensure(run=run, number=2, started_at=at(5100))
-    logbook_services.checkpoint_restore_record(attempt=second, step=800, restored_at=at(5100))
+    checkpoint_services.checkpoint_restore_record(attempt=second, step=800, restored_at=at(5100))
     for step, saved in [(1000, 6100), (1200, 7100)]:
-        logbook_services.checkpoint_record(
+        checkpoint_services.checkpoint_record(
             run=run, step=step, attempt=second, saved_at=at(saved), blocking_save_s=30
         )
     _interrupt(run, "i2", at(7200), "nic", attempt=second, detected_at=at(7260),
                recovered_at=at(7800))  # fmt: skip
     third = telemetry_services.attempt_ensure(run=run, number=3, started_at=at(7800))
-    logbook_services.checkpoint_restore_record(attempt=third, step=1200, restored_at=at(7800))
+    checkpoint_services.checkpoint_restore_record(attempt=third, step=1200, restored_at=at(7800))
     for i in range(extra_checkpoints):
         # Failed saves: more rows to read, same advice.
-        logbook_services.checkpoint_record(
+        checkpoint_services.checkpoint_record(
             run=run, step=2000 + i, attempt=third, saved_at=at(8000 + i), status="failed"
         )
     telemetry_services.attempt_end(attempt=third, status="completed", ended_at=at(10_800))

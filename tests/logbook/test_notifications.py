@@ -9,16 +9,20 @@ import socket
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from logbook import notifications
-from logbook import services as logbook_services
-from logbook.models import SdcReplay, WebhookDelivery, WebhookEndpoint
+from logbook.models import AuditEvent, SdcReplay, WebhookDelivery, WebhookEndpoint
+from logbook.selectors import webhooks as webhook_selectors
+from logbook.services import interruptions as interruption_services
+from logbook.services import sdc as sdc_services
+from logbook.services import webhooks as webhook_services
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Membership, Run
 
@@ -100,7 +104,7 @@ def run_name() -> str:
 
 @pytest.fixture
 def endpoint(project: Any, receiver: Receiver) -> WebhookEndpoint:
-    return notifications.webhook_endpoint_create(
+    return webhook_services.webhook_endpoint_create(
         project=project, name="oncall-slack", url=receiver.url, events=[]
     )
 
@@ -115,7 +119,7 @@ def _interruption(run: Run, key: str = "i-1", **fields: Any) -> Any:
         "planned": False,
         **fields,
     }
-    return logbook_services.interruption_record(
+    return interruption_services.interruption_record(
         run=run, source_key=key, occurred_at=T0, attempt=attempt, **values
     )
 
@@ -125,7 +129,7 @@ def _sweep_until_settled(start: datetime, *, limit: int = 20) -> list[str]:
     outcomes: list[str] = []
     now = start
     for _ in range(limit):
-        due = notifications.deliveries_due(now=now)
+        due = webhook_selectors.deliveries_due(now=now)
         if not due:
             pending = WebhookDelivery.objects.filter(status="pending").order_by("next_attempt_at")
             if not pending.exists():
@@ -133,7 +137,7 @@ def _sweep_until_settled(start: datetime, *, limit: int = 20) -> list[str]:
             now = pending.first().next_attempt_at  # jump to the next due time
             continue
         for pk in due:
-            outcomes.append(notifications.webhook_deliver(delivery_pk=pk, now=now))
+            outcomes.append(webhook_services.webhook_deliver(delivery_pk=pk, now=now))
     return outcomes
 
 
@@ -146,7 +150,7 @@ def test_an_unexpected_interruption_is_delivered_and_recorded(
     # given a project webhook; when an unexpected interruption is recorded and notified
     with django_capture_on_commit_callbacks(execute=True):
         interruption = _interruption(run)
-        notifications.interruption_notify(interruption=interruption)
+        webhook_services.interruption_notify(interruption=interruption)
 
     # then the receiver got one Slack-compatible POST naming run, category, hosts, message
     assert len(receiver.requests) == 1
@@ -172,20 +176,20 @@ def test_an_unexpected_interruption_is_delivered_and_recorded(
 def test_two_500s_then_200_is_retried_and_delivered_on_the_third_attempt(run, endpoint, receiver):
     # given a receiver that fails twice
     receiver.statuses = [500, 500]
-    notifications.interruption_notify(interruption=_interruption(run))
+    webhook_services.interruption_notify(interruption=_interruption(run))
     delivery = WebhookDelivery.objects.get()
     start = timezone.now()
 
     # when the first attempt fails, the next one waits for the backoff
-    assert notifications.webhook_deliver(delivery_pk=delivery.pk, now=start) == "retry"
+    assert webhook_services.webhook_deliver(delivery_pk=delivery.pk, now=start) == "retry"
     delivery.refresh_from_db()
-    first_wait = timedelta(seconds=notifications.RETRY_BACKOFF_S[0])
+    first_wait = timedelta(seconds=webhook_services.RETRY_BACKOFF_S[0])
     assert delivery.next_attempt_at == start + first_wait
     assert (delivery.status, delivery.last_status_code) == ("pending", 500)
     assert "500" in delivery.last_error
-    assert notifications.webhook_deliver(delivery_pk=delivery.pk, now=start + first_wait / 2) == (
-        "not due"
-    )
+    assert webhook_services.webhook_deliver(
+        delivery_pk=delivery.pk, now=start + first_wait / 2
+    ) == ("not due")
     assert len(receiver.requests) == 1
 
     # then the sweep retries it when due, until it is delivered
@@ -204,20 +208,20 @@ def test_an_endpoint_that_always_fails_is_given_up_with_the_error_shown(
 ):
     # given a receiver answering 503 to everything
     receiver.statuses = [503] * 50
-    notifications.interruption_notify(interruption=_interruption(run))
+    webhook_services.interruption_notify(interruption=_interruption(run))
 
     # when the sweep keeps retrying
     outcomes = _sweep_until_settled(timezone.now())
 
     # then it gives up after MAX_ATTEMPTS, with the last answer recorded
-    assert outcomes == ["retry"] * (notifications.MAX_ATTEMPTS - 1) + ["failed"]
+    assert outcomes == ["retry"] * (webhook_services.MAX_ATTEMPTS - 1) + ["failed"]
     delivery = WebhookDelivery.objects.get()
-    assert (delivery.status, delivery.attempts) == ("failed", notifications.MAX_ATTEMPTS)
+    assert (delivery.status, delivery.attempts) == ("failed", webhook_services.MAX_ATTEMPTS)
     assert delivery.last_status_code == 503
     assert "503" in delivery.last_error and "down for maintenance" in delivery.last_error
     assert delivery.next_attempt_at is None
-    assert len(receiver.requests) == notifications.MAX_ATTEMPTS
-    assert notifications.deliveries_due(now=timezone.now() + timedelta(days=1)) == []
+    assert len(receiver.requests) == webhook_services.MAX_ATTEMPTS
+    assert webhook_selectors.deliveries_due(now=timezone.now() + timedelta(days=1)) == []
     # and the admins' page shows the outcome
     client.force_login(dana)
     page = client.get("/projects/pretrain/webhooks/").content.decode()
@@ -230,13 +234,13 @@ def test_a_refused_connection_is_an_error_without_a_status_code(run, project):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    notifications.webhook_endpoint_create(
+    webhook_services.webhook_endpoint_create(
         project=project, name="gone", url=f"http://127.0.0.1:{port}/", events=[]
     )
-    notifications.interruption_notify(interruption=_interruption(run))
+    webhook_services.interruption_notify(interruption=_interruption(run))
     delivery = WebhookDelivery.objects.get()
 
-    assert notifications.webhook_deliver(delivery_pk=delivery.pk) == "retry"
+    assert webhook_services.webhook_deliver(delivery_pk=delivery.pk) == "retry"
 
     delivery.refresh_from_db()
     assert delivery.last_status_code is None
@@ -249,9 +253,9 @@ def test_redirects_are_not_followed(run, endpoint, receiver):
     try:
         receiver.statuses = [302]
         receiver.redirect_to = other.url
-        notifications.interruption_notify(interruption=_interruption(run))
+        webhook_services.interruption_notify(interruption=_interruption(run))
 
-        outcome = notifications.webhook_deliver(delivery_pk=WebhookDelivery.objects.get().pk)
+        outcome = webhook_services.webhook_deliver(delivery_pk=WebhookDelivery.objects.get().pk)
 
         # then the payload went to the configured URL only
         assert outcome == "retry"
@@ -262,10 +266,12 @@ def test_redirects_are_not_followed(run, endpoint, receiver):
 
 
 def test_a_delivery_whose_endpoint_was_disabled_gives_up(run, endpoint, receiver):
-    notifications.interruption_notify(interruption=_interruption(run))
-    notifications.webhook_endpoint_set_enabled(endpoint=endpoint, enabled=False)
+    webhook_services.interruption_notify(interruption=_interruption(run))
+    webhook_services.webhook_endpoint_set_enabled(endpoint=endpoint, enabled=False)
 
-    assert notifications.webhook_deliver(delivery_pk=WebhookDelivery.objects.get().pk) == "failed"
+    assert (
+        webhook_services.webhook_deliver(delivery_pk=WebhookDelivery.objects.get().pk) == "failed"
+    )
 
     assert receiver.requests == []
     assert "disabled" in WebhookDelivery.objects.get().last_error
@@ -280,11 +286,11 @@ def test_the_same_event_is_delivered_once(
     # when the same interruption is reported twice (ingest retries) and notified each time
     with django_capture_on_commit_callbacks(execute=True):
         for _ in range(2):
-            notifications.interruption_notify(interruption=_interruption(run, key="same"))
-        again = notifications.notify(
+            webhook_services.interruption_notify(interruption=_interruption(run, key="same"))
+        again = webhook_services.notify(
             project=run.project, event="interruption", event_key="x:1", payload={"text": "a"}
         )
-        twice = notifications.notify(
+        twice = webhook_services.notify(
             project=run.project, event="interruption", event_key="x:1", payload={"text": "a"}
         )
 
@@ -297,7 +303,7 @@ def test_the_same_event_is_delivered_once(
 def test_the_delivery_task_twice_sends_once(run, endpoint, receiver):
     from logbook.tasks import webhook_deliver_task
 
-    notifications.interruption_notify(interruption=_interruption(run))
+    webhook_services.interruption_notify(interruption=_interruption(run))
     pk = WebhookDelivery.objects.get().pk
 
     assert webhook_deliver_task(pk) == "delivered"
@@ -307,21 +313,21 @@ def test_the_delivery_task_twice_sends_once(run, endpoint, receiver):
 
 def test_planned_interruptions_subscriptions_and_disabled_endpoints(project, run, receiver):
     # given one endpoint for SDC only, one disabled, one for everything
-    sdc_only = notifications.webhook_endpoint_create(
+    sdc_only = webhook_services.webhook_endpoint_create(
         project=project, name="sdc", url=receiver.url, events=["sdc_confirmed"]
     )
-    disabled = notifications.webhook_endpoint_create(
+    disabled = webhook_services.webhook_endpoint_create(
         project=project, name="off", url=receiver.url, events=[]
     )
-    notifications.webhook_endpoint_set_enabled(endpoint=disabled, enabled=False)
-    everything = notifications.webhook_endpoint_create(
+    webhook_services.webhook_endpoint_set_enabled(endpoint=disabled, enabled=False)
+    everything = webhook_services.webhook_endpoint_create(
         project=project, name="all", url=receiver.url, events=[]
     )
 
     # when a planned and an unexpected interruption are notified
     planned = _interruption(run, key="p-1", category="Host Maintenance", planned=True)
-    assert notifications.interruption_notify(interruption=planned) == []
-    notifications.interruption_notify(interruption=_interruption(run, key="u-1"))
+    assert webhook_services.interruption_notify(interruption=planned) == []
+    webhook_services.interruption_notify(interruption=_interruption(run, key="u-1"))
 
     # then only the catch-all endpoint gets the unexpected one
     assert [d.endpoint for d in WebhookDelivery.objects.all()] == [everything]
@@ -330,30 +336,154 @@ def test_planned_interruptions_subscriptions_and_disabled_endpoints(project, run
 
 def test_a_confirmed_sdc_notifies_once(project, run, receiver):
     # given an SDC-only endpoint and a pending SDC record
-    notifications.webhook_endpoint_create(
+    webhook_services.webhook_endpoint_create(
         project=project, name="sdc", url=receiver.url, events=["sdc_confirmed"]
     )
-    replay = logbook_services.sdc_record(
+    replay = sdc_services.sdc_record(
         run=run, source_key="s-1", step=4096, detected_at=T0, device="GPU-abc", host="h017"
     )
 
     # a pending verdict notifies nothing
-    assert notifications.sdc_confirmed_notify(replay) == []
+    assert webhook_services.sdc_confirmed_notify(replay) == []
 
     # when the verdict becomes confirmed (and the record is saved again later)
     replay.verdict = SdcReplay.Verdict.CONFIRMED
     replay.action = SdcReplay.Action.QUARANTINED
     replay.save()
-    first = notifications.sdc_confirmed_notify(replay)
-    second = notifications.sdc_confirmed_notify(replay)
+    first = webhook_services.sdc_confirmed_notify(replay)
+    second = webhook_services.sdc_confirmed_notify(replay)
 
     # then one delivery, naming step, device and host
     assert len(first) == 1 and second == []
-    notifications.webhook_deliver(delivery_pk=first[0].pk)
+    webhook_services.webhook_deliver(delivery_pk=first[0].pk)
     body = receiver.requests[0]["body"]
     assert "step 4096" in body["text"] and "GPU-abc on h017" in body["text"]
     assert body["chronicle"]["event"] == "sdc_confirmed"
     assert body["chronicle"]["action"] == "quarantined"
+
+
+def test_setting_an_sdc_verdict_is_audited_and_pages_once(project, run, alice):
+    # given an SDC-only endpoint and a pending SDC record
+    endpoint = webhook_services.webhook_endpoint_create(
+        project=project, name="sdc", url="http://127.0.0.1:9/hook", events=["sdc_confirmed"]
+    )
+    replay = sdc_services.sdc_record(run=run, source_key="s-1", step=4096, detected_at=T0)
+
+    # when alice confirms it, then sets the same verdict again with the action taken
+    sdc_services.sdc_verdict_set(replay=replay, user=alice, verdict="confirmed")
+    sdc_services.sdc_verdict_set(
+        replay=replay, user=alice, verdict="confirmed", action="quarantined", replay_result="0x1f"
+    )
+
+    # then the record holds both decisions, each audited with its before and after
+    replay.refresh_from_db()
+    assert (replay.verdict, replay.action, replay.replay_result) == (
+        "confirmed",
+        "quarantined",
+        "0x1f",
+    )
+    events = AuditEvent.objects.filter(entity="sdc_replay", object_id=replay.pk)
+    assert [event.changes for event in events.order_by("at", "pk")] == [
+        {"verdict": ["pending", "confirmed"]},
+        {"action": ["none", "quarantined"], "replay_result": ["", "0x1f"]},
+    ]
+    assert {(event.username, event.project_id) for event in events} == {("alice", project.pk)}
+    # and the webhook is paged once
+    assert list(WebhookDelivery.objects.values_list("endpoint", "event")) == [
+        (endpoint.pk, "sdc_confirmed")
+    ]
+
+
+def test_an_sdc_verdict_outside_the_choices_is_refused(run, alice):
+    replay = sdc_services.sdc_record(run=run, source_key="s-1", step=1, detected_at=T0)
+
+    with pytest.raises(ValidationError) as refused:
+        sdc_services.sdc_verdict_set(
+            replay=replay, user=alice, verdict="maybe", action="pray", replay_result="x" * 501
+        )
+
+    assert set(refused.value.message_dict) == {"verdict", "action", "replay_result"}
+    replay.refresh_from_db()
+    assert replay.verdict == "pending"
+    assert not AuditEvent.objects.filter(entity="sdc_replay").exists()
+
+
+class _FormFields(HTMLParser):
+    """The values a browser would submit from the page's forms (inputs, selects, textareas)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data: dict[str, list[str]] = {}
+        self._select: str | None = None
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {key: value or "" for key, value in attrs}
+        name = a.get("name", "")
+        if tag == "input" and name and a.get("type") not in ("submit", "button", "file"):
+            if a.get("type") in ("checkbox", "radio") and "checked" not in a:
+                return
+            self.data.setdefault(name, []).append(a.get("value", ""))
+        elif tag == "select" and name:
+            self._select = name
+            self.data.setdefault(name, [])
+        elif tag == "option" and self._select and "selected" in a:
+            self.data[self._select].append(a.get("value", ""))
+        elif tag == "textarea" and name:
+            self._textarea = name
+            self.data[name] = [""]
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "select":
+            self._select = None
+        elif tag == "textarea":
+            self._textarea = None
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea:
+            self.data[self._textarea][-1] += data.removeprefix("\n")
+
+
+def test_confirming_in_the_admin_goes_through_the_verdict_service(project, run, admin_client):
+    # given an SDC-only endpoint and a pending record
+    endpoint = webhook_services.webhook_endpoint_create(
+        project=project, name="sdc", url="http://127.0.0.1:9/hook", events=["sdc_confirmed"]
+    )
+    replay = sdc_services.sdc_record(
+        run=run, source_key="s-1", step=4096, detected_at=T0, observed_value=2.5
+    )
+    url = f"/admin/logbook/sdcreplay/{replay.pk}/change/"
+
+    # when an admin changes the verdict and the replay's hardware in the admin's form
+    form = _FormFields()
+    form.feed(admin_client.get(url).content.decode())
+    data = {name: values for name, values in form.data.items() if values}
+    data |= {"verdict": ["confirmed"], "replay_hardware": ["spare node h900"], "_save": ["Save"]}
+    response = admin_client.post(url, data)
+
+    # then the record is saved, the decision audited and the webhook paged once
+    assert response.status_code == 302, response.content.decode()[:2000]
+    replay.refresh_from_db()
+    assert (replay.verdict, replay.replay_hardware, replay.step) == (
+        "confirmed",
+        "spare node h900",
+        4096,
+    )
+    (event,) = AuditEvent.objects.filter(entity="sdc_replay", object_id=replay.pk)
+    assert event.username == "admin"
+    assert event.changes == {
+        "verdict": ["pending", "confirmed"],
+        "replay_hardware": ["", "spare node h900"],
+    }
+    assert list(WebhookDelivery.objects.values_list("endpoint", flat=True)) == [endpoint.pk]
+
+    # and saving the form again changes nothing and pages nobody again
+    form = _FormFields()
+    form.feed(admin_client.get(url).content.decode())
+    data = {name: values for name, values in form.data.items() if values} | {"_save": ["Save"]}
+    assert admin_client.post(url, data).status_code == 302
+    assert AuditEvent.objects.filter(entity="sdc_replay").count() == 1
+    assert WebhookDelivery.objects.count() == 1
 
 
 # --- Runs that stop reporting ----------------------------------------------------------------
@@ -380,8 +510,8 @@ def test_a_stalled_run_notifies_once_per_stall(project, other_project, run, endp
     _seen(telemetry_services.run_upsert(project=other_project, name="x"), now - timedelta(hours=1))
 
     # when the check runs twice
-    first = notifications.run_stall_check(now=now)
-    second = notifications.run_stall_check(now=now + timedelta(minutes=5))
+    first = webhook_services.run_stall_check(now=now)
+    second = webhook_services.run_stall_check(now=now + timedelta(minutes=5))
 
     # then one notification, for our run only
     assert (first, second) == (1, 0)
@@ -395,15 +525,15 @@ def test_a_stalled_run_notifies_once_per_stall(project, other_project, run, endp
     # ends meanwhile, so it does not count)
     _seen(fresh, now, status=Attempt.Status.COMPLETED)
     _seen(run, now + timedelta(minutes=30))
-    assert notifications.run_stall_check(now=now + timedelta(minutes=40)) == 0
-    assert notifications.run_stall_check(now=now + timedelta(minutes=46)) == 1
+    assert webhook_services.run_stall_check(now=now + timedelta(minutes=40)) == 0
+    assert webhook_services.run_stall_check(now=now + timedelta(minutes=46)) == 1
     assert WebhookDelivery.objects.filter(event="run_stalled").count() == 2
 
 
 def test_a_run_silent_for_days_is_abandoned_not_stalled(run, endpoint):
     now = timezone.now()
-    _seen(run, now - notifications.RUN_STALL_LOOKBACK - timedelta(minutes=1))
-    assert notifications.run_stall_check(now=now) == 0
+    _seen(run, now - webhook_services.RUN_STALL_LOOKBACK - timedelta(minutes=1))
+    assert webhook_services.run_stall_check(now=now) == 0
 
 
 def test_the_stall_check_task(run, endpoint):
@@ -413,7 +543,7 @@ def test_the_stall_check_task(run, endpoint):
     assert runs_stall_check_task() == 1
     assert runs_stall_check_task() == 0
     # the sweep sees the new, due delivery (enqueue only; the worker test below sends)
-    assert notifications.deliveries_due() == [WebhookDelivery.objects.get().pk]
+    assert webhook_selectors.deliveries_due() == [WebhookDelivery.objects.get().pk]
     assert webhooks_retry_due_task.name == "logbook.webhooks_retry_due"
 
 
@@ -421,8 +551,10 @@ def test_the_stall_check_task(run, endpoint):
 def test_a_real_worker_delivers_after_commit(celery_worker, project, receiver, wait):
     # given a webhook; when a notification is committed
     run = telemetry_services.run_upsert(project=project, name="worker-run")
-    notifications.webhook_endpoint_create(project=project, name="hook", url=receiver.url, events=[])
-    notifications.interruption_notify(interruption=_interruption(run))
+    webhook_services.webhook_endpoint_create(
+        project=project, name="hook", url=receiver.url, events=[]
+    )
+    webhook_services.interruption_notify(interruption=_interruption(run))
 
     # then the worker POSTs it and records the outcome
     wait(
@@ -490,7 +622,7 @@ def test_webhooks_page_query_count(client, dana, run, endpoint, django_assert_ma
     client.force_login(dana)
     for count in (1, 15):
         for index in range(count):
-            notifications.notify(
+            webhook_services.notify(
                 project=run.project,
                 event="run_stalled",
                 event_key=f"q{count}:{index}",

@@ -12,7 +12,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from logbook import services as logbook_services
+from logbook.services import checkpoints as checkpoint_services
+from logbook.services import interruptions as interruption_services
+from logbook.services import quarantine as quarantine_services
 from telemetry import services as telemetry_services
 from telemetry.models import Host, Run
 
@@ -31,10 +33,10 @@ def checkpoint_run(project: Any) -> Run:
     run = telemetry_services.run_upsert(project=project, name="cached-ckpt")
     attempt = telemetry_services.attempt_ensure(run=run, number=1, started_at=_at(0))
     for step, blocking in [(200, 20), (400, 30), (600, 40), (800, 30)]:
-        logbook_services.checkpoint_record(
+        checkpoint_services.checkpoint_record(
             run=run, step=step, attempt=attempt, saved_at=_at(5 * step), blocking_save_s=blocking
         )
-    logbook_services.interruption_record(
+    interruption_services.interruption_record(
         run=run, source_key="i1", occurred_at=_at(4500), category="faulty-gpu",
         attempt=attempt, recovered_at=_at(5100),
     )  # fmt: skip
@@ -72,7 +74,7 @@ def test_checkpoint_advisor_is_cached_until_the_data_changes(client, alice):
     assert "0.5 min (30 s)" in client.get(page).content.decode()
 
     # a new checkpoint shows at once, in the count, δ, the chart and the table
-    logbook_services.checkpoint_record(
+    checkpoint_services.checkpoint_record(
         run=run, step=1000, attempt=run.attempts.get(), saved_at=_at(5000), blocking_save_s=80
     )
     second = _api(client, run)
@@ -88,13 +90,13 @@ def test_checkpoint_advisor_is_cached_until_the_data_changes(client, alice):
 
     # so does a save turned failed (only saved checkpoints count toward δ): the status is not
     # in the coarse checkpoint aggregates, its version must still move
-    logbook_services.checkpoint_record(run=run, step=1000, status="failed")
+    checkpoint_services.checkpoint_record(run=run, step=1000, status="failed")
     assert _api(client, run)["advisor"]["delta_s"]["value"] == pytest.approx(30.0)
     assert "0.5 min (30 s)" in client.get(page).content.decode()
 
     # and a new interruption (MTBF halves: 3 h over 2 instead of 1)
     mtbf = _api(client, run)["advisor"]["mtbf_s"]["value"]
-    logbook_services.interruption_record(
+    interruption_services.interruption_record(
         run=run, source_key="i2", occurred_at=_at(9000), category="nic",
         attempt=run.attempts.get(),
     )  # fmt: skip
@@ -108,7 +110,7 @@ def fleet_run(project: Any) -> Run:
     telemetry_services.attempt_ensure(run=run, number=1, started_at=T0, hosts=names)
     Run.objects.filter(pk=run.pk).update(last_seen_at=T0 + 14 * DAY)
     for day in (2, 5):
-        logbook_services.interruption_record(
+        interruption_services.interruption_record(
             run=run, source_key=f"int-{day}", occurred_at=T0 + day * DAY,
             category="faulty-gpu", hosts=[names[0]],
         )  # fmt: skip
@@ -143,7 +145,7 @@ def test_fleet_rows_are_cached_until_the_fleet_changes(client, alice):
     assert _chart(client) == {"cached-h000": 2}
 
     # a new interruption shows at once, on a host listed before and one that was not
-    logbook_services.interruption_record(
+    interruption_services.interruption_record(
         run=run, source_key="int-7", occurred_at=T0 + 7 * DAY, category="nic",
         hosts=["cached-h000", "cached-h001"],
     )  # fmt: skip
@@ -155,10 +157,10 @@ def test_fleet_rows_are_cached_until_the_fleet_changes(client, alice):
 
     # so does a quarantine (of a host without incidents), and its release
     quiet = Host.objects.get(name="cached-h003")
-    logbook_services.host_quarantine(host=quiet, user=alice, reason="fans failing")
+    quarantine_services.host_quarantine(host=quiet, user=alice, reason="fans failing")
     hosts = _hosts(client)
     assert hosts["cached-h003"]["quarantine"]["reason"] == "fans failing"
     assert 'id="quarantined-count">1 host' in client.get("/fleet/").content.decode()
-    logbook_services.host_release(host=quiet, user=alice)
+    quarantine_services.host_release(host=quiet, user=alice)
     assert "cached-h003" not in _hosts(client)
     assert 'id="quarantined-count">0 hosts' in client.get("/fleet/").content.decode()

@@ -14,7 +14,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from logbook import paging
-from logbook import services as logbook_services
+from logbook.services import checkpoints as checkpoint_services
+from logbook.services import interruptions as interruption_services
+from logbook.services import quarantine as quarantine_services
+from logbook.services import sdc as sdc_services
 from telemetry import services as telemetry_services
 from telemetry.models import Cluster, Device, Host, Run, Site
 
@@ -37,11 +40,11 @@ def grow(run: Run, user: Any, *, attempts: int, first: int = 1, hosts_per_attemp
         )
         Host.objects.filter(name__in=names).update(cluster=cluster)
         if number > 1:
-            logbook_services.checkpoint_restore_record(
+            checkpoint_services.checkpoint_restore_record(
                 attempt=attempt, step=(number - 1) * 1000 + 400, restored_at=began
             )
         for save in range(1, 5):
-            logbook_services.checkpoint_record(
+            checkpoint_services.checkpoint_record(
                 run=run,
                 step=number * 1000 + save * 100,
                 attempt=attempt,
@@ -52,7 +55,7 @@ def grow(run: Run, user: Any, *, attempts: int, first: int = 1, hosts_per_attemp
                 tier="object_store",
             )
         device = f"GPU-{run.name}-{number}"
-        logbook_services.interruption_record(
+        interruption_services.interruption_record(
             run=run,
             source_key=f"{run.name}-i{number}",
             occurred_at=began + 5 * HOUR,
@@ -64,7 +67,7 @@ def grow(run: Run, user: Any, *, attempts: int, first: int = 1, hosts_per_attemp
             devices=[device],
         )
         Device.objects.filter(uuid=device).update(host=Host.objects.get(name=names[0]))
-        logbook_services.sdc_record(
+        sdc_services.sdc_record(
             run=run,
             source_key=f"{run.name}-sdc{number}",
             step=number * 1000 + 50,
@@ -75,10 +78,10 @@ def grow(run: Run, user: Any, *, attempts: int, first: int = 1, hosts_per_attemp
             observed_value=9.5,
         )
         if number % 2:
-            logbook_services.host_quarantine(
+            quarantine_services.host_quarantine(
                 host=Host.objects.get(name=names[0]), user=user, reason="flaky"
             )
-            logbook_services.device_quarantine(
+            quarantine_services.device_quarantine(
                 device=Device.objects.get(uuid=device), user=user, reason="ECC"
             )
     Run.objects.filter(pk=run.pk).update(last_seen_at=START + (first + attempts) * 10 * HOUR)

@@ -12,8 +12,8 @@ import pytest
 
 from ingest import services as ingest_services
 from logbook import sdc
-from logbook import services as logbook_services
 from logbook.models import SdcReplay
+from logbook.services import sdc as sdc_services
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Run
 
@@ -143,7 +143,7 @@ def test_identical_replay_opens_nothing(project):
     second = _attempt(run, 2, ["h2", "h3"], _losses(5, 12))
 
     # when / then
-    assert logbook_services.sdc_divergence_check(run=run, attempt=second) == []
+    assert sdc_services.sdc_divergence_check(run=run, attempt=second) == []
     assert not SdcReplay.objects.exists()
 
 
@@ -156,7 +156,7 @@ def test_differing_loss_opens_one_record_linked_to_both_attempts_and_all_hosts(p
     second = _attempt(run, 2, ["h2", "h3"], replay)
 
     # when
-    opened = logbook_services.sdc_divergence_check(run=run, attempt=second)
+    opened = sdc_services.sdc_divergence_check(run=run, attempt=second)
 
     # then
     assert len(opened) == 1
@@ -182,7 +182,7 @@ def test_tolerance_is_respected(project):
     second = _attempt(run, 2, [], {6: 2.005, 8: 2.02})
 
     # when
-    opened = logbook_services.sdc_divergence_check(run=run, attempt=second)
+    opened = sdc_services.sdc_divergence_check(run=run, attempt=second)
 
     # then
     assert [record.step for record in opened] == [8]
@@ -196,7 +196,7 @@ def test_nan_rules(project):
     second = _attempt(run, 2, [], {1: math.nan, 2: math.nan, 3: 1.0})
 
     # when
-    opened = logbook_services.sdc_divergence_check(run=run, attempt=second)
+    opened = sdc_services.sdc_divergence_check(run=run, attempt=second)
 
     # then only step 2 diverged, and its NaN is kept as observed
     assert [record.step for record in opened] == [2]
@@ -213,9 +213,9 @@ def test_idempotent_when_run_twice_and_from_either_attempt(project):
     second = _attempt(run, 2, ["h2"], {3: 1.5, 4: 1.0})
 
     # when the first attempt is checked (as when its late batch arrives), then the second, twice
-    from_first = logbook_services.sdc_divergence_check(run=run, attempt=first)
-    from_second = logbook_services.sdc_divergence_check(run=run, attempt=second)
-    again = logbook_services.sdc_divergence_check(run=run, attempt=second)
+    from_first = sdc_services.sdc_divergence_check(run=run, attempt=first)
+    from_second = sdc_services.sdc_divergence_check(run=run, attempt=second)
+    again = sdc_services.sdc_divergence_check(run=run, attempt=second)
 
     # then one record, oriented the same way whichever attempt opened it
     assert len(from_first) == 1 and from_second == [] and again == []
@@ -234,12 +234,12 @@ def test_non_deterministic_metrics_are_ignored(project):
     assert run.deterministic_metrics == ["loss"]
 
     # when / then
-    assert logbook_services.sdc_divergence_check(run=run, attempt=second) == []
+    assert sdc_services.sdc_divergence_check(run=run, attempt=second) == []
 
     # when the run marks grad_norm deterministic too
     Run.objects.filter(pk=run.pk).update(deterministic_metrics=["loss", "grad_norm"])
     run.refresh_from_db()
-    opened = logbook_services.sdc_divergence_check(run=run, attempt=second)
+    opened = sdc_services.sdc_divergence_check(run=run, attempt=second)
 
     # then
     assert [(r.metric_name, r.step) for r in opened] == [("grad_norm", 3)]
@@ -252,12 +252,12 @@ def test_only_the_given_steps_are_checked(project):
     second = _attempt(run, 2, [], {5: 1.0, 6: 1.0, 7: 2.0})
 
     assert (
-        logbook_services.sdc_divergence_check(
+        sdc_services.sdc_divergence_check(
             run=run, attempt=second, steps_by_metric={"loss": [5, 6], "lr": [7]}
         )
         == []
     )
-    opened = logbook_services.sdc_divergence_check(
+    opened = sdc_services.sdc_divergence_check(
         run=run, attempt=second, steps_by_metric={"loss": [7]}
     )
     assert [record.step for record in opened] == [7]
@@ -272,7 +272,7 @@ def test_each_attempt_pair_gets_its_own_record(project):
     third = _attempt(run, 3, [], {10: 1.25})
 
     # when
-    opened = logbook_services.sdc_divergence_check(run=run, attempt=third)
+    opened = sdc_services.sdc_divergence_check(run=run, attempt=third)
 
     # then
     pairs = sorted((r.compared_attempt.number, r.attempt.number) for r in opened)
@@ -286,7 +286,7 @@ def test_other_runs_are_not_compared(project):
     _attempt(other, 1, [], {3: 5.0})
     mine = _attempt(run, 1, [], {3: 1.0})
     _attempt(run, 2, [], {3: 1.0})
-    assert logbook_services.sdc_divergence_check(run=run, attempt=mine) == []
+    assert sdc_services.sdc_divergence_check(run=run, attempt=mine) == []
 
 
 # --- End to end through ingest (needs the call in ingest.services._apply) ----------------------

@@ -12,9 +12,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from logbook import services as logbook_services
-from logbook import triage
 from logbook.models import AuditEvent, Interruption
+from logbook.services import interruptions as interruption_services
+from logbook.services import triage
 from telemetry import services as telemetry_services
 
 T0 = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
@@ -23,7 +23,9 @@ T0 = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
 def make_incident(project: Any, *, key: str = "i1", at: datetime = T0, **extra: Any):
     run = telemetry_services.run_upsert(project=project, name="triage-run")
     values = {"category": "faulty-gpu", "hosts": ["h2", "h1"], "devices": ["GPU-a"], **extra}
-    return logbook_services.interruption_record(run=run, source_key=key, occurred_at=at, **values)
+    return interruption_services.interruption_record(
+        run=run, source_key=key, occurred_at=at, **values
+    )
 
 
 def events_of(incident: Interruption) -> list[AuditEvent]:

@@ -12,7 +12,9 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from logbook import services as logbook_services
+from logbook.services import checkpoints as checkpoint_services
+from logbook.services import entries as entry_services
+from logbook.services import interruptions as interruption_services
 from telemetry import services as telemetry_services
 from telemetry.models import Project, Run
 
@@ -58,14 +60,16 @@ def _run(project: Project, name: str, *, attempts: int) -> Run:
             started_at=T0 + timedelta(seconds=base), ended_at=T0 + timedelta(seconds=base + 2),
         )  # fmt: skip
         for step in (first + 10, first + 20):
-            logbook_services.checkpoint_record(run=run, step=step, blocking_save_s=0.5)
+            checkpoint_services.checkpoint_record(run=run, step=step, blocking_save_s=0.5)
         if number > 1:
-            logbook_services.checkpoint_restore_record(attempt=attempt, step=first, restore_s=1.0)
-            logbook_services.interruption_record(
+            checkpoint_services.checkpoint_restore_record(
+                attempt=attempt, step=first, restore_s=1.0
+            )
+            interruption_services.interruption_record(
                 run=run, source_key=f"stop-{number}", occurred_at=T0 + timedelta(seconds=base - 10),
                 category="faulty-gpu", hosts=[f"qc-{name}-{number - 1}-a"], step=first + STEPS,
             )  # fmt: skip
-    logbook_services.logbook_entry_record(
+    entry_services.logbook_entry_record(
         run=run, source_key=f"note-{name}", occurred_at=T0, title="launched", step=0
     )
     return run

@@ -12,7 +12,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from logbook import services as logbook_services
+from logbook.services import interruptions as interruption_services
+from logbook.services import quarantine as quarantine_services
 from telemetry import services as telemetry_services
 from telemetry.models import Run
 
@@ -45,7 +46,7 @@ def build_run(project: Any, name: str = "llama-70b", *, points: int = ATTEMPT_1_
             for step, value in enumerate(values)
         ],
     )
-    logbook_services.interruption_record(
+    interruption_services.interruption_record(
         run=run,
         source_key="xid-79",
         occurred_at=START + timedelta(seconds=points),
@@ -364,7 +365,6 @@ def test_ingest_token_is_refused_on_the_read_api(client, ingest_token, small_run
 
 @pytest.mark.django_db
 def test_run_page_shows_quarantined_hardware_the_run_touched(client, alice, project):
-    from logbook import services as logbook_services
     from telemetry.models import Device, Host
 
     # given a run on two hosts, one of them quarantined, a device quarantined on the other,
@@ -373,11 +373,13 @@ def test_run_page_shows_quarantined_hardware_the_run_touched(client, alice, proj
     telemetry_services.attempt_ensure(run=run, number=1, hosts=["qh1", "qh2"])
     Host.objects.create(name="elsewhere")
     device = Device.objects.create(uuid="GPU-q", host=Host.objects.get(name="qh2"))
-    logbook_services.host_quarantine(host=Host.objects.get(name="qh1"), user=alice, reason="xid 79")
-    logbook_services.host_quarantine(
+    quarantine_services.host_quarantine(
+        host=Host.objects.get(name="qh1"), user=alice, reason="xid 79"
+    )
+    quarantine_services.host_quarantine(
         host=Host.objects.get(name="elsewhere"), user=alice, reason="x"
     )
-    logbook_services.device_quarantine(device=device, user=alice, reason="ECC storm")
+    quarantine_services.device_quarantine(device=device, user=alice, reason="ECC storm")
     client.force_login(alice)
 
     # when the run page is opened

@@ -1,6 +1,6 @@
 """Annotations on a run's charts: a point or a range, in steps and/or wall time, with text and
-tags (Grafana's annotation shape plus run and step). Input validation, the permission-checked
-getter, the audited writes."""
+tags (Grafana's annotation shape plus run and step). Input validation and the audited
+writes. Reads: logbook.selectors.annotations."""
 
 from __future__ import annotations
 
@@ -11,22 +11,19 @@ from typing import Any, Literal
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import QuerySet
-from django.http import Http404
 
 from logbook.audit import audit_record, diff_fields
 from logbook.models import Annotation, AuditEvent
+from logbook.selectors.annotations import MAX_BIGINT, user_may_annotate
 from telemetry import services as telemetry_services
 from telemetry.models import Project, Run
 from telemetry.query_time import BadTime
 from telemetry.query_time import parse_time as parse_iso_time
-from telemetry.selectors import OPERATOR_ROLES, User, projects_for_user
+from telemetry.selectors import User
 
 MAX_TEXT_CHARS = 10_000
 MAX_TAGS = 20
 MAX_TAG_CHARS = 100
-# PostgreSQL bigint: larger ids and steps cannot exist, so they are refused before a query.
-MAX_BIGINT = 2**63 - 1
 # Plotly draws dates up to year 9999; Python's datetime has the same bound.
 MAX_EPOCH_MS = 253_402_300_799_999
 MIN_EPOCH_MS = -62_135_596_800_000
@@ -181,30 +178,6 @@ def _position_check(values: Mapping[str, Any]) -> dict[str, Any]:
     if errors:
         raise ValidationError(errors)
     return checked
-
-
-# --- Reads ----------------------------------------------------------------------------------
-
-
-def annotations_for_user(*, user: User) -> QuerySet[Annotation]:
-    return Annotation.objects.filter(run__project__in=projects_for_user(user=user)).select_related(
-        "run__project", "created_by"
-    )
-
-
-def annotation_get_for_user(*, user: User, annotation_id: int) -> Annotation:
-    """The annotation, if the user may see its run; 404 otherwise (never 403)."""
-    if not 0 < annotation_id <= MAX_BIGINT:
-        raise Http404("No such annotation.")
-    annotation = annotations_for_user(user=user).filter(pk=annotation_id).first()
-    if annotation is None:
-        raise Http404("No such annotation.")
-    return annotation
-
-
-def user_may_annotate(*, user: User, project: Project) -> bool:
-    """On-call engineers and admins of the project (and superusers) mark its charts."""
-    return projects_for_user(user=user, roles=OPERATOR_ROLES).filter(pk=project.pk).exists()
 
 
 def _require_annotator(*, user: User, project: Project) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max, OuterRef, Q, Subquery
+from django.db.models import F, OuterRef, Q, Subquery
 from django.urls import reverse
 from django.utils import timezone
 
@@ -349,26 +349,6 @@ def webhook_deliver(*, delivery_pk: int, now: datetime | None = None) -> str:
     WebhookDelivery.objects.filter(pk=delivery_pk).update(**update)
     # A retry is enqueued by the sweep (logbook.webhooks_retry_due, every 30 s) once due.
     return outcome
-
-
-def deliveries_due(*, now: datetime | None = None, limit: int = 500) -> list[int]:
-    """Pending deliveries whose next attempt is due: retries after their backoff, enqueues
-    that were lost, claims whose worker died. Oldest due first."""
-    now = now or timezone.now()
-    due = WebhookDelivery.objects.filter(
-        status=WebhookDelivery.Status.PENDING, next_attempt_at__lte=now
-    ).order_by("next_attempt_at")
-    return list(due.values_list("pk", flat=True)[:limit])
-
-
-def last_delivery_times(*, project: Project) -> dict[int, datetime | None]:
-    """Each endpoint's latest successful delivery (for the webhooks page)."""
-    rows = (
-        WebhookEndpoint.objects.filter(project=project)
-        .annotate(last=Max("deliveries__delivered_at"))
-        .values_list("pk", "last")
-    )
-    return dict(rows)
 
 
 # --- Endpoints (admins) ----------------------------------------------------------------------

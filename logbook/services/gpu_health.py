@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import F, OuterRef, Subquery
 
 from logbook.models import Interruption
-from logbook.services import interruption_record
+from logbook.services.interruptions import interruption_record
 from telemetry import dcgm
 from telemetry import services as telemetry_services
 from telemetry.models import (

@@ -10,11 +10,11 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
-from logbook.audit import audit_record, diff_fields
+from logbook.audit import diff_fields
 from logbook.models import AuditEvent, Interruption, RootCause
+from logbook.services import versioned
 from telemetry import services as telemetry_services
 
 ENTITY = AuditEvent.Entity.INTERRUPTION
@@ -48,19 +48,14 @@ NOTES_MAX_LENGTH = 50_000
 LOST_STEPS_MAX = 2**63 - 1  # the column is a bigint
 
 
-class StaleEdit(Exception):
-    """The edit started from an older version than the stored one. `current` is the incident
-    as stored now; `their_changes` the audit events written since that version, oldest
-    first, so the caller can show what the other person changed."""
+class StaleEdit(versioned.StaleEdit):
+    """The incident edit started from an older version than the stored one (see
+    versioned.StaleEdit for `current` and `their_changes`)."""
 
-    def __init__(self, current: Interruption, their_changes: list[AuditEvent]) -> None:
-        names = sorted({event.username for event in their_changes})
-        super().__init__(
-            f"Incident {current.pk} was changed by {', '.join(names) or 'someone else'} "
-            f"(now version {current.version}) while you were editing."
-        )
-        self.current = current
-        self.their_changes = their_changes
+    MESSAGE = "Incident {pk} was changed by {who} (now version {version}) while you were editing."
+
+
+EDITS = versioned.VersionedEdits(model=Interruption, entity=ENTITY, stale=StaleEdit)
 
 
 def incident_snapshot(interruption: Interruption) -> dict[str, Any]:
@@ -86,54 +81,18 @@ def incident_snapshot(interruption: Interruption) -> dict[str, Any]:
 
 
 def changes_since(*, interruption: Interruption, version: int) -> list[AuditEvent]:
-    """Audit events that moved the incident past `version`, oldest first. Each write records
-    the version step it made ({"version": [before, after]}), which is what is matched here."""
-    return list(
-        AuditEvent.objects.filter(
-            entity=ENTITY, object_id=interruption.pk, changes__version__0__gte=version
-        ).order_by("at", "pk")
-    )
+    """Audit events that moved the incident past `version`, oldest first."""
+    return EDITS.changes_since(object_id=interruption.pk, version=version)
 
 
 def _locked(interruption: Interruption, version: int) -> Interruption:
-    """The stored row, locked until the transaction ends; StaleEdit if it moved past
-    `version`. The lock keeps the snapshot taken next consistent with the UPDATE after it."""
-    current = (
-        Interruption.objects.select_for_update(of=("self",))
-        .select_related("root_cause", "triaged_by", "resolved_by", "run__project")
-        .get(pk=interruption.pk)
+    current = EDITS.locked(
+        pk=interruption.pk,
+        version=version,
+        related=("root_cause", "triaged_by", "resolved_by", "run__project"),
     )
-    if current.version != version:
-        raise StaleEdit(current, changes_since(interruption=current, version=version))
+    assert isinstance(current, Interruption)
     return current
-
-
-def _bump(current: Interruption, version: int, values: Mapping[str, Any]) -> None:
-    """UPDATE ... WHERE pk AND version: the optimistic lock itself (the row lock above makes a
-    miss here impossible, but the condition states the rule in the statement that writes)."""
-    updated = Interruption.objects.filter(pk=current.pk, version=version).update(
-        version=F("version") + 1, **values
-    )
-    if updated != 1:
-        current.refresh_from_db()
-        raise StaleEdit(current, changes_since(interruption=current, version=version))
-
-
-def _clean_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
-    """Validated model values for the given fields; ValidationError naming each bad one."""
-    unknown = sorted(set(changes) - set(EDITABLE_FIELDS))
-    if unknown:
-        raise ValidationError({name: "This field cannot be edited." for name in unknown})
-    errors: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    for name, raw in changes.items():
-        try:
-            values[name] = _clean_one(name, raw)
-        except ValueError as exc:
-            errors[name] = str(exc)
-    if errors:
-        raise ValidationError(errors)
-    return values
 
 
 def _clean_one(name: str, raw: Any) -> Any:
@@ -182,7 +141,7 @@ def incident_update(
     names, devices as UUIDs) to the incident if it is still at `version`; bump the version and
     audit the fields that changed. Unknown hosts and devices are created. An edit that changes
     nothing writes nothing. Raises StaleEdit or ValidationError (before any write)."""
-    values = _clean_changes(changes)
+    values = versioned.fields_clean(changes=changes, editable=EDITABLE_FIELDS, clean_one=_clean_one)
     current = _locked(interruption, version)
     before = incident_snapshot(current)
     after = dict(before)
@@ -196,18 +155,13 @@ def incident_update(
         for name in diff
         if name not in ("hosts", "devices")  # many-to-many: set below
     }
-    _bump(current, version, scalars)
+    EDITS.bump(current=current, version=version, values=scalars)
     if "hosts" in diff:
         current.hosts.set(telemetry_services.hosts_ensure(names=values["hosts"]))
     if "devices" in diff:
         current.devices.set(telemetry_services.devices_ensure(uuids=values["devices"]))
-    audit_record(
-        project=current.run.project,
-        entity=ENTITY,
-        object_id=current.pk,
-        user=user,
-        action="update",
-        changes={**diff, "version": [version, version + 1]},
+    EDITS.audit(
+        project=current.run.project, object_id=current.pk, user=user, version=version, diff=diff
     )
     telemetry_services.run_data_version_bump(run_id=current.run_id)
     telemetry_services.fleet_version_bump(project_id=current.run.project_id)
@@ -248,14 +202,13 @@ def incident_transition(
             for name, value in values.items()
         },
     }
-    _bump(current, version, values)
-    audit_record(
+    EDITS.bump(current=current, version=version, values=values)
+    EDITS.audit(
         project=current.run.project,
-        entity=ENTITY,
         object_id=current.pk,
         user=user,
-        action="update",
-        changes={**diff_fields(before, after, STATUS_FIELDS), "version": [version, version + 1]},
+        version=version,
+        diff=diff_fields(before, after, STATUS_FIELDS),
     )
     telemetry_services.run_data_version_bump(run_id=current.run_id)
     telemetry_services.fleet_version_bump(project_id=current.run.project_id)

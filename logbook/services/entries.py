@@ -1,0 +1,319 @@
+"""Logbook entries: written by on-call, recorded from a job's note events, drafted by
+automation. Every edit is optimistic-locked on LogbookEntry.version and audited."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from logbook.audit import audit_record, diff_fields
+from logbook.models import AuditEvent, Checkpoint, Interruption, LogbookEntry, SdcReplay
+from logbook.services import versioned
+from telemetry import services as telemetry_services
+from telemetry.models import Attempt, Run
+
+ENTRY_ENTITY = AuditEvent.Entity.LOGBOOK_ENTRY
+# What an edit may change; the author and the automatic flag stay as first written.
+ENTRY_EDITABLE_FIELDS: tuple[str, ...] = (
+    "kind",
+    "role",
+    "title",
+    "body",
+    "occurred_at",
+    "step",
+    "step_end",
+    "attempt",
+    "checkpoint",
+    "interruption",
+    "sdc_replay",
+    "corrected_by",
+    "config_changes",
+)
+ENTRY_BODY_MAX_LENGTH = 100_000
+CONFIG_VALUE_MAX_LENGTH = 500
+RESTART_DRAFT_AUTHOR = "Chronicle"
+
+
+class LogbookStaleEdit(versioned.StaleEdit):
+    """The edit started from an older version of the entry than the stored one (see
+    versioned.StaleEdit for `current` and `their_changes`)."""
+
+    MESSAGE = (
+        "This entry was changed by {who} (now version {version}) while you were editing it. "
+        "Nothing was saved: review their change below and apply yours again."
+    )
+
+
+EDITS = versioned.VersionedEdits(model=LogbookEntry, entity=ENTRY_ENTITY, stale=LogbookStaleEdit)
+
+
+def logbook_entry_snapshot(entry: LogbookEntry) -> dict[str, Any]:
+    """The editable fields in the readable form the audit trail stores: the attempt by number,
+    the checkpoint by step, the other links by id."""
+    return {
+        "kind": entry.kind,
+        "role": entry.role,
+        "title": entry.title,
+        "body": entry.body,
+        "occurred_at": entry.occurred_at,
+        "step": entry.step,
+        "step_end": entry.step_end,
+        "attempt": entry.attempt.number if entry.attempt_id else None,
+        "checkpoint": entry.checkpoint.step if entry.checkpoint_id else None,
+        "interruption": entry.interruption_id,
+        "sdc_replay": entry.sdc_replay_id,
+        "corrected_by": entry.corrected_by_id,
+        "config_changes": list(entry.config_changes or []),
+    }
+
+
+def _config_changes_clean(raw: Any) -> list[dict[str, str]]:
+    if not isinstance(raw, list | tuple):
+        raise ValueError("Config changes are a list of {key, before, after}.")
+    rows: list[dict[str, str]] = []
+    for item in raw:
+        if not isinstance(item, Mapping):
+            raise ValueError("Each config change has a key, a before and an after value.")
+        # One line each: the chronicle table has one row per change.
+        row = {name: " ".join(str(item.get(name) or "").split()) for name in ("key", "before")}
+        row["after"] = " ".join(str(item.get("after") or "").split())
+        if not row["key"] and not row["before"] and not row["after"]:
+            continue  # an empty form row
+        if not row["key"]:
+            raise ValueError("Each config change names the setting it changes.")
+        if any(len(value) > CONFIG_VALUE_MAX_LENGTH for value in row.values()):
+            raise ValueError(f"Config values are at most {CONFIG_VALUE_MAX_LENGTH} characters.")
+        if row["before"] == row["after"]:
+            raise ValueError(f"{row['key']}: before and after are the same.")
+        rows.append(row)
+    return rows
+
+
+def _entry_values_clean(*, run: Run, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Validated model values for the given fields; ValidationError naming each bad one."""
+    return versioned.fields_clean(
+        changes=changes,
+        editable=ENTRY_EDITABLE_FIELDS,
+        clean_one=lambda name, raw: _entry_value_clean(run=run, name=name, raw=raw),
+    )
+
+
+def _entry_value_clean(*, run: Run, name: str, raw: Any) -> Any:
+    if name == "kind":
+        if raw not in LogbookEntry.Kind.values:
+            raise ValueError(f"Unknown kind {raw!r}.")
+        return raw
+    if name == "role":
+        if raw not in LogbookEntry.Role.values:
+            raise ValueError(f"Unknown role {raw!r}.")
+        return raw
+    if name == "title":
+        title = " ".join(str(raw or "").split())
+        if not title:
+            raise ValueError("A title is required.")
+        if len(title) > LogbookEntry._meta.get_field("title").max_length:
+            raise ValueError("The title is too long (300 characters at most).")
+        return title
+    if name == "body":
+        body = str(raw or "").replace("\r\n", "\n").strip("\n")
+        if len(body) > ENTRY_BODY_MAX_LENGTH:
+            raise ValueError(f"The body is too long ({ENTRY_BODY_MAX_LENGTH} characters at most).")
+        return body
+    if name == "occurred_at":
+        if not isinstance(raw, datetime) or timezone.is_naive(raw):
+            raise ValueError("A time with its time zone is required.")
+        return raw
+    if name in ("step", "step_end"):
+        if raw is None:
+            return None
+        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+            raise ValueError("A step is a whole number ≥ 0.")
+        return raw
+    if name == "config_changes":
+        return _config_changes_clean(raw)
+    # Links: an object of this run, or None.
+    if raw is not None and getattr(raw, "run_id", None) != run.pk:
+        raise ValueError("Link only to records of this run.")
+    return raw
+
+
+def _entry_invariants_check(entry: LogbookEntry) -> None:
+    errors: dict[str, str] = {}
+    if entry.step_end is not None and (entry.step is None or entry.step_end < entry.step):
+        errors["step_end"] = "The step range ends before it starts (or has no start)."
+    target = entry.corrected_by
+    if target is not None:
+        if entry.pk is not None and target.pk == entry.pk:
+            errors["corrected_by"] = "An entry cannot correct itself."
+        elif target.occurred_at < entry.occurred_at:
+            errors["corrected_by"] = "The correcting entry must be a later one."
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def logbook_entry_create(
+    *,
+    run: Run,
+    user: Any,
+    title: str,
+    kind: str = LogbookEntry.Kind.NOTE,
+    body: str = "",
+    occurred_at: datetime | None = None,
+    role: str = LogbookEntry.Role.ONCALL,
+    author_name: str | None = None,
+    step: int | None = None,
+    step_end: int | None = None,
+    attempt: Attempt | None = None,
+    checkpoint: Checkpoint | None = None,
+    interruption: Interruption | None = None,
+    sdc_replay: SdcReplay | None = None,
+    corrected_by: LogbookEntry | None = None,
+    config_changes: Sequence[Mapping[str, Any]] = (),
+    is_automatic: bool = False,
+    source_key: str = "",
+) -> LogbookEntry:
+    """Write one entry and its "create" audit event. `user` is the author (None: automation);
+    `author_name` overrides the name shown (imports keep the file's author). With a
+    `source_key` already used in the run, returns that entry and writes nothing."""
+    if source_key:
+        existing = LogbookEntry.objects.filter(run=run, source_key=source_key).first()
+        if existing is not None:
+            return existing
+    values = _entry_values_clean(
+        run=run,
+        changes={
+            "kind": kind,
+            "role": role,
+            "title": title,
+            "body": body,
+            "occurred_at": occurred_at or timezone.now(),
+            "step": step,
+            "step_end": step_end,
+            "attempt": attempt,
+            "checkpoint": checkpoint,
+            "interruption": interruption,
+            "sdc_replay": sdc_replay,
+            "corrected_by": corrected_by,
+            "config_changes": list(config_changes),
+        },
+    )
+    authenticated = user is not None and getattr(user, "is_authenticated", False)
+    if author_name is None:
+        author_name = user.get_username() if authenticated else RESTART_DRAFT_AUTHOR
+    entry = LogbookEntry(
+        run=run,
+        author=user if authenticated else None,
+        author_name=author_name[:150],
+        is_automatic=is_automatic,
+        source_key=source_key,
+        **values,
+    )
+    _entry_invariants_check(entry)
+    entry.save()
+    telemetry_services.run_data_version_bump(run_id=run.pk)
+    audit_record(
+        project=run.project,
+        entity=ENTRY_ENTITY,
+        object_id=entry.pk,
+        user=user,
+        action="create",
+        changes=diff_fields({}, logbook_entry_snapshot(entry), ENTRY_EDITABLE_FIELDS),
+    )
+    return entry
+
+
+def _locked(entry: LogbookEntry, *, version: int | None, related: tuple[str, ...]) -> LogbookEntry:
+    current = EDITS.locked(pk=entry.pk, version=version, related=related)
+    assert isinstance(current, LogbookEntry)
+    return current
+
+
+@transaction.atomic
+def logbook_entry_update(
+    *, entry: LogbookEntry, user: Any, version: int, changes: Mapping[str, Any]
+) -> LogbookEntry:
+    """Apply `changes` (field -> value; links as model instances) to the entry if it is still
+    at `version`, bump the version and record the before/after of each changed field.
+    Raises LogbookStaleEdit (nothing written) or ValidationError (before any write)."""
+    values = _entry_values_clean(run=entry.run, changes=changes)
+    current = _locked(
+        entry, version=version, related=("run__project", "attempt", "checkpoint", "corrected_by")
+    )
+    before = logbook_entry_snapshot(current)
+    for name, value in values.items():
+        setattr(current, name, value)
+    _entry_invariants_check(current)
+    diff = diff_fields(before, logbook_entry_snapshot(current), ENTRY_EDITABLE_FIELDS)
+    if not diff:
+        return current
+    EDITS.bump(
+        current=current,
+        version=version,
+        values={"updated_at": timezone.now(), **{name: getattr(current, name) for name in values}},
+    )
+    EDITS.audit(
+        project=current.run.project, object_id=current.pk, user=user, version=version, diff=diff
+    )
+    telemetry_services.run_data_version_bump(run_id=current.run_id)
+    return current
+
+
+@transaction.atomic
+def logbook_entry_delete(*, entry: LogbookEntry, user: Any, version: int | None = None) -> None:
+    """Delete the entry (entries it corrected lose the link), recording what it held. With
+    `version`, refuses with LogbookStaleEdit if someone changed it since."""
+    current = _locked(entry, version=version, related=("run__project", "attempt", "checkpoint"))
+    snapshot = logbook_entry_snapshot(current)
+    audit_record(
+        project=current.run.project,
+        entity=ENTRY_ENTITY,
+        object_id=current.pk,
+        user=user,
+        action="delete",
+        changes={
+            name: [pair[1], None]
+            for name, pair in diff_fields({}, snapshot, ENTRY_EDITABLE_FIELDS).items()
+        },
+    )
+    current.delete()
+    telemetry_services.run_data_version_bump(run_id=current.run_id)
+
+
+def logbook_entry_record(
+    *,
+    run: Run,
+    title: str,
+    occurred_at: datetime,
+    source_key: str = "",
+    attempt: Attempt | None = None,
+    body: str = "",
+    kind: str = LogbookEntry.Kind.NOTE,
+    step: int | None = None,
+    role: str = LogbookEntry.Role.AUTOMATION,
+    author_name: str = "",
+    is_automatic: bool = False,
+) -> LogbookEntry:
+    if source_key:
+        existing = LogbookEntry.objects.filter(run=run, source_key=source_key).first()
+        if existing is not None:
+            return existing
+    telemetry_services.run_data_version_bump(run_id=run.pk)
+    return LogbookEntry.objects.create(
+        run=run,
+        attempt=attempt,
+        title=title,
+        occurred_at=occurred_at,
+        body=body,
+        kind=kind,
+        step=step,
+        role=role,
+        author_name=author_name,
+        is_automatic=is_automatic,
+        source_key=source_key,
+    )

@@ -1,0 +1,81 @@
+"""Recording an interruption a job (or a GPU health signal) reports. Keyed by the run and
+the source key, so recording the same event twice changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import transaction
+
+from logbook.models import Interruption
+from logbook.services import webhooks
+from logbook.services.taxonomy import root_cause_resolve
+from telemetry import services as telemetry_services
+from telemetry.models import Attempt, Run
+
+
+@transaction.atomic
+def interruption_record(
+    *,
+    run: Run,
+    source_key: str,
+    occurred_at: datetime,
+    attempt: Attempt | None = None,
+    category: str = "",
+    component: str = "",
+    planned: bool | None = None,
+    hosts: Sequence[str] = (),
+    devices: Sequence[str] = (),
+    message: str = "",
+    detected_at: datetime | None = None,
+    recovered_at: datetime | None = None,
+    manual_intervention: bool = False,
+    lost_steps: int | None = None,
+    step: int | None = None,
+) -> Interruption:
+    existing = Interruption.objects.filter(run=run, source_key=source_key).first()
+    if existing is not None:
+        return existing
+    root_cause = root_cause_resolve(category=category)
+    # Times out of order (a detector clock behind the job's) would break the named
+    # constraints; clamp to the occurrence rather than reject a real incident.
+    if detected_at is not None and detected_at < occurred_at:
+        detected_at = occurred_at
+    if recovered_at is not None and recovered_at < occurred_at:
+        recovered_at = occurred_at
+    interruption = Interruption.objects.create(
+        run=run,
+        attempt=attempt,
+        root_cause=root_cause,
+        reported_category=category,
+        component=component or root_cause.name,
+        planned=root_cause.is_planned if planned is None else planned,
+        occurred_at=occurred_at,
+        detected_at=detected_at,
+        recovered_at=recovered_at,
+        step=step,
+        manual_intervention=manual_intervention,
+        lost_steps=lost_steps,
+        message=message,
+        source_key=source_key,
+    )
+    if attempt is not None and attempt.status == Attempt.Status.RUNNING:
+        # An interruption stops the job: the attempt it hit is over, whether or not the job
+        # lived to send its own attempt_ended (which, if it comes, has the last word).
+        telemetry_services.attempt_end(
+            attempt=attempt,
+            status=Attempt.Status.KILLED if interruption.planned else Attempt.Status.FAILED,
+            ended_at=occurred_at,
+            reason=f"Interrupted: {root_cause.name}" + (f" ({message[:200]})" if message else ""),
+        )
+    if hosts:
+        interruption.hosts.add(*telemetry_services.hosts_ensure(names=hosts))
+    if devices:
+        interruption.devices.add(*telemetry_services.devices_ensure(uuids=devices))
+    if not interruption.planned:
+        # Pages the project's webhooks after commit, once per interruption.
+        webhooks.interruption_notify(interruption=interruption)
+    telemetry_services.run_data_version_bump(run_id=run.pk)
+    telemetry_services.fleet_version_bump(project_id=run.project_id)
+    return interruption

@@ -1,0 +1,88 @@
+"""Taking hosts and devices out of service and returning them, with who did it and why.
+Each change is audited; hardware belongs to no project, so its audit events name none."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from logbook.audit import audit_record, diff_fields
+from logbook.models import AuditEvent
+from telemetry import services as telemetry_services
+from telemetry.models import Device, Host
+
+FIELDS = ("quarantined_at", "quarantine_reason", "quarantined_by")
+
+
+def host_quarantine(*, host: Host, user: Any, reason: str) -> Host:
+    """Take a host out of service, with who did it and why (the reason is required). A host
+    already in quarantine keeps its original time; the reason and author are updated."""
+    _quarantine(row=host, user=user, reason=reason)
+    return host
+
+
+def host_release(*, host: Host, user: Any) -> Host:
+    """Return a host to service. `user` is who released it (the caller checked the right)."""
+    _release(row=host, user=user)
+    return host
+
+
+def device_quarantine(*, device: Device, user: Any, reason: str) -> Device:
+    _quarantine(row=device, user=user, reason=reason)
+    return device
+
+
+def device_release(*, device: Device, user: Any) -> Device:
+    _release(row=device, user=user)
+    return device
+
+
+@transaction.atomic
+def _quarantine(*, row: Host | Device, user: Any, reason: str) -> None:
+    reason = reason.strip()
+    if not reason:
+        raise ValidationError({"reason": "A reason is required to quarantine hardware."})
+    before = _snapshot(row)
+    row.quarantined_at = row.quarantined_at or timezone.now()
+    row.quarantine_reason = reason
+    row.quarantined_by = user if getattr(user, "is_authenticated", False) else None
+    row.save(update_fields=list(FIELDS))
+    _audit(row=row, user=user, before=before)
+    # Hardware is shared: every project's fleet may list it.
+    telemetry_services.fleet_version_bump(project_id=None)
+
+
+@transaction.atomic
+def _release(*, row: Host | Device, user: Any) -> None:
+    before = _snapshot(row)
+    row.quarantined_at = None
+    row.quarantine_reason = ""
+    row.quarantined_by = None
+    row.save(update_fields=list(FIELDS))
+    _audit(row=row, user=user, before=before)
+    # Hardware is shared: every project's fleet may list it.
+    telemetry_services.fleet_version_bump(project_id=None)
+
+
+def _snapshot(row: Host | Device) -> dict[str, Any]:
+    by = row.quarantined_by
+    return {
+        "quarantined_at": row.quarantined_at,
+        "quarantine_reason": row.quarantine_reason,
+        "quarantined_by": by.get_username() if by is not None else None,
+    }
+
+
+def _audit(*, row: Host | Device, user: Any, before: dict[str, Any]) -> None:
+    """One audit event per change (none when nothing changed, e.g. releasing twice)."""
+    audit_record(
+        project=None,
+        entity=AuditEvent.Entity.HOST if isinstance(row, Host) else AuditEvent.Entity.DEVICE,
+        object_id=row.pk,
+        user=user,
+        action="update",
+        changes=diff_fields(before, _snapshot(row), FIELDS),
+    )

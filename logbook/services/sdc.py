@@ -1,0 +1,303 @@
+"""Writes of the SDC ledger: a suspicion a job reports, and the suspicions opened when two
+attempts disagree at the same step of a deterministic metric."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.utils import timezone
+
+from logbook import sdc
+from logbook.audit import audit_record, diff_fields
+from logbook.models import AuditEvent, SdcReplay
+from logbook.services import webhooks
+from telemetry import services as telemetry_services
+from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
+
+
+def sdc_record(
+    *,
+    run: Run,
+    source_key: str,
+    step: int,
+    detected_at: datetime,
+    attempt: Attempt | None = None,
+    device: str = "",
+    host: str = "",
+    detection: str = SdcReplay.Detection.OTHER,
+    observed_value: float | None = None,
+    message: str = "",
+) -> SdcReplay:
+    existing = SdcReplay.objects.filter(run=run, source_key=source_key).first()
+    if existing is not None:
+        return existing
+    device_row = telemetry_services.devices_ensure(uuids=[device])[0] if device else None
+    host_row = telemetry_services.hosts_ensure(names=[host])[0] if host else None
+    telemetry_services.run_data_version_bump(run_id=run.pk)
+    telemetry_services.fleet_version_bump(project_id=run.project_id)
+    return SdcReplay.objects.create(
+        run=run,
+        attempt=attempt,
+        step=step,
+        detected_at=detected_at,
+        device=device_row,
+        host=host_row,
+        detection=detection,
+        observed_value=observed_value,
+        message=message,
+        source_key=source_key,
+    )
+
+
+def sdc_divergence_check(
+    *, run: Run, attempt: Attempt, steps_by_metric: dict[str, list[int]] | None = None
+) -> list[SdcReplay]:
+    """Compare `attempt`'s values of the run's deterministic metrics with every other attempt
+    that reported the same steps, and open an `attempt_divergence` SDC record for each
+    (metric, step, other attempt) whose values differ (see logbook.sdc.values_differ).
+
+    With `steps_by_metric`, only those steps are checked (the ingest worker passes the
+    batch's points); without it, every step of the attempt. Records are keyed by metric,
+    step and the attempt pair, so a repeated check, or the check of the other attempt later,
+    opens nothing new. Returns the records this call opened."""
+    metrics = [name for name in run.deterministic_metrics or [] if isinstance(name, str)]
+    if steps_by_metric is not None:
+        metrics = [name for name in metrics if steps_by_metric.get(name)]
+    found: list[_Divergence] = []
+    for metric in metrics:
+        steps = None if steps_by_metric is None else steps_by_metric[metric]
+        found += _divergences(run=run, attempt=attempt, metric=metric, steps=steps)
+    if not found:
+        return []
+    return _divergence_records_open(run=run, found=found)
+
+
+@dataclass(frozen=True)
+class _Divergence:
+    metric: str
+    step: int
+    replay_attempt_id: int
+    replay_value: float
+    original_attempt_id: int
+    original_value: float
+    detected_at: datetime
+    source_key: str
+
+
+def _divergences(
+    *, run: Run, attempt: Attempt, metric: str, steps: list[int] | None
+) -> list[_Divergence]:
+    """One join of the attempt's points with the other attempts' points of the same metric
+    at the same steps. Both sides are read through the (series, step) primary key."""
+    own_series = (
+        MetricSeries.objects.filter(run=run, attempt=attempt, name=metric)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if own_series is None:
+        return []
+    point = MetricPoint._meta.db_table
+    series = MetricSeries._meta.db_table
+    attempt_table = Attempt._meta.db_table
+    sql = (
+        f"SELECT mine.step, mine.value, mine.wall_time, other.id, other.number, "
+        f"theirs.value, theirs.wall_time "
+        f"FROM {point} mine "
+        f"JOIN {series} other_series ON other_series.run_id = %s AND other_series.name = %s "
+        f"AND other_series.attempt_id <> %s "
+        f"JOIN {attempt_table} other ON other.id = other_series.attempt_id "
+        f"JOIN {point} theirs ON theirs.series_id = other_series.id AND theirs.step = mine.step "
+        f"WHERE mine.series_id = %s"
+    )
+    params: list[Any] = [run.pk, metric, attempt.pk, own_series]
+    wanted: set[int] | None = None
+    if steps is not None:
+        if connection.vendor == "postgresql":
+            sql += " AND mine.step = ANY(%s)"
+            params.append(sorted(set(steps)))
+        else:
+            # No arrays elsewhere (SQLite, the demo): a range, then the exact steps below.
+            sql += " AND mine.step BETWEEN %s AND %s"
+            params += [min(steps), max(steps)]
+            wanted = set(steps)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    found = []
+    for step, mine, mine_at, other_id, other_number, theirs, theirs_at in rows:
+        if wanted is not None and step not in wanted:
+            continue
+        if not sdc.values_differ(mine, theirs, tolerance=run.sdc_tolerance):
+            continue
+        # The later attempt is the replay of the earlier one, whichever is checked first, so
+        # the record reads the same when the two attempts arrive in either order.
+        if attempt.number > other_number:
+            replay = (attempt.pk, mine, mine_at)
+            original = (other_id, theirs, theirs_at)
+        else:
+            replay = (other_id, theirs, theirs_at)
+            original = (attempt.pk, mine, mine_at)
+        times = [moment for moment in (mine_at, theirs_at) if moment is not None]
+        found.append(
+            _Divergence(
+                metric=metric,
+                step=step,
+                replay_attempt_id=replay[0],
+                replay_value=_as_float(replay[1]),
+                original_attempt_id=original[0],
+                original_value=_as_float(original[1]),
+                # When the second value of the pair existed: the earliest it could be seen.
+                detected_at=_aware(max(times)) if times else timezone.now(),
+                source_key=sdc.divergence_source_key(
+                    metric=metric, step=step, attempt_a=attempt.number, attempt_b=other_number
+                ),
+            )
+        )
+    return found
+
+
+def _as_float(value: float | None) -> float:
+    # NULL is SQLite's NaN.
+    return math.nan if value is None else float(value)
+
+
+def _aware(moment: datetime | str) -> datetime:
+    # Raw SQL on SQLite returns text; PostgreSQL returns aware datetimes.
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    return moment if timezone.is_aware(moment) else timezone.make_aware(moment, UTC)
+
+
+def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcReplay]:
+    by_key = {one.source_key: one for one in found}
+    existing = set(
+        SdcReplay.objects.filter(run=run, source_key__in=list(by_key)).values_list(
+            "source_key", flat=True
+        )
+    )
+    new = [one for key, one in by_key.items() if key not in existing]
+    if not new:
+        return []
+    attempt_numbers = dict(
+        Attempt.objects.filter(
+            pk__in={one.replay_attempt_id for one in new} | {one.original_attempt_id for one in new}
+        ).values_list("pk", "number")
+    )
+    tolerance = run.sdc_tolerance
+    # Conflicts are ignored: a worker checking the other attempt at the same moment may have
+    # opened the same key; the unique (run, source_key) constraint keeps one.
+    SdcReplay.objects.bulk_create(
+        [
+            SdcReplay(
+                run=run,
+                attempt_id=one.replay_attempt_id,
+                step=one.step,
+                detected_at=one.detected_at,
+                detection=SdcReplay.Detection.ATTEMPT_DIVERGENCE,
+                metric_name=one.metric,
+                observed_value=one.replay_value,
+                compared_attempt_id=one.original_attempt_id,
+                expected_value=one.original_value,
+                verdict=SdcReplay.Verdict.PENDING,
+                message=(
+                    f"{one.metric} at step {one.step}: attempt "
+                    f"{attempt_numbers[one.replay_attempt_id]} gave {one.replay_value!r}, "
+                    f"attempt {attempt_numbers[one.original_attempt_id]} gave "
+                    f"{one.original_value!r} (tolerance {tolerance!r})."
+                ),
+                source_key=one.source_key,
+            )
+            for one in new
+        ],
+        ignore_conflicts=True,
+    )
+    opened = list(SdcReplay.objects.filter(run=run, source_key__in=[one.source_key for one in new]))
+    attempt_hosts: dict[int, set[int]] = {}
+    for attempt_id, host_id in Attempt.hosts.through.objects.filter(
+        attempt_id__in=attempt_numbers
+    ).values_list("attempt_id", "host_id"):
+        attempt_hosts.setdefault(attempt_id, set()).add(host_id)
+    links = []
+    for record in opened:
+        hosts = attempt_hosts.get(record.attempt_id or 0, set()) | attempt_hosts.get(
+            record.compared_attempt_id or 0, set()
+        )
+        links += [SdcReplay.hosts.through(sdcreplay_id=record.pk, host_id=h) for h in hosts]
+    SdcReplay.hosts.through.objects.bulk_create(links, ignore_conflicts=True)
+    telemetry_services.run_data_version_bump(run_id=run.pk)
+    telemetry_services.fleet_version_bump(project_id=run.project_id)
+    return opened
+
+
+# What a verdict decision may change (the rest of a record is what the job reported).
+VERDICT_FIELDS = ("verdict", "action", "replay_hardware", "replay_result")
+
+
+@transaction.atomic
+def sdc_verdict_set(
+    *,
+    replay: SdcReplay,
+    user: Any,
+    verdict: str,
+    action: str | None = None,
+    replay_hardware: str | None = None,
+    replay_result: str | None = None,
+) -> SdcReplay:
+    """Record the replay's outcome: the verdict, and where given the action taken and the
+    replay's hardware and result. Audits the fields that changed; a confirmed verdict pages
+    the project's webhooks after commit, once however often it is set. Raises
+    ValidationError for a value the columns do not take, before any write. `replay` is
+    updated to match what is stored."""
+    given = {
+        "verdict": verdict,
+        "action": action,
+        "replay_hardware": replay_hardware,
+        "replay_result": replay_result,
+    }
+    values = {name: value for name, value in given.items() if value is not None}
+    errors: dict[str, str] = {}
+    if verdict not in SdcReplay.Verdict.values:
+        errors["verdict"] = f"One of {', '.join(SdcReplay.Verdict.values)}."
+    if action is not None and action not in SdcReplay.Action.values:
+        errors["action"] = f"One of {', '.join(SdcReplay.Action.values)}."
+    for name in ("replay_hardware", "replay_result"):
+        limit = SdcReplay._meta.get_field(name).max_length
+        if name in values and len(values[name]) > limit:
+            errors[name] = f"At most {limit} characters."
+    if errors:
+        raise ValidationError(errors)
+    # Locked: two people deciding at once each see the other's decision in the audit trail.
+    current = (
+        SdcReplay.objects.select_for_update(of=("self",))
+        .select_related("run__project", "device", "host")
+        .get(pk=replay.pk)
+    )
+    before = {name: getattr(current, name) for name in VERDICT_FIELDS}
+    for name, value in values.items():
+        setattr(current, name, value)
+    diff = diff_fields(
+        before, {name: getattr(current, name) for name in VERDICT_FIELDS}, VERDICT_FIELDS
+    )
+    if diff:
+        current.save(update_fields=list(diff))
+        # The verdict shows on the run's pages and in the fleet's SDC counts.
+        telemetry_services.run_data_version_bump(run_id=current.run_id)
+        telemetry_services.fleet_version_bump(project_id=current.run.project_id)
+        audit_record(
+            project=current.run.project,
+            entity=AuditEvent.Entity.SDC_REPLAY,
+            object_id=current.pk,
+            user=user,
+            action="update",
+            changes=diff,
+        )
+    # Every time, as the admin did before this service: the delivery key makes it page once.
+    webhooks.sdc_confirmed_notify(current)
+    for name in VERDICT_FIELDS:
+        setattr(replay, name, getattr(current, name))
+    return current
