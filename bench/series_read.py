@@ -103,8 +103,8 @@ def main() -> None:
     from django.db import connection
     from django.test import Client
 
-    from telemetry import selectors
     from telemetry.models import Run
+    from telemetry.selectors import series as selectors
 
     charts_run = Run.objects.get(name="bench-charts")
     llama = Run.objects.get(pk=args.llama_run)

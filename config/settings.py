@@ -98,6 +98,7 @@ INSTALLED_APPS = [
     "telemetry",
     "logbook",
     "ingest",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
@@ -174,7 +175,7 @@ USE_I18N = False
 USE_TZ = True
 
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "telemetry:run-list"
+LOGIN_REDIRECT_URL = "dashboard:run-list"
 LOGOUT_REDIRECT_URL = "login"
 
 # --- Static files ----------------------------------------------------------------------------

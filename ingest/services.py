@@ -181,7 +181,8 @@ def _batch_store(
                 raise _DuplicateBatch from None
             if at_once:
                 batch.project = token.project
-                _apply(batch, batch_in)
+                with telemetry_services.version_bumps_deferred():
+                    _apply(batch, batch_in)
             else:
                 transaction.on_commit(lambda: batch_enqueue(batch_pk=batch.pk))
     except _DuplicateBatch:
@@ -253,7 +254,8 @@ def _batch_process_locked(batch_pk: int) -> str:
         max_metrics=settings.INGEST_MAX_METRICS_PER_BATCH,
         max_events=settings.INGEST_MAX_EVENTS_PER_BATCH,
     )
-    batch.attempt_number = _apply(batch, batch_in)
+    with telemetry_services.version_bumps_deferred():
+        batch.attempt_number = _apply(batch, batch_in)
     batch.status = IngestBatch.Status.DONE
     batch.processed_at = timezone.now()
     batch.last_error = ""

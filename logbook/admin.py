@@ -12,6 +12,7 @@ from logbook.models import (
     SdcReplay,
 )
 from logbook.services import sdc as sdc_services
+from telemetry import services as telemetry_services
 
 
 @admin.register(RootCause)
@@ -74,6 +75,9 @@ class SdcReplayAdmin(admin.ModelAdmin):
             for name in sdc_services.VERDICT_FIELDS:
                 setattr(obj, name, form.initial.get(name, decided[name]))
         super().save_model(request, obj, form, change)
+        # Other fields edited here show on the run's pages and the fleet's too.
+        telemetry_services.run_data_version_bump(run_id=obj.run_id)
+        telemetry_services.fleet_version_bump(project_id=obj.run.project_id)
         sdc_services.sdc_verdict_set(replay=obj, user=request.user, **decided)
 
     list_display = ["detected_at", "run", "step", "device", "detection", "verdict", "action"]

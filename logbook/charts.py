@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-# charts_script is the logbook pages' too (their views and the charts_script filter call it here).
+# charts_script is how every chart page embeds its figures (the views call it here).
 from telemetry.charts import ATTEMPT_COLOURS, chart_look, charts_script  # noqa: F401
 
 Figure = dict[str, Any]

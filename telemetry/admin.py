@@ -1,5 +1,9 @@
-from django.contrib import admin
+from typing import Any
 
+from django.contrib import admin
+from django.http import HttpRequest
+
+from telemetry import services
 from telemetry.models import (
     Attempt,
     Cluster,
@@ -14,6 +18,15 @@ from telemetry.models import (
 )
 
 
+class FleetEditAdmin(admin.ModelAdmin):
+    """Hardware and places are shared by every project's fleet: an edit here moves every
+    fleet_version, so the cached fleet pages show it on the next request."""
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        services.fleet_version_bump(project_id=None)
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 1
@@ -25,6 +38,7 @@ class ProjectAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "created_at"]
     search_fields = ["slug", "name"]
     prepopulated_fields = {"slug": ["name"]}
+    readonly_fields = ["fleet_version"]
     inlines = [MembershipInline]
 
 
@@ -48,8 +62,14 @@ class RunAdmin(admin.ModelAdmin):
     list_display = ["name", "project", "accelerator_type", "accelerator_count", "last_step"]
     list_filter = ["project", "accelerator_type"]
     search_fields = ["name", "project__slug"]
-    readonly_fields = ["created_at", "last_step", "last_seen_at"]
+    readonly_fields = ["created_at", "last_step", "last_seen_at", "data_version"]
     inlines = [AttemptInline]
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        # After the attempts inline: the run's cached pages show the edit on the next request.
+        super().save_related(request, form, formsets, change)
+        services.run_data_version_bump(run_id=form.instance.pk)
+        services.fleet_version_bump(project_id=form.instance.project_id)
 
 
 @admin.register(Attempt)
@@ -58,6 +78,11 @@ class AttemptAdmin(admin.ModelAdmin):
     list_filter = ["status", "run__project"]
     search_fields = ["run__name"]
     list_select_related = ["run", "run__project"]
+
+    def save_model(self, request: HttpRequest, obj: Attempt, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        services.run_data_version_bump(run_id=obj.run_id)
+
     autocomplete_fields = ["hosts"]
 
 
@@ -83,26 +108,26 @@ class MetricSeriesAdmin(admin.ModelAdmin):
 
 
 @admin.register(Site)
-class SiteAdmin(admin.ModelAdmin):
+class SiteAdmin(FleetEditAdmin):
     search_fields = ["name"]
 
 
 @admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
+class ClusterAdmin(FleetEditAdmin):
     list_display = ["name", "site"]
     list_filter = ["site"]
     search_fields = ["name"]
 
 
 @admin.register(Host)
-class HostAdmin(admin.ModelAdmin):
+class HostAdmin(FleetEditAdmin):
     list_display = ["name", "cluster"]
     list_filter = ["cluster"]
     search_fields = ["name"]
 
 
 @admin.register(Device)
-class DeviceAdmin(admin.ModelAdmin):
+class DeviceAdmin(FleetEditAdmin):
     list_display = ["uuid", "serial", "host", "index_on_host", "accelerator_type"]
     list_filter = ["accelerator_type"]
     search_fields = ["uuid", "serial", "host__name"]

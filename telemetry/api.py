@@ -1,4 +1,4 @@
-"""Read API for runs and series (session auth; ingest tokens are refused here)."""
+"""Read API for a run's metric series (session auth; ingest tokens are refused here)."""
 
 from __future__ import annotations
 
@@ -6,54 +6,17 @@ import numpy as np
 import numpy.typing as npt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, serializers
+from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from telemetry import selectors
-from telemetry.models import Run
+from telemetry.selectors import series as series_selectors
 
 MAX_POINTS_DEFAULT = 2000
 MAX_POINTS_LIMIT = 20_000
-
-
-class RunSerializer(serializers.ModelSerializer):
-    project = serializers.CharField(source="project.slug")
-    current_attempt = serializers.IntegerField(allow_null=True)
-    status = serializers.CharField(source="current_status", allow_null=True)
-    interruption_count = serializers.IntegerField(allow_null=True)
-    last_loss = serializers.SerializerMethodField()
-
-    class Meta:
-        model = Run
-        fields = [
-            "id",
-            "project",
-            "name",
-            "status",
-            "current_attempt",
-            "last_step",
-            "last_seen_at",
-            "interruption_count",
-            "last_loss",
-            "parameter_count",
-            "accelerator_type",
-            "accelerator_count",
-        ]
-
-    def get_last_loss(self, run: Run) -> float | str | None:
-        value = getattr(run, "last_loss", None)
-        return None if value is None else selectors.json_number(value)
-
-
-class RunListApi(generics.ListAPIView):
-    serializer_class = RunSerializer
-    pagination_class = None
-
-    def get_queryset(self):  # type: ignore[no-untyped-def]
-        return selectors.runs_for_user(user=self.request.user)
 
 
 class _AttemptSeriesDoc(serializers.Serializer):
@@ -94,7 +57,7 @@ class SeriesApi(APIView):
         if not name:
             raise ValidationError({"name": "is required: the metric to read, e.g. ?name=loss"})
         max_points = _max_points(request.query_params.get("max_points"))
-        per_attempt = selectors.series_for_run(run=run, name=name, max_points=max_points)
+        per_attempt = series_selectors.series_for_run(run=run, name=name, max_points=max_points)
         total = sum(one.total_points for one in per_attempt)
         returned = sum(int(one.steps.size) for one in per_attempt)
         return Response(

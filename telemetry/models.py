@@ -15,6 +15,10 @@ class Project(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Moves whenever what the fleet pages list for this project's runs changes (incidents and
+    # the hardware they name, quarantines): their cached rows are keyed on it. Bumped by
+    # telemetry.services.fleet_version_bump, in the transaction of the change.
+    fleet_version = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ["slug"]
@@ -177,6 +181,11 @@ class Run(models.Model):
     # must not scan hundreds of millions of points to find the latest step.
     last_step = models.BigIntegerField(null=True, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
+    # Moves whenever anything a run's pages show changes (its points, attempts, intervals, and
+    # the logbook's incidents, checkpoints, annotations and entries): the figures derived from
+    # them are cached under (run, data_version). Bumped by
+    # telemetry.services.run_data_version_bump, in the transaction of the change.
+    data_version = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ["project", "name"]
@@ -274,7 +283,7 @@ class MetricPoint(models.Model):
 class MetricRollup(models.Model):
     """Summary of one series over an aligned run of steps: bucket b at width w covers steps
     b*w to b*w + w - 1. Long series are charted from these, so a read touches a few thousand
-    rows whatever the series length (telemetry.selectors.series_for_run).
+    rows whatever the series length (telemetry.selectors.series.series_for_run).
 
     PostgreSQL keeps them itself: a statement trigger on telemetry_metricpoint (migration
     0005) folds the rows each INSERT or COPY actually added into every width, in the same

@@ -3,7 +3,10 @@ natural key, because an ingest batch may be processed more than once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +28,69 @@ from telemetry.models import (
     StepStart,
 )
 
+# --- Versions: what the cached pages key on -----------------------------------------------------
+
+
+@dataclass
+class _Deferred:
+    runs: set[int] = field(default_factory=set)
+    # None: every project.
+    projects: set[int | None] = field(default_factory=set)
+
+
+_deferred: ContextVar[_Deferred | None] = ContextVar("version_bumps_deferred", default=None)
+
+
+def run_data_version_bump(*, run_id: int) -> None:
+    """Say that something the run's pages show changed: the figures cached under its previous
+    data_version are not read again. Call it in the transaction of the change, so the page
+    that reads the new version reads the new data."""
+    pending = _deferred.get()
+    if pending is not None:
+        pending.runs.add(run_id)
+        return
+    Run.objects.filter(pk=run_id).update(data_version=F("data_version") + 1)
+
+
+def fleet_version_bump(*, project_id: int | None) -> None:
+    """Say that what the fleet pages list for the project's runs changed (an incident, the
+    hardware it names). None for every project: hardware is shared, so a quarantine shows in
+    every fleet that lists the host. In the transaction of the change."""
+    pending = _deferred.get()
+    if pending is not None:
+        pending.projects.add(project_id)
+        return
+    projects = (
+        Project.objects.all() if project_id is None else Project.objects.filter(pk=project_id)
+    )
+    projects.update(fleet_version=F("fleet_version") + 1)
+
+
+@contextmanager
+def version_bumps_deferred() -> Iterator[None]:
+    """An ingest batch calls many services, each of which bumps a version; made there and
+    then, the first would lock the run's row for the rest of the batch, while batches of one
+    run share it by taking that lock last (see ingest.services._apply). Inside this block the
+    bumps are collected, and made once at its end, still in the batch's transaction (not at
+    all if the block raises: the transaction is rolled back anyway). run_progress_record, the
+    batch's last write, bumps the run's version itself."""
+    pending = _Deferred()
+    token = _deferred.set(pending)
+    try:
+        yield
+    finally:
+        _deferred.reset(token)
+    for run_id in sorted(pending.runs):
+        run_data_version_bump(run_id=run_id)
+    if None in pending.projects:
+        fleet_version_bump(project_id=None)
+    else:
+        for project_id in sorted(p for p in pending.projects if p is not None):
+            fleet_version_bump(project_id=project_id)
+
+
+# --- Runs, attempts, topology, points --------------------------------------------------------
+
 
 def run_upsert(*, project: Project, name: str, info: dict[str, Any] | None = None) -> Run:
     """The run named `name` in `project`, created on first sight; `info` fields that are
@@ -38,6 +104,7 @@ def run_upsert(*, project: Project, name: str, info: dict[str, Any] | None = Non
             setattr(run, key, info[key])
         if changed:
             run.save(update_fields=changed)
+            run_data_version_bump(run_id=run.pk)
     return run
 
 
@@ -67,7 +134,7 @@ def attempt_ensure(
 ) -> Attempt:
     """Attempt `number` of `run`, created if needed. Start details fill in blanks only, so a
     late or repeated attempt_started event never moves a known start."""
-    attempt, _ = Attempt.objects.get_or_create(run=run, number=number)
+    attempt, created = Attempt.objects.get_or_create(run=run, number=number)
     changed: list[str] = []
     if started_at is not None and (attempt.started_at is None or started_at < attempt.started_at):
         attempt.started_at = started_at
@@ -79,6 +146,10 @@ def attempt_ensure(
         attempt.save(update_fields=changed)
     if hosts:
         attempt.hosts.add(*hosts_ensure(names=hosts))
+        # A quarantined host is listed in the fleet of the runs that ran on it.
+        fleet_version_bump(project_id=run.project_id)
+    if created or changed or hosts:
+        run_data_version_bump(run_id=run.pk)
     return attempt
 
 
@@ -87,6 +158,7 @@ def attempt_end(*, attempt: Attempt, status: str, ended_at: datetime, reason: st
     attempt.ended_at = ended_at
     attempt.end_reason = reason
     attempt.save(update_fields=["status", "ended_at", "end_reason"])
+    run_data_version_bump(run_id=attempt.run_id)
     return attempt
 
 
@@ -109,6 +181,7 @@ def series_ensure(*, run: Run, attempt: Attempt, names: Iterable[str]) -> dict[s
                 "name", "id"
             )
         )
+        run_data_version_bump(run_id=run.pk)
     return found
 
 
@@ -195,13 +268,19 @@ def _latest(points: Sequence[tuple[str, int, float, datetime | None]]) -> dateti
 
 
 def run_progress_record(*, run: Run, last_step: int, seen_at: datetime | None) -> None:
-    """Move the run's latest step and time forward only (monotonic, so order-independent)."""
+    """Move the run's latest step and time forward only (monotonic, so order-independent),
+    and its data_version: new points change its pages (the same UPDATE, so an ingest batch
+    writes the run's row once)."""
     updates: dict[str, Any] = {
-        "last_step": Greatest(Coalesce(F("last_step"), Value(-1)), last_step)
+        "last_step": Greatest(Coalesce(F("last_step"), Value(-1)), last_step),
+        "data_version": F("data_version") + 1,
     }
     if seen_at is not None:
         updates["last_seen_at"] = Greatest(Coalesce(F("last_seen_at"), Value(seen_at)), seen_at)
     Run.objects.filter(pk=run.pk).update(**updates)
+    pending = _deferred.get()
+    if pending is not None:
+        pending.runs.discard(run.pk)
 
 
 def step_starts_record(
@@ -218,7 +297,10 @@ def step_starts_record(
         ignore_conflicts=True,
         batch_size=2000,
     )
-    return StepStart.objects.filter(attempt=attempt).count() - before
+    new = StepStart.objects.filter(attempt=attempt).count() - before
+    if new:
+        run_data_version_bump(run_id=attempt.run_id)
+    return new
 
 
 def interval_record(
@@ -232,7 +314,7 @@ def interval_record(
     label: str = "",
     step: int | None = None,
 ) -> JobInterval:
-    interval, _ = JobInterval.objects.get_or_create(
+    interval, created = JobInterval.objects.get_or_create(
         run=run,
         source_key=source_key,
         defaults={
@@ -244,6 +326,8 @@ def interval_record(
             "step": step,
         },
     )
+    if created:
+        run_data_version_bump(run_id=run.pk)
     return interval
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 
-# Still hand-built dicts, in telemetry/api_efficiency.py (being moved to the dashboard app).
+# Still hand-built dicts, in dashboard/api.py.
 NOT_YET_DOCUMENTED = {"run_goodput", "run_mfu"}
 
 

@@ -21,17 +21,6 @@ from telemetry.models import Run
 
 T = TypeVar("T")
 
-# Everything run_checkpoints reads: the checkpoints, the interruptions (MTBF, restart cost)
-# and the attempts and run row (observed span; attempt numbers). The run row is always part
-# of a fingerprint.
-CHECKPOINT_PARTS = [
-    "attempts",
-    "interruptions",
-    "interruption_times",
-    "checkpoints",
-    "checkpoint_details",
-]
-
 # What the advisor and the save-cost chart read of every checkpoint in the window.
 CHECKPOINT_FRAME_COLUMNS = [
     "step",
@@ -139,12 +128,12 @@ def run_checkpoints_cached(
     name: str,
     compute: Callable[[], T],
 ) -> T:
-    """compute() (built from run_checkpoints over this window) cached under a fingerprint of
-    the data it reads, so a new checkpoint or interruption shows on the next request. A run
-    that has reported nothing yet is not cached: a running one's span (its MTBF) ends at
-    "now" (see run_spans), which no fingerprint moves with."""
+    """compute() (built from run_checkpoints over this window) cached under the run's
+    data_version, so a new checkpoint or interruption shows on the next request. A run that
+    has reported nothing yet is not cached: a running one's span (its MTBF) ends at "now"
+    (see run_spans), which no version moves with."""
     if run.last_seen_at is None:
         return compute()
-    fingerprint = run_cache.run_fingerprint(run=run, parts=CHECKPOINT_PARTS)
+    version = run_cache.run_version_key(run=run)
     window = f"{start.isoformat() if start else ''}/{end.isoformat() if end else ''}"
-    return run_cache.cached(f"logbook-checkpoints:{name}:{fingerprint}:{window}", compute)
+    return run_cache.cached(f"logbook-checkpoints:{name}:{version}:{window}", compute)

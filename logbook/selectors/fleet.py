@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
@@ -21,7 +20,7 @@ from logbook.models import Interruption, SdcReplay
 from logbook.selectors.filters import FilterParams
 from logbook.selectors.sdc import HardwareFilters, hosts_in_place, runs_in_scope
 from telemetry import run_cache
-from telemetry.models import Attempt, Cluster, Device, Host, Project, Run, Site
+from telemetry.models import Attempt, Cluster, Device, Host, Run, Site
 from telemetry.selectors import User, projects_for_user
 
 # Repeat offender: at least K incidents within the last WINDOW days (query params k and
@@ -191,13 +190,13 @@ def fleet_health(
         by_host, by_device, hosts, devices = _hardware(list(scope), since, filters, host)
     else:
         # The whole fleet's rows are most of the page's cost: read once per state of the
-        # fleet's data (see _runs_and_fingerprint) for these runs and this window. What depends
+        # fleet's data (see _runs_and_version) for these runs and this window. What depends
         # on the clock (the offender window) is counted below, on every request.
-        runs, fingerprint = _runs_and_fingerprint(scope)
+        runs, version = _runs_and_version(scope)
         where = repr((runs, since, filters.until, filters.site, filters.cluster))
         digest = hashlib.sha256(where.encode()).hexdigest()[:32]
         by_host, by_device, hosts, devices = run_cache.cached(
-            f"fleet-rows:{fingerprint}:{digest}", lambda: _hardware(runs, since, filters, None)
+            f"fleet-rows:{version}:{digest}", lambda: _hardware(runs, since, filters, None)
         )
     return FleetHealth(
         hosts=_health(
@@ -255,63 +254,18 @@ def _share_related(hosts: list[Host], devices: list[Device]) -> None:
             host.cluster = cluster
 
 
-def _fleet_fingerprint_sql() -> str:
-    interruption_hosts = Interruption.hosts.through._meta.db_table
-    interruption_devices = Interruption.devices.through._meta.db_table
-    sdc_hosts = SdcReplay.hosts.through._meta.db_table
-    attempt_hosts = Attempt.hosts.through._meta.db_table
-    root_cause = Interruption._meta.get_field("root_cause").related_model._meta.db_table
-    user = Host._meta.get_field("quarantined_by").related_model._meta.db_table
-    quarantine = (
-        "count(quarantined_at), sum(extract(epoch FROM quarantined_at)), "
-        "sum(hashtext(quarantine_reason)) FILTER (WHERE quarantined_at IS NOT NULL), "
-        "sum(quarantined_by_id) FILTER (WHERE quarantined_at IS NOT NULL)"
+def _runs_and_version(scope: QuerySet[Run, int]) -> tuple[list[int], str]:
+    """The ids of `scope` (ascending) and a digest of their projects' fleet_version, which
+    the services that change what the fleet pages list bump (telemetry.services
+    .fleet_version_bump: incidents and the hardware they name, attempts' hosts, quarantines).
+    One query, so the page's query count stays what it was before the cache."""
+    rows = list(
+        Run.objects.filter(pk__in=scope)
+        .order_by("pk")
+        .values_list("pk", "project_id", "project__fleet_version")
     )
-    parts = [
-        f"SELECT concat_ws(',', count(*), max(id), {quarantine}, sum(cluster_id), "
-        f"sum(hashtext(name))) FROM {Host._meta.db_table}",
-        # Not the uuids: a device's uuid is its identity (ingest finds it by it), and hashing
-        # 16k of them doubled the cost of this query.
-        f"SELECT concat_ws(',', count(*), max(id), {quarantine}, sum(host_id)) "
-        f"FROM {Device._meta.db_table}",
-        "SELECT concat_ws(',', count(*), max(id), sum(extract(epoch FROM occurred_at)), "
-        "sum(root_cause_id), count(*) FILTER (WHERE planned), sum(step), sum(run_id)) "
-        f"FROM {Interruption._meta.db_table}",
-        f"SELECT concat_ws(',', count(*), sum(id), sum(host_id)) FROM {interruption_hosts}",
-        f"SELECT concat_ws(',', count(*), sum(id), sum(device_id)) FROM {interruption_devices}",
-        "SELECT concat_ws(',', count(*), max(id), sum(extract(epoch FROM detected_at)), "
-        "sum(hashtext(verdict)), sum(hashtext(detection)), sum(step), sum(host_id), "
-        f"sum(device_id), sum(run_id)) FROM {SdcReplay._meta.db_table}",
-        f"SELECT concat_ws(',', count(*), sum(id), sum(host_id)) FROM {sdc_hosts}",
-        # A quarantined host is listed once it touched a run in scope, an attempt on it
-        # included: new attempt-host rows move the largest id (the table is too long to sum).
-        f"SELECT max(id) FROM {attempt_hosts}",
-        "SELECT concat_ws(',', count(*), max(id), sum(hashtext(name)), sum(project_id)) "
-        f"FROM {Run._meta.db_table}",
-        f"SELECT sum(hashtext(slug)) FROM {Project._meta.db_table}",
-        f"SELECT concat_ws(',', count(*), sum(hashtext(name))) FROM {root_cause}",
-        "SELECT concat_ws(',', count(*), sum(hashtext(name)), sum(site_id)) "
-        f"FROM {Cluster._meta.db_table}",
-        f"SELECT concat_ws(',', count(*), sum(hashtext(name))) FROM {Site._meta.db_table}",
-        f"SELECT concat_ws(',', count(*), max(id), sum(hashtext(username))) FROM {user}",
-    ]
-    return "SELECT " + ", ".join(f"({part})" for part in parts)
-
-
-def _runs_and_fingerprint(scope: QuerySet[Run, int]) -> tuple[list[int], str]:
-    """The ids of `scope` (ascending) and a digest that changes whenever what the fleet pages
-    list changes: hosts and devices (their quarantine, names, places), interruptions and SDC
-    records and the hardware they name, runs, projects, root causes. One query (aggregates
-    over small tables), so the page's query count stays what it was before the cache."""
-    sql, params = scope.order_by().query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"{_fleet_fingerprint_sql()}, "
-            f"(SELECT coalesce(array_agg(pk ORDER BY pk), '{{}}') FROM ({sql}) AS scope(pk))",
-            params,
-        )
-        *row, runs = cursor.fetchone()
-    return list(runs), hashlib.sha256(repr(row).encode()).hexdigest()[:32]
+    versions = sorted({(project, version) for _, project, version in rows})
+    return [pk for pk, _, _ in rows], hashlib.sha256(repr(versions).encode()).hexdigest()[:32]
 
 
 def _health(

@@ -1,6 +1,6 @@
 """Annotations on a run's charts: a point or a range, in steps and/or wall time, with text and
-tags (Grafana's annotation shape plus run and step). Input validation, the audited writes,
-and `chart_marks`, the pure frame the run page draws from. Reads: logbook.selectors.annotations."""
+tags (Grafana's annotation shape plus run and step). Input validation and the audited
+writes. Reads: logbook.selectors.annotations."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.db import transaction
 from logbook.audit import audit_record, diff_fields
 from logbook.models import Annotation, AuditEvent
 from logbook.selectors.annotations import MAX_BIGINT, user_may_annotate
-from telemetry.charts import chart_marks  # noqa: F401 (the run page's marks live in telemetry)
+from telemetry import services as telemetry_services
 from telemetry.models import Project, Run
 from telemetry.query_time import BadTime
 from telemetry.query_time import parse_time as parse_iso_time
@@ -228,6 +228,7 @@ def annotation_create(
         action="create",
         changes=diff_fields({}, _snapshot(annotation), FIELDS),
     )
+    telemetry_services.run_data_version_bump(run_id=annotation.run_id)
     return annotation
 
 
@@ -254,6 +255,7 @@ def annotation_update(*, annotation: Annotation, user: User, **changes: Any) -> 
     for name in FIELDS:
         setattr(locked, name, after[name])
     locked.save()
+    telemetry_services.run_data_version_bump(run_id=locked.run_id)
     audit_record(
         project=project,
         entity=AuditEvent.Entity.ANNOTATION,
@@ -273,6 +275,7 @@ def annotation_delete(*, annotation: Annotation, user: User) -> None:
     object_id = annotation.pk
     before = _snapshot(annotation)
     annotation.delete()
+    telemetry_services.run_data_version_bump(run_id=annotation.run_id)
     audit_record(
         project=project,
         entity=AuditEvent.Entity.ANNOTATION,

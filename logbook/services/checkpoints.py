@@ -11,6 +11,7 @@ from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
 from logbook.models import Checkpoint, CheckpointRestore
+from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Run
 
 
@@ -32,6 +33,7 @@ def checkpoint_record(
     if attempt is not None:
         values["attempt"] = attempt
     checkpoint, _ = Checkpoint.objects.update_or_create(run=run, step=step, defaults=values)
+    telemetry_services.run_data_version_bump(run_id=run.pk)
     return checkpoint
 
 
@@ -66,4 +68,5 @@ def checkpoint_restore_record(
         .values("n")[:1]
     )
     Checkpoint.objects.filter(pk__in=touched).update(restored_count=Coalesce(Subquery(restores), 0))
+    telemetry_services.run_data_version_bump(run_id=attempt.run_id)
     return restore

@@ -14,6 +14,7 @@ from django.utils import timezone
 from logbook.audit import audit_record, diff_fields
 from logbook.models import AuditEvent, Checkpoint, Interruption, LogbookEntry, SdcReplay
 from logbook.services import versioned
+from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Run
 
 ENTRY_ENTITY = AuditEvent.Entity.LOGBOOK_ENTRY
@@ -215,6 +216,7 @@ def logbook_entry_create(
     )
     _entry_invariants_check(entry)
     entry.save()
+    telemetry_services.run_data_version_bump(run_id=run.pk)
     audit_record(
         project=run.project,
         entity=ENTRY_ENTITY,
@@ -258,6 +260,7 @@ def logbook_entry_update(
     EDITS.audit(
         project=current.run.project, object_id=current.pk, user=user, version=version, diff=diff
     )
+    telemetry_services.run_data_version_bump(run_id=current.run_id)
     return current
 
 
@@ -279,6 +282,7 @@ def logbook_entry_delete(*, entry: LogbookEntry, user: Any, version: int | None 
         },
     )
     current.delete()
+    telemetry_services.run_data_version_bump(run_id=current.run_id)
 
 
 def logbook_entry_record(
@@ -299,6 +303,7 @@ def logbook_entry_record(
         existing = LogbookEntry.objects.filter(run=run, source_key=source_key).first()
         if existing is not None:
             return existing
+    telemetry_services.run_data_version_bump(run_id=run.pk)
     return LogbookEntry.objects.create(
         run=run,
         attempt=attempt,

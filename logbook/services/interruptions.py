@@ -76,4 +76,6 @@ def interruption_record(
     if not interruption.planned:
         # Pages the project's webhooks after commit, once per interruption.
         webhooks.interruption_notify(interruption=interruption)
+    telemetry_services.run_data_version_bump(run_id=run.pk)
+    telemetry_services.fleet_version_bump(project_id=run.project_id)
     return interruption

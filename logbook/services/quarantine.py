@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from logbook.audit import audit_record, diff_fields
 from logbook.models import AuditEvent
+from telemetry import services as telemetry_services
 from telemetry.models import Device, Host
 
 FIELDS = ("quarantined_at", "quarantine_reason", "quarantined_by")
@@ -50,6 +51,8 @@ def _quarantine(*, row: Host | Device, user: Any, reason: str) -> None:
     row.quarantined_by = user if getattr(user, "is_authenticated", False) else None
     row.save(update_fields=list(FIELDS))
     _audit(row=row, user=user, before=before)
+    # Hardware is shared: every project's fleet may list it.
+    telemetry_services.fleet_version_bump(project_id=None)
 
 
 @transaction.atomic
@@ -60,6 +63,8 @@ def _release(*, row: Host | Device, user: Any) -> None:
     row.quarantined_by = None
     row.save(update_fields=list(FIELDS))
     _audit(row=row, user=user, before=before)
+    # Hardware is shared: every project's fleet may list it.
+    telemetry_services.fleet_version_bump(project_id=None)
 
 
 def _snapshot(row: Host | Device) -> dict[str, Any]:

@@ -38,6 +38,8 @@ def sdc_record(
         return existing
     device_row = telemetry_services.devices_ensure(uuids=[device])[0] if device else None
     host_row = telemetry_services.hosts_ensure(names=[host])[0] if host else None
+    telemetry_services.run_data_version_bump(run_id=run.pk)
+    telemetry_services.fleet_version_bump(project_id=run.project_id)
     return SdcReplay.objects.create(
         run=run,
         attempt=attempt,
@@ -215,6 +217,8 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
         )
         links += [SdcReplay.hosts.through(sdcreplay_id=record.pk, host_id=h) for h in hosts]
     SdcReplay.hosts.through.objects.bulk_create(links, ignore_conflicts=True)
+    telemetry_services.run_data_version_bump(run_id=run.pk)
+    telemetry_services.fleet_version_bump(project_id=run.project_id)
     return opened
 
 
@@ -269,6 +273,9 @@ def sdc_verdict_set(
     )
     if diff:
         current.save(update_fields=list(diff))
+        # The verdict shows on the run's pages and in the fleet's SDC counts.
+        telemetry_services.run_data_version_bump(run_id=current.run_id)
+        telemetry_services.fleet_version_bump(project_id=current.run.project_id)
         audit_record(
             project=current.run.project,
             entity=AuditEvent.Entity.SDC_REPLAY,

@@ -163,6 +163,8 @@ def incident_update(
     EDITS.audit(
         project=current.run.project, object_id=current.pk, user=user, version=version, diff=diff
     )
+    telemetry_services.run_data_version_bump(run_id=current.run_id)
+    telemetry_services.fleet_version_bump(project_id=current.run.project_id)
     return _reloaded(current)
 
 
@@ -208,6 +210,8 @@ def incident_transition(
         version=version,
         diff=diff_fields(before, after, STATUS_FIELDS),
     )
+    telemetry_services.run_data_version_bump(run_id=current.run_id)
+    telemetry_services.fleet_version_bump(project_id=current.run.project_id)
     return _reloaded(current)
 
 

@@ -53,7 +53,7 @@ def _absolute(path: str) -> str:
 
 
 def _run_path(run: Run) -> str:
-    return reverse("telemetry:run-detail", args=[run.pk])
+    return reverse("dashboard:run-detail", args=[run.pk])
 
 
 def _message(*, event: str, title: str, lines: list[str], link: str, facts: dict) -> dict:

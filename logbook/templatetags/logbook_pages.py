@@ -1,8 +1,5 @@
 """Template filters for the logbook's long pages, cheaper than the built-ins they replace:
 
-{{ charts_payload|charts_script }}: the page's charts for static/js/charts.js, as
-json_script would write them with id "charts-data" (see telemetry.charts.charts_script).
-
 {{ moment|utc:"%Y-%m-%d %H:%M" }}: a datetime in UTC through strftime; the `date` filter's
 per-call formatter machinery cost ~0.1 ms a cell, tens of ms on a 100-row table. The columns
 that use it are labelled UTC."""
@@ -10,19 +7,10 @@ that use it are labelled UTC."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from django import template
-from django.utils.safestring import SafeString
-
-from logbook.charts import charts_script as _charts_script
 
 register = template.Library()
-
-
-@register.filter
-def charts_script(payload: list[dict[str, Any]]) -> SafeString:
-    return _charts_script(payload)
 
 
 @register.filter

@@ -89,6 +89,7 @@ def failure_breakdown(request: HttpRequest) -> HttpResponse:
             "planned_percent": derived_display(table["planned_percent"], "Planned share"),
             "hardware_share": derived_display(table["hardware_share"], "Hardware share"),
             "projection": derived_display(data["projection"], "Projected job MTBF"),
-            "charts_payload": payload,
+            "has_chart": bool(payload),
+            "charts_script": charts.charts_script(payload),
         },
     )

@@ -26,7 +26,7 @@ from logbook.views.sdc import filter_menus
 from telemetry import run_cache
 from telemetry.models import Device, Host, Membership
 from telemetry.selectors import user_has_role
-from telemetry.selectors_dcgm import (
+from telemetry.selectors.dcgm import (
     dcgm_device_health,
     dcgm_missing_counters,
     device_events_for_user,
@@ -62,7 +62,7 @@ def fleet_health(request: HttpRequest) -> HttpResponse:
     fleet = fleet_selectors.fleet_health(user=request.user, filters=filters, rule=rule)
     # Drawing the chart through plotly cost more than reading the fleet: draw it once per set
     # of the numbers it shows. They move with the clock (the offender window), so the key is
-    # the numbers themselves, not a fingerprint of the data.
+    # the numbers themselves, not a version of the data.
     shown = [
         (one.name, one.interruptions, one.sdc, one.in_window, one.repeat_offender)
         for one in fleet.hosts
@@ -156,7 +156,9 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
             "gpu_events": list(
                 device_events_for_user(user=request.user, host=host)[:GPU_EVENTS_SHOWN]
             ),
-            "charts_payload": [{"id": "chart-host-timeline", "figure": charts.as_payload(figure)}],
+            "charts_script": charts.charts_script(
+                [{"id": "chart-host-timeline", "figure": charts.as_payload(figure)}]
+            ),
         },
     )
 

@@ -51,7 +51,9 @@ def sdc_ledger(request: HttpRequest) -> HttpResponse:
             "ledger": ledger,
             "rows": rows,
             "verdicts": SdcReplay.Verdict.choices,
-            "charts_payload": [{"id": "chart-weekly-sdc", "figure": charts.as_payload(figure)}],
+            "charts_script": charts.charts_script(
+                [{"id": "chart-weekly-sdc", "figure": charts.as_payload(figure)}]
+            ),
             **filter_menus(user=request.user),
         },
     )

@@ -1,5 +1,5 @@
-// Draws a page's Plotly charts from the figures the server embedded with json_script
-// (a list of {"id", "figure"} in #charts-data). Every chart page uses this one file.
+// Draws a page's Plotly charts from the figures the server embedded (telemetry.charts.charts_script:
+// a list of {"id", "figure"} in #charts-data). Every chart page uses this one file.
 (function () {
   "use strict";
   var node = document.getElementById("charts-data");

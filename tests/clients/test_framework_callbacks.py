@@ -36,9 +36,9 @@ from transformers import (
     TrainingArguments,
 )
 
+from dashboard.selectors import efficiency
 from ingest.models import IngestBatch
 from logbook.models import Checkpoint, CheckpointRestore, Interruption
-from telemetry import efficiency
 from telemetry.models import Attempt, JobInterval, MetricPoint, Run, StepStart
 
 CLIENT_DIR = Path(__file__).resolve().parents[2] / "clients" / "python"

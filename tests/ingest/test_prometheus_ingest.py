@@ -21,7 +21,7 @@ from logbook.models import Interruption
 from telemetry import dcgm
 from telemetry.dcgm import FIELDS, HEALTH_COUNTERS_OFF_BY_DEFAULT, events_detect
 from telemetry.models import Attempt, Device, DeviceEvent, DeviceSample, Host
-from telemetry.selectors_dcgm import (
+from telemetry.selectors.dcgm import (
     dcgm_device_health,
     dcgm_missing_counters,
     device_events_for_user,

@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.template.loader import render_to_string
 from django.test import Client, RequestFactory
 
+from dashboard.charts import chart_marks
 from logbook.models import Annotation, AuditEvent
 from logbook.services import annotations as annotation_services
 from telemetry import services as telemetry_services
@@ -353,7 +354,7 @@ def test_form_snippet_escapes_marks_and_shows_the_form_to_annotators_only(alice,
     assert 'id="annotate-form"' not in read_only and "annotate-delete" not in read_only
 
 
-# --- chart_marks (pure) -------------------------------------------------------------------------
+# --- chart_marks (pure, dashboard.charts) ---------------------------------------------------------
 
 
 def _annotation(**fields: Any) -> SimpleNamespace:
@@ -379,7 +380,7 @@ def test_chart_marks_on_the_step_axis():
     ]
 
     # when placed on the step axis
-    frame = annotation_services.chart_marks(marks, entries, "step")
+    frame = chart_marks(marks, entries, "step")
 
     # then step-positioned marks only, ordered by step, ends None for points, labels escaped
     assert list(frame.columns) == ["x0", "x1", "label", "kind"]
@@ -402,7 +403,7 @@ def test_chart_marks_on_the_time_axis_are_naive_utc():
     ]
     entries = [_entry(occurred_at=datetime(2024, 1, 1, 11, 0, tzinfo=UTC), title="Hang")]
 
-    frame = annotation_services.chart_marks(marks, entries, "time")
+    frame = chart_marks(marks, entries, "time")
 
     assert [str(x) for x in frame["x0"]] == ["2024-01-01 11:00:00", "2024-01-01 12:00:00"]
     assert frame["x1"][0] is None
@@ -411,5 +412,5 @@ def test_chart_marks_on_the_time_axis_are_naive_utc():
 
 
 def test_chart_marks_without_anything_is_an_empty_frame_with_the_columns():
-    frame = annotation_services.chart_marks([], [], "step")
+    frame = chart_marks([], [], "step")
     assert frame.empty and list(frame.columns) == ["x0", "x1", "label", "kind"]

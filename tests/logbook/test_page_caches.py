@@ -12,7 +12,6 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from logbook.models import Checkpoint
 from logbook.services import checkpoints as checkpoint_services
 from logbook.services import interruptions as interruption_services
 from logbook.services import quarantine as quarantine_services
@@ -90,8 +89,8 @@ def test_checkpoint_advisor_is_cached_until_the_data_changes(client, alice):
     assert save_cost["y"][-1] == 80 and 1000 in save_cost["customdata"]
 
     # so does a save turned failed (only saved checkpoints count toward δ): the status is not
-    # in the coarse checkpoint aggregates, the fingerprint must still move
-    Checkpoint.objects.filter(run=run, step=1000).update(status="failed")
+    # in the coarse checkpoint aggregates, its version must still move
+    checkpoint_services.checkpoint_record(run=run, step=1000, status="failed")
     assert _api(client, run)["advisor"]["delta_s"]["value"] == pytest.approx(30.0)
     assert "0.5 min (30 s)" in client.get(page).content.decode()
 

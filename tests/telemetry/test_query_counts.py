@@ -121,7 +121,7 @@ def test_query_counts_do_not_grow_with_the_run(client, alice, project):
 
 @pytest.mark.django_db
 def test_run_page_tables_show_the_latest_rows_and_link_to_all(client, alice, project):
-    from telemetry.views.runs import ROWS_SHOWN
+    from dashboard.views.runs import ROWS_SHOWN
 
     run = _run(project, "qc-many", attempts=ROWS_SHOWN + 3)
     client.force_login(alice)

@@ -18,10 +18,10 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from telemetry import selectors
 from telemetry import services as telemetry_services
 from telemetry.downsample import ROLLUP_WIDTHS, ReadPlan, read_plan, split_budget
 from telemetry.models import MetricRollup, Run
+from telemetry.selectors import series as selectors
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 Point = tuple[str, int, float, datetime | None]

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from telemetry import selectors
 from telemetry import services as telemetry_services
+from telemetry.selectors import series as selectors
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -10,40 +10,10 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 
-from telemetry import efficiency, efficiency_charts, goodput, run_cache, selectors
-from telemetry.query_time import BadTime, parse_time
-
-
-class BadQuery(ValueError):
-    """A query parameter the user must fix; the message names it."""
-
-
-def window_from_query(params: QueryDict) -> efficiency.Window:
-    """`start` and `end` as ISO 8601 times (UTC when no offset is given)."""
-    values = {}
-    for name in ("start", "end"):
-        raw = params.get(name, "").strip()
-        if not raw:
-            values[name] = None
-            continue
-        try:
-            values[name] = parse_time(raw)
-        except BadTime as exc:
-            raise BadQuery(f"{name}: {exc}") from exc
-    if values["start"] and values["end"] and values["end"] <= values["start"]:
-        raise BadQuery("end: must be after start")
-    return efficiency.Window(start=values["start"], end=values["end"])
-
-
-def axis_from_query(params: QueryDict) -> str:
-    axis = params.get("axis", "step") or "step"
-    if axis not in ("step", "time"):
-        raise BadQuery(f"axis: must be step or time, got {axis[:20]!r}")
-    return axis
-
-
-def exclude_planned_from_query(params: QueryDict) -> bool:
-    return params.get("exclude_planned", "") in ("1", "true", "yes", "on")
+from dashboard.query import BadQuery, axis_from_query, exclude_planned_from_query, window_from_query
+from dashboard.selectors import efficiency
+from telemetry import charts as telemetry_charts
+from telemetry import efficiency_charts, goodput, run_cache, selectors
 
 
 def _figure(figure: Any) -> Any:
@@ -94,7 +64,7 @@ def run_mfu(request: HttpRequest, run_id: int) -> HttpResponse:
     )
     return render(
         request,
-        "telemetry/mfu.html",
+        "dashboard/mfu.html",
         {
             "run": run,
             "report": report,
@@ -107,6 +77,7 @@ def run_mfu(request: HttpRequest, run_id: int) -> HttpResponse:
             "rows_bounded": bounded,
             "peak_tflops": report.inputs.peak_flops / 1e12 if report.inputs else None,
             "charts_payload": charts,
+            "charts_script": telemetry_charts.charts_script(charts),
         },
     )
 
@@ -159,7 +130,7 @@ def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
     segments, _, _ = rows_bounded(result.segments if result else [], request.GET)
     return render(
         request,
-        "telemetry/goodput.html",
+        "dashboard/goodput.html",
         {
             "run": run,
             "report": report,
@@ -173,5 +144,6 @@ def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
             "attempt_count": attempt_count,
             "rows_bounded": bounded,
             "charts_payload": charts,
+            "charts_script": telemetry_charts.charts_script(charts),
         },
     )

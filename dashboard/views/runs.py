@@ -1,4 +1,4 @@
-"""Dashboard pages: the run list and the run page."""
+"""The run list and the run page."""
 
 from __future__ import annotations
 
@@ -14,8 +14,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
-from telemetry import charts, run_cache, selectors, selectors_runs
+from dashboard import charts as marks_charts
+from dashboard.selectors import runs as run_selectors
+from telemetry import charts, run_cache, selectors
 from telemetry.models import Run
+from telemetry.selectors import series as series_selectors
 
 CHART_MAX_POINTS = 1500
 MAX_CHARTS = 12
@@ -23,12 +26,10 @@ MAX_CHARTS = 12
 
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
-    runs = selectors.runs_for_user(user=request.user)
-    return render(request, "telemetry/run_list.html", {"runs": runs})
+    runs = run_selectors.runs_for_user(user=request.user)
+    return render(request, "dashboard/run_list.html", {"runs": runs})
 
 
-# What the run page's charts draw (telemetry.run_cache parts; the run's row is always in).
-CHART_PARTS = ("attempts", "series", "interruptions", "annotations", "entries")
 # Tables of attempts, interruptions and checkpoints show the latest ones; ?rows=all shows
 # every one (a Llama 3 scale run has hundreds of each, and thousands of checkpoints).
 ROWS_SHOWN = 20
@@ -39,23 +40,22 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.run_get_for_user(user=request.user, run_id=run_id)
     axis: charts.Axis = "time" if request.GET.get("axis") == "time" else "step"
     shown = None if request.GET.get("rows") == "all" else ROWS_SHOWN
-    tables = selectors_runs.run_page_tables(run=run, rows=shown)
-    annotations = list(run.annotations.select_related("created_by").order_by("step", "time"))  # type: ignore[attr-defined]
+    tables = run_selectors.run_page_tables(run=run, rows=shown)
+    annotations = run_selectors.run_annotations(run=run)
     can_annotate = (
         selectors.projects_for_user(user=request.user, roles=selectors.OPERATOR_ROLES)
         .filter(pk=run.project_id)
         .exists()
     )
-    fingerprint = run_cache.run_fingerprint(run=run, parts=CHART_PARTS)
     # Cached as the <script> element itself: a megabyte of figures costs tens of
     # milliseconds to unpickle and encode again on every request, a string almost nothing.
     charts_block = run_cache.cached(
-        f"run-page-charts:{run.pk}:{fingerprint}:{axis}",
+        f"run-page-charts:{run_cache.run_version_key(run=run)}:{axis}",
         lambda: _charts_block(_figures(run, axis, annotations)),
     )
     return render(
         request,
-        "telemetry/run_detail.html",
+        "dashboard/run_detail.html",
         {
             "run": run,
             "axis": axis,
@@ -63,7 +63,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "attempts": tables.attempts,
             "interruptions": tables.interruptions,
             "checkpoints": tables.checkpoints,
-            "quarantined": selectors.run_quarantined_hardware(run=run),
+            "quarantined": run_selectors.run_quarantined_hardware(run=run),
             "annotations": annotations,
             "can_annotate": can_annotate,
             "figures": charts_block["figures"],
@@ -85,19 +85,15 @@ def _charts_block(figures: list[dict[str, Any]]) -> dict[str, Any]:
 def _figures(run: Run, axis: charts.Axis, annotations: list[Any]) -> list[dict[str, Any]]:
     """Every chart of the run page (computed when the run's data changed: see run_cache)."""
     attempts = list(run.attempts.order_by("number"))
-    # Reverse relations declared by logbook (see telemetry.selectors' docstring).
-    interruptions = list(
-        run.interruptions.select_related("root_cause").order_by("-occurred_at")  # type: ignore[attr-defined]
-    )
+    interruptions = run_selectors.run_chart_interruptions(run=run)
     marks = _chart_marks(attempts, interruptions, axis)
-    entries = list(
-        # With the run: the related manager sets it on each row (one query each otherwise).
-        run.logbook_entries.only("run", "occurred_at", "step", "step_end", "title", "kind")  # type: ignore[attr-defined]
-    )
-    notes = charts.chart_marks(annotations, entries, axis)
+    entries = run_selectors.run_chart_entries(run=run)
+    notes = marks_charts.chart_marks(annotations, entries, axis)
     figures: list[dict[str, Any]] = []
-    for name in selectors.run_metric_names(run=run)[:MAX_CHARTS]:
-        per_attempt = selectors.series_for_run(run=run, name=name, max_points=CHART_MAX_POINTS)
+    for name in series_selectors.run_metric_names(run=run)[:MAX_CHARTS]:
+        per_attempt = series_selectors.series_for_run(
+            run=run, name=name, max_points=CHART_MAX_POINTS
+        )
         frame = pd.DataFrame(
             {
                 "attempt": np.concatenate(

@@ -1,4 +1,5 @@
-"""Read API behind the MFU and goodput pages: the same numbers as JSON (session auth)."""
+"""Read API of the dashboard (session auth; ingest tokens are refused here): the run list, and
+the numbers behind the MFU and goodput pages as JSON."""
 
 from __future__ import annotations
 
@@ -8,18 +9,55 @@ from typing import Any
 import pandas as pd
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from telemetry import efficiency, goodput, selectors
-from telemetry.views.efficiency import (
-    BadQuery,
-    axis_from_query,
-    exclude_planned_from_query,
-    window_from_query,
-)
+from dashboard.query import BadQuery, axis_from_query, exclude_planned_from_query, window_from_query
+from dashboard.selectors import efficiency
+from dashboard.selectors.runs import runs_for_user
+from telemetry import goodput, selectors
+from telemetry.models import Run
+
+
+class RunSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.slug")
+    current_attempt = serializers.IntegerField(allow_null=True)
+    status = serializers.CharField(source="current_status", allow_null=True)
+    interruption_count = serializers.IntegerField(allow_null=True)
+    last_loss = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "project",
+            "name",
+            "status",
+            "current_attempt",
+            "last_step",
+            "last_seen_at",
+            "interruption_count",
+            "last_loss",
+            "parameter_count",
+            "accelerator_type",
+            "accelerator_count",
+        ]
+
+    def get_last_loss(self, run: Run) -> float | str | None:
+        value = getattr(run, "last_loss", None)
+        return None if value is None else selectors.json_number(value)
+
+
+class RunListApi(generics.ListAPIView):
+    serializer_class = RunSerializer
+    pagination_class = None
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return runs_for_user(user=self.request.user)
+
 
 _WINDOW_PARAMETERS = [
     OpenApiParameter("start", OpenApiTypes.DATETIME, description="Window start (ISO 8601)."),

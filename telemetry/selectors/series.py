@@ -1,125 +1,19 @@
-"""Reads for runs and series, always scoped to what the user may see.
-
-Interruption and checkpoint counts are reached through the reverse relations logbook
-declares (by name, without importing logbook), so telemetry stays at the bottom of the
-dependency order.
-"""
+"""Reads of a run's metric series, downsampled to what a chart or the series API shows. The
+run comes from telemetry.selectors.run_get_for_user, so it is one the user may see."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.exceptions import PermissionDenied
 from django.db import connection
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
-from django.http import Http404
+from django.db.models import QuerySet
 
 from telemetry.downsample import ROLLUP_WIDTHS, read_plan, split_budget
-from telemetry.models import (
-    Attempt,
-    Device,
-    Host,
-    Membership,
-    MetricPoint,
-    MetricRollup,
-    MetricSeries,
-    Project,
-    Run,
-)
-
-User = AbstractBaseUser | AnonymousUser
-
-
-def projects_for_user(*, user: User, roles: Sequence[str] | None = None) -> QuerySet[Project]:
-    """Projects the user is a member of (with one of `roles`, if given); all for superusers."""
-    if not user.is_authenticated:
-        return Project.objects.none()
-    if getattr(user, "is_superuser", False):
-        return Project.objects.all()
-    memberships = Membership.objects.filter(user=user)
-    if roles is not None:
-        memberships = memberships.filter(role__in=roles)
-    return Project.objects.filter(pk__in=memberships.values("project_id"))
-
-
-# Each role may do what the ones before it may: a permission is "at least role R".
-ROLE_ORDER = (Membership.Role.VIEWER, Membership.Role.ONCALL, Membership.Role.ADMIN)
-OPERATOR_ROLES = ROLE_ORDER[ROLE_ORDER.index(Membership.Role.ONCALL) :]
-
-
-def projects_with_role(*, user: User, at_least: str) -> QuerySet[Project]:
-    """Projects where the user holds at least the role `at_least`; all for superusers."""
-    return projects_for_user(user=user, roles=ROLE_ORDER[ROLE_ORDER.index(at_least) :])
-
-
-def user_has_role(*, user: User, at_least: str, project_id: int | None = None) -> bool:
-    """Whether the user holds at least the role `at_least` in the project (in any project,
-    when project_id is None): the one permission check of the HTML pages and the APIs."""
-    projects = projects_with_role(user=user, at_least=at_least)
-    if project_id is not None:
-        projects = projects.filter(pk=project_id)
-    return projects.exists()
-
-
-def project_get_for_admin(*, user: User, slug: str) -> Project:
-    """The project, if the user administers it: 404 when not a member, 403 when a member
-    without the admin role."""
-    project = projects_for_user(user=user).filter(slug=slug).first()
-    if project is None:
-        raise Http404("No such project.")
-    if not user_has_role(user=user, at_least=Membership.Role.ADMIN, project_id=project.pk):
-        raise PermissionDenied("Only the project's admins can do this.")
-    return project
-
-
-def project_members(*, project: Project) -> QuerySet[Membership]:
-    return project.memberships.select_related("user").order_by("user__username")
-
-
-def runs_for_user(*, user: User) -> QuerySet[Run]:
-    """The user's runs with what the run list shows, in a fixed number of queries."""
-    latest_attempt = Attempt.objects.filter(run=OuterRef("pk")).order_by("-number")
-    latest_loss_series = MetricSeries.objects.filter(run=OuterRef(OuterRef("pk")), name="loss")
-    last_loss = (
-        MetricPoint.objects.filter(
-            series=Subquery(latest_loss_series.order_by("-attempt__number").values("pk")[:1])
-        )
-        .order_by("-step")
-        .values("value")[:1]
-    )
-    interruption_count = (
-        Run.objects.filter(pk=OuterRef("pk")).annotate(n=Count("interruptions")).values("n")[:1]
-    )
-    return (
-        Run.objects.filter(project__in=projects_for_user(user=user))
-        .select_related("project")
-        .annotate(
-            current_attempt=Subquery(latest_attempt.values("number")[:1]),
-            current_status=Subquery(latest_attempt.values("status")[:1]),
-            interruption_count=Subquery(interruption_count, output_field=IntegerField()),
-            last_loss=Subquery(last_loss),
-        )
-        .order_by("-last_seen_at", "project__slug", "name")
-    )
-
-
-def run_get_for_user(*, user: User, run_id: int) -> Run:
-    """The run, if the user may see it; 404 otherwise (never 403: do not confirm it exists)."""
-    run = (
-        Run.objects.filter(pk=run_id, project__in=projects_for_user(user=user))
-        .select_related("project")
-        .first()
-    )
-    if run is None:
-        raise Http404("No such run.")
-    return run
+from telemetry.models import Attempt, MetricPoint, MetricRollup, MetricSeries, Run
 
 
 def run_metric_names(*, run: Run) -> list[str]:
@@ -145,8 +39,8 @@ class AttemptSeries:
 def series_for_run(*, run: Run, name: str, max_points: int) -> list[AttemptSeries]:
     """One metric of a run, per attempt, downsampled together to at most about `max_points`
     points with every bucket's minimum and maximum kept (and the first non-finite value of
-    a bucket). A fixed number of queries, whatever the number of attempts or points; on
-    PostgreSQL each reads at most a few rows per point returned, from the rollups
+    a bucket). A fixed number of queries, whatever the number of attempts or points; each
+    reads at most a few rows per point returned, from the rollups
     (telemetry.models.MetricRollup), however long the series."""
     attempt_by_series = dict(
         MetricSeries.objects.filter(run=run, name=name).values_list("pk", "attempt__number")
@@ -339,65 +233,3 @@ def _trim(
 
     keep = np.array(sorted(sorted(range(steps.size), key=rank)[:budget]), dtype=np.intp)
     return steps[keep], values[keep], times[keep]
-
-
-def json_number(value: float) -> float | str:
-    """A measured value in JSON, which has no NaN or Infinity: those as the strings ingest
-    accepts (and MLflow writes). Derived figures without a value are null instead (the
-    policy: docs/ingest.md, "NaN and infinities in what Chronicle answers")."""
-    if math.isfinite(value):
-        return value
-    if math.isnan(value):
-        return "NaN"
-    return "Infinity" if value > 0 else "-Infinity"
-
-
-@dataclass(frozen=True)
-class QuarantinedHardware:
-    kind: str  # "host" or "device"
-    name: str
-    host_name: str  # the host page to link to (a device's host)
-    quarantined_at: datetime
-    reason: str
-    quarantined_by: str
-
-
-def run_quarantined_hardware(*, run: Run) -> list[QuarantinedHardware]:
-    """Quarantined hosts and devices the run touched: its attempts' hosts, the devices on
-    them, and the hardware its incidents name (through logbook's reverse relations, by
-    name). Two queries."""
-    touched_hosts = (
-        Q(attempts__run=run)
-        | Q(interruptions__run=run)
-        | Q(sdc_replays__run=run)
-        | Q(sdc_suspicions__run=run)
-    )
-    hosts = (
-        Host.objects.filter(touched_hosts, quarantined_at__isnull=False)
-        .select_related("quarantined_by")
-        .distinct()
-        .order_by("name")
-    )
-    devices = (
-        Device.objects.filter(
-            Q(host__in=Host.objects.filter(touched_hosts))
-            | Q(interruptions__run=run)
-            | Q(sdc_replays__run=run),
-            quarantined_at__isnull=False,
-        )
-        .select_related("host", "quarantined_by")
-        .distinct()
-        .order_by("uuid")
-    )
-    found = [
-        QuarantinedHardware("host", h.name, h.name, h.quarantined_at, h.quarantine_reason,
-                            h.quarantined_by.get_username() if h.quarantined_by else "")
-        for h in hosts
-    ]  # fmt: skip
-    found += [
-        QuarantinedHardware("device", d.uuid, d.host.name if d.host else "", d.quarantined_at,
-                            d.quarantine_reason,
-                            d.quarantined_by.get_username() if d.quarantined_by else "")
-        for d in devices
-    ]  # fmt: skip
-    return found

@@ -1,4 +1,6 @@
-"""Load a seeded Llama-3-scale run (bench/llama_scale.py) into Chronicle's tables.
+"""Load a seeded Llama-3-scale run (bench/llama_scale.py) into Chronicle's tables: the bench
+calls it through `manage.py generate_llama_scale` (dashboard/management/commands), which needs
+Django set up.
 
 Metric points, step start times and attempt hosts (millions of rows) go in with PostgreSQL's
 binary COPY; interruptions, checkpoints, SDC records and the logbook through the services or
@@ -14,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
-from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
 from bench import llama_scale as ls
@@ -25,54 +26,48 @@ from telemetry import services
 from telemetry.models import Attempt, Device, Host, JobInterval, MetricSeries, Project, Run
 
 
-class Command(BaseCommand):
-    help = "Generate a seeded Llama-3-scale run (16,384 GPUs, 54 days, 466 interruptions)."
+class LoadError(Exception):
+    """The data set cannot be loaded as asked (the message says why)."""
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--scale", type=float, default=1.0, help="Fraction of the full size (e.g. 0.01)."
-        )
-        parser.add_argument("--seed", type=int, default=405)
-        parser.add_argument("--project", default=ls.PROJECT_SLUG)
-        parser.add_argument("--run", default=ls.RUN_NAME)
-        parser.add_argument(
-            "--replace", action="store_true", help="Delete a run of the same name first."
-        )
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        scale = ls.scaled(options["scale"], seed=options["seed"])
-        the_plan = ls.plan(scale)
-        started = time.monotonic()
-        project, _ = Project.objects.get_or_create(
-            slug=options["project"], defaults={"name": "Llama 3 scale (benchmark)"}
-        )
-        existing = Run.objects.filter(project=project, name=options["run"])
-        if existing.exists():
-            if not options["replace"]:
-                raise CommandError(f"run {options['run']!r} exists; pass --replace")
-            existing.delete()
-        run = services.run_upsert(project=project, name=options["run"], info=ls.RUN_INFO)
-        run.tokens_per_step = ls.TOKENS_PER_STEP
-        run.last_step = the_plan.attempts and max(a.last_step for a in the_plan.attempts)
-        run.last_seen_at = the_plan.end
-        run.save(update_fields=["tokens_per_step", "last_step", "last_seen_at"])
-        hosts, devices = _topology(run.name, scale)
-        attempts = _attempts(run, the_plan, hosts)
-        points = _points(run, the_plan, attempts)
-        _interruptions(run, the_plan, attempts, hosts, devices)
-        _checkpoints(run, the_plan, attempts)
-        _logbook(run, the_plan, attempts)
-        with connection.cursor() as cursor:
-            for table in ("telemetry_metricpoint", "telemetry_stepstart", "telemetry_metricseries"):
-                cursor.execute(f"ANALYZE {table}")
-        self.stdout.write(
-            f"run {run.pk} ({project.slug}/{run.name}): {len(attempts)} attempts, "
-            f"{len(the_plan.interruptions)} interruptions, {len(the_plan.checkpoint_steps)} "
-            f"checkpoints, {the_plan.step_rows:,} steps, {points:,} points on "
-            f"{len(hosts)} hosts / {scale.accelerators} accelerators "
-            f"in {time.monotonic() - started:.0f} s"
-        )
-        self.stdout.write(str(run.pk))
+def llama_scale_load(
+    *, scale: float, seed: int, project: str, run: str, replace: bool
+) -> tuple[Run, str]:
+    """Load the plan at `scale` into run `run` of project `project` (created if missing);
+    returns the run and a one-line summary."""
+    sized = ls.scaled(scale, seed=seed)
+    the_plan = ls.plan(sized)
+    started = time.monotonic()
+    the_project, _ = Project.objects.get_or_create(
+        slug=project, defaults={"name": "Llama 3 scale (benchmark)"}
+    )
+    existing = Run.objects.filter(project=the_project, name=run)
+    if existing.exists():
+        if not replace:
+            raise LoadError(f"run {run!r} exists; pass --replace")
+        existing.delete()
+    the_run = services.run_upsert(project=the_project, name=run, info=ls.RUN_INFO)
+    the_run.tokens_per_step = ls.TOKENS_PER_STEP
+    the_run.last_step = the_plan.attempts and max(a.last_step for a in the_plan.attempts)
+    the_run.last_seen_at = the_plan.end
+    the_run.save(update_fields=["tokens_per_step", "last_step", "last_seen_at"])
+    hosts, devices = _topology(the_run.name, sized)
+    attempts = _attempts(the_run, the_plan, hosts)
+    points = _points(the_run, the_plan, attempts)
+    _interruptions(the_run, the_plan, attempts, hosts, devices)
+    _checkpoints(the_run, the_plan, attempts)
+    _logbook(the_run, the_plan, attempts)
+    with connection.cursor() as cursor:
+        for table in ("telemetry_metricpoint", "telemetry_stepstart", "telemetry_metricseries"):
+            cursor.execute(f"ANALYZE {table}")
+    summary = (
+        f"run {the_run.pk} ({the_project.slug}/{the_run.name}): {len(attempts)} attempts, "
+        f"{len(the_plan.interruptions)} interruptions, {len(the_plan.checkpoint_steps)} "
+        f"checkpoints, {the_plan.step_rows:,} steps, {points:,} points on "
+        f"{len(hosts)} hosts / {sized.accelerators} accelerators "
+        f"in {time.monotonic() - started:.0f} s"
+    )
+    return the_run, summary
 
 
 def _host_name(run_name: str, index: int) -> str:

@@ -1,14 +1,13 @@
-"""Reads behind the MFU and goodput pages: load a run's inputs, build the pure inputs of
-telemetry.mfu and telemetry.goodput, and return what the pages and the JSON show.
-
-Checkpoints, restores and interruptions are logbook's; they are reached through the reverse
-relations logbook declares (by name, without importing logbook), as telemetry.selectors does,
-so telemetry stays at the bottom of the dependency order. Every function costs a fixed number
-of queries, whatever the number of attempts, steps or intervals.
+"""Reads behind the MFU and goodput pages: load a run's inputs (its telemetry, and the
+checkpoints, restores and interruptions the logbook keeps), build the pure inputs of
+telemetry.mfu and telemetry.goodput, and return what the pages and the JSON show. Every
+function costs a fixed number of queries, whatever the number of attempts, steps or
+intervals.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ import pandas as pd
 from django.db import connection
 from django.utils import timezone
 
+from logbook.models import Checkpoint, Interruption
 from telemetry import goodput as gp
 from telemetry import mfu as mf
 from telemetry import run_cache
@@ -309,9 +309,9 @@ def _downsample(table: pd.DataFrame) -> pd.DataFrame:
 
 def _interruption_marks(run: Run) -> pd.DataFrame:
     rows = list(
-        run.interruptions.order_by("occurred_at").values_list(  # type: ignore[attr-defined]
-            "occurred_at", "recovered_at", "step", "root_cause__name", "planned"
-        )
+        Interruption.objects.filter(run=run)
+        .order_by("occurred_at")
+        .values_list("occurred_at", "recovered_at", "step", "root_cause__name", "planned")
     )
     return pd.DataFrame(rows, columns=["occurred_at", "recovered_at", "step", "label", "planned"])
 
@@ -429,7 +429,7 @@ def goodput_inputs(*, run: Run, attempts: list[Attempt]) -> tuple[gp.GoodputInpu
     }
     saves: list[gp.CheckpointSave] = []
     rows = list(
-        run.checkpoints.filter(blocking_save_s__isnull=False).values_list(  # type: ignore[attr-defined]
+        Checkpoint.objects.filter(run=run, blocking_save_s__isnull=False).values_list(
             "step", "blocking_save_s", "saved_at"
         )
     )
@@ -449,8 +449,8 @@ def goodput_inputs(*, run: Run, attempts: list[Attempt]) -> tuple[gp.GoodputInpu
     restores: list[gp.Restore] = []
     job_starts = {a.number: _epoch(a.started_at) for a in attempts}
     restored_attempts: set[int] = set()
-    for number, restored_at, restore_s in run.checkpoints.filter(  # type: ignore[attr-defined]
-        restores__restore_s__isnull=False
+    for number, restored_at, restore_s in Checkpoint.objects.filter(
+        run=run, restores__restore_s__isnull=False
     ).values_list("restores__attempt__number", "restores__restored_at", "restores__restore_s"):
         at = _epoch(restored_at) or job_starts.get(number)
         if at is not None and restore_s:
@@ -510,9 +510,9 @@ def planned_windows(*, run: Run, attempts: list[Attempt]) -> list[tuple[datetime
     the next attempt started when recovery was not reported."""
     windows = []
     starts = sorted(a.started_at for a in attempts if a.started_at is not None)
-    for occurred, recovered in run.interruptions.filter(  # type: ignore[attr-defined]
-        planned=True
-    ).values_list("occurred_at", "recovered_at"):
+    for occurred, recovered in Interruption.objects.filter(run=run, planned=True).values_list(
+        "occurred_at", "recovered_at"
+    ):
         end = recovered or next((s for s in starts if s > occurred), None)
         if end is not None and end > occurred:
             windows.append((occurred, end))
@@ -599,10 +599,14 @@ def run_goodput(
 
 # --- Cached, for the pages and the JSON ---------------------------------------------------------
 
-# What each report reads (telemetry.run_cache parts; the run's own row is always in).
-GOODPUT_PARTS = ("attempts", "step_starts", "series", "intervals", "interruptions",
-                 "checkpoints", "restores")  # fmt: skip
-MFU_PARTS = ("attempts", "series", "interruptions", "accelerators")
+
+def _catalog_version() -> str:
+    """The accelerator catalog, which MFU reads, is not one run's data (admins edit it, for
+    every run): its rows go in the MFU key. One query, of a few dozen rows."""
+    rows = AcceleratorType.objects.order_by("pk").values_list(
+        "name", "aliases", "peak_flops_bf16", "source"
+    )
+    return hashlib.sha256(repr(list(rows)).encode()).hexdigest()[:16]
 
 
 def _window_key(window: Window) -> str:
@@ -617,8 +621,8 @@ def run_goodput_cached(
     """run_goodput, computed once per version of the run's data; and the cache key, for what
     callers derive from it. The report's `attempts` is left empty (the pages do not use it)."""
     window = window or Window()
-    fingerprint = run_cache.run_fingerprint(run=run, parts=GOODPUT_PARTS)
-    key = f"goodput:{run.pk}:{fingerprint}:{_window_key(window)}:{int(exclude_planned)}"
+    version = run_cache.run_version_key(run=run)
+    key = f"goodput:{version}:{_window_key(window)}:{int(exclude_planned)}"
     report = run_cache.cached(
         key,
         lambda: replace(
@@ -632,7 +636,7 @@ def run_mfu_cached(*, run: Run, window: Window | None = None) -> tuple[MfuReport
     """run_mfu, computed once per version of the run's data; and the cache key. The report's
     `attempts` is left empty: `restarts` has what the chart needs of them."""
     window = window or Window()
-    fingerprint = run_cache.run_fingerprint(run=run, parts=MFU_PARTS)
-    key = f"mfu:{run.pk}:{fingerprint}:{_window_key(window)}"
+    version = run_cache.run_version_key(run=run)
+    key = f"mfu:{version}:{_catalog_version()}:{_window_key(window)}"
     report = run_cache.cached(key, lambda: replace(run_mfu(run=run, window=window), attempts=[]))
     return replace(report, run=run), key

@@ -1,0 +1,61 @@
+"""Where a run's annotations and logbook entries sit on its charts (telemetry.charts draws
+them as notes from the plain frame built here)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from telemetry.charts import Axis, naive_utc
+
+LABEL_CHARS = 120
+
+
+def _label(text: str) -> str:
+    """One line, short, and HTML-escaped: Plotly renders a few tags in hover text, and an
+    annotation's text is user input."""
+    line = " ".join(text.split())
+    if len(line) > LABEL_CHARS:
+        line = line[: LABEL_CHARS - 1] + "…"
+    return html.escape(line)
+
+
+def chart_marks(annotations: Iterable[Any], entries: Iterable[Any], axis: Axis) -> pd.DataFrame:
+    """Where annotations and logbook entries sit on a run's charts.
+
+    annotations: objects with time, time_end, step, step_end, text, tags (Annotation rows).
+    entries: objects with occurred_at, step, step_end, title, kind (LogbookEntry rows).
+    axis: "step" places marks by step (those without a step are left out); "time" by wall
+        time (naive UTC Timestamps; annotations without a time are left out; an entry is a
+        point at its occurred_at).
+    Returns columns x0, x1 (None for a point), label (escaped for Plotly), kind
+    ("annotation" or "logbook"), ordered by x0.
+    """
+    rows: list[tuple[Any, Any, str, str]] = []
+    for mark in annotations:
+        tags = f" [{', '.join(mark.tags)}]" if mark.tags else ""
+        label = _label(f"{mark.text}{tags}")
+        if axis == "step":
+            if mark.step is not None:
+                rows.append((mark.step, mark.step_end, label, "annotation"))
+        elif mark.time is not None:
+            rows.append((naive_utc(mark.time), naive_utc(mark.time_end), label, "annotation"))
+    for entry in entries:
+        kind = entry.get_kind_display() if hasattr(entry, "get_kind_display") else entry.kind
+        label = _label(f"{kind}: {entry.title}")
+        if axis == "step":
+            if entry.step is not None:
+                rows.append((entry.step, entry.step_end, label, "logbook"))
+        elif entry.occurred_at is not None:
+            rows.append((naive_utc(entry.occurred_at), None, label, "logbook"))
+    rows.sort(key=lambda row: (row[0], row[3]))
+    # Object columns: a missing end stays None (not NaN/NaT), so callers test `x1 is None`.
+    return pd.DataFrame(
+        {
+            name: pd.Series([row[index] for row in rows], dtype=object)
+            for index, name in enumerate(("x0", "x1", "label", "kind"))
+        }
+    )

@@ -1,0 +1,40 @@
+"""Query parameters of the MFU and goodput pages and their JSON: parsed once, for both."""
+
+from __future__ import annotations
+
+from django.http import QueryDict
+
+from dashboard.selectors.efficiency import Window
+from telemetry.query_time import BadTime, parse_time
+
+
+class BadQuery(ValueError):
+    """A query parameter the user must fix; the message names it."""
+
+
+def window_from_query(params: QueryDict) -> Window:
+    """`start` and `end` as ISO 8601 times (UTC when no offset is given)."""
+    values = {}
+    for name in ("start", "end"):
+        raw = params.get(name, "").strip()
+        if not raw:
+            values[name] = None
+            continue
+        try:
+            values[name] = parse_time(raw)
+        except BadTime as exc:
+            raise BadQuery(f"{name}: {exc}") from exc
+    if values["start"] and values["end"] and values["end"] <= values["start"]:
+        raise BadQuery("end: must be after start")
+    return Window(start=values["start"], end=values["end"])
+
+
+def axis_from_query(params: QueryDict) -> str:
+    axis = params.get("axis", "step") or "step"
+    if axis not in ("step", "time"):
+        raise BadQuery(f"axis: must be step or time, got {axis[:20]!r}")
+    return axis
+
+
+def exclude_planned_from_query(params: QueryDict) -> bool:
+    return params.get("exclude_planned", "") in ("1", "true", "yes", "on")

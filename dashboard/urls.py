@@ -1,0 +1,12 @@
+from django.urls import path
+
+from dashboard.views import efficiency, runs
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", runs.run_list, name="run-list"),
+    path("runs/<int:run_id>/", runs.run_detail, name="run-detail"),
+    path("runs/<int:run_id>/mfu/", efficiency.run_mfu, name="run-mfu"),
+    path("runs/<int:run_id>/goodput/", efficiency.run_goodput, name="run-goodput"),
+]

@@ -1,0 +1,16 @@
+"""Ingest endpoints, mounted under /api/v1/ in the "api" namespace by config/urls.py."""
+
+from django.urls import path
+
+from ingest.api import IngestView
+from ingest.api_prometheus import PrometheusIngestView, PushgatewayIngestView
+
+urlpatterns = [
+    path("ingest", IngestView.as_view(), name="ingest"),
+    path("ingest/prometheus", PrometheusIngestView.as_view(), name="ingest-prometheus"),
+    path(
+        "ingest/prometheus/metrics/<path:grouping>",
+        PushgatewayIngestView.as_view(),
+        name="ingest-prometheus-push",
+    ),
+]

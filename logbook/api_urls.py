@@ -1,0 +1,24 @@
+"""The logbook's API, mounted under /api/v1/ in the "api" namespace by config/urls.py."""
+
+from django.urls import path
+
+from logbook.api import FailureBreakdownApi, RunCheckpointsApi
+from logbook.api_annotations import AnnotationDetailApi, AnnotationListApi
+from logbook.api_fleet import FleetHostsApi, HostQuarantineApi, SdcLedgerApi
+from logbook.api_incidents import IncidentDetailApi, IncidentListApi
+
+urlpatterns = [
+    path("failures", FailureBreakdownApi.as_view(), name="failures"),
+    path("runs/<int:run_id>/checkpoints", RunCheckpointsApi.as_view(), name="run-checkpoints"),
+    path("sdc", SdcLedgerApi.as_view(), name="sdc"),
+    path("fleet/hosts", FleetHostsApi.as_view(), name="fleet-hosts"),
+    path(
+        "fleet/hosts/<str:name>/quarantine",
+        HostQuarantineApi.as_view(),
+        name="host-quarantine",
+    ),
+    path("annotations", AnnotationListApi.as_view(), name="annotations"),
+    path("annotations/<int:pk>", AnnotationDetailApi.as_view(), name="annotation"),
+    path("incidents", IncidentListApi.as_view(), name="incidents"),
+    path("incidents/<int:pk>", IncidentDetailApi.as_view(), name="incident"),
+]

@@ -1,0 +1,9 @@
+"""Telemetry's read API, mounted under /api/v1/ in the "api" namespace by config/urls.py."""
+
+from django.urls import path
+
+from telemetry.api import SeriesApi
+
+urlpatterns = [
+    path("runs/<int:run_id>/series", SeriesApi.as_view(), name="run-series"),
+]
