@@ -52,12 +52,13 @@ def failure_filters_parse(params: Mapping[str, str]) -> FailureFilters:
     accelerators = reader.integer(
         "accelerators", default=PROJECTION_DEFAULT, low=1, high=PROJECTION_LIMIT
     )
+    site = reader.text("site")
     reader.check()
     return FailureFilters(
         run_id=run_id,
         start=start,
         end=end,
-        site=reader.text("site"),
+        site=site,
         cluster=cluster,
         projection_accelerators=accelerators,
     )

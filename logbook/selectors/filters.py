@@ -35,6 +35,11 @@ class FilterParams:
 
     def text(self, name: str, *, limit: int | None = None) -> str:
         value = (self.params.get(name) or "").strip()
+        if not _storable(value):
+            # PostgreSQL text holds neither NUL nor a lone surrogate: compared with a
+            # column, such a value would fail in the database instead of here.
+            self.fail(name, "must not contain NUL bytes or unpaired surrogates")
+            return ""
         return value[:limit] if limit is not None else value
 
     def run_id(self, name: str = "run") -> int | None:
@@ -84,3 +89,13 @@ class FilterParams:
             self.fail(name, f"must be one of {', '.join(choices)}")
             return ""
         return value
+
+
+def _storable(value: str) -> bool:
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

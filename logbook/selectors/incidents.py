@@ -69,13 +69,10 @@ def filters_parse(*, user: User, params: Mapping[str, str]) -> IncidentFilters:
             )
         # In workflow order, so equal filters compare equal.
         statuses = tuple(s for s in Interruption.Status.values if s in wanted)
+    category = reader.text("category", limit=64)
+    host = reader.text("host", limit=255)
     reader.check()
-    return IncidentFilters(
-        run=run,
-        statuses=statuses,
-        category=reader.text("category", limit=64),
-        host=reader.text("host", limit=255),
-    )
+    return IncidentFilters(run=run, statuses=statuses, category=category, host=host)
 
 
 def incidents_for_user(*, user: User) -> QuerySet[Interruption]:

@@ -52,12 +52,13 @@ def filters_parse(*, user: User, params: Mapping[str, str]) -> HardwareFilters:
     since, until = reader.window("since", "until")
     verdict = reader.choice("verdict", SdcReplay.Verdict.values)
     cluster = reader.cluster()
+    site = reader.text("site")
     reader.check()
     return HardwareFilters(
         run=run,
         since=since,
         until=until,
-        site=reader.text("site"),
+        site=site,
         cluster=cluster,
         verdict=verdict,
     )

@@ -115,6 +115,16 @@ def test_sdc_api_filters(client, alice, project):
         assert response.status_code == 400, bad
         assert set(response.json()) == set(bad)
 
+    # values PostgreSQL text cannot hold: refused as the parameter's error, on the APIs and
+    # on the pages (which show the message above an unfiltered view)
+    for bad in ({"site": "iad\x00"}, {"cluster": "iad/east\x00"}):
+        for url in ("/api/v1/sdc", "/api/v1/fleet/hosts", "/api/v1/failures"):
+            response = client.get(url, bad)
+            assert response.status_code == 400, (url, bad)
+            assert set(response.json()) == set(bad)
+        for url in ("/sdc/", "/fleet/", "/failures/"):
+            assert client.get(url, bad).status_code == 200, (url, bad)
+
 
 @pytest.mark.django_db
 def test_sdc_api_divergence_record_carries_its_inputs(client, alice, project):

@@ -142,7 +142,8 @@ def test_queue_api_returns_the_same_incidents(client, bob, project):
     assert (incident["status"], incident["version"], incident["planned"]) == ("open", 1, False)
 
     assert client.get("/api/v1/incidents", {"status": "all"}).json()["total"] == 5
-    for bad in ({"status": "closed"}, {"run": "x"}):
+    unstorable = ({"category": "nic\x00"}, {"host": "qh\x00"})
+    for bad in ({"status": "closed"}, {"run": "x"}, *unstorable):
         response = client.get("/api/v1/incidents", bad)
         assert response.status_code == 400
         assert set(response.json()) == set(bad)
