@@ -1,5 +1,5 @@
 """`python -m bench`: Chronicle against MLflow on the same private PostgreSQL, same machine,
-same run. Starts everything it measures (servers.chronicle: PostgreSQL, Redis, gunicorn, Celery;
+same run. Starts everything it measures (stack.chronicle: PostgreSQL, Redis, gunicorn, Celery;
 MLflow's server from its own virtualenv), stops it all by PID, writes
 bench/results/<date>.json and prints the table. Missed targets are printed, never fatal."""
 
@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from bench import charts, copy_ceiling, load, mlflow_side, pages, report
-from servers.chronicle import Chronicle, chronicle_stack
+from stack.chronicle import Chronicle, chronicle_stack
 
 
 def log(message: str) -> None:

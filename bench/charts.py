@@ -24,8 +24,8 @@ from bench import llama_scale as ls
 from bench.load import percentile, send_all
 from chaos.load import BASE_EPOCH
 from chaos.verify import backlog
-from servers.chronicle import Chronicle
-from servers.processes import wait_until
+from stack.chronicle import DB_NAME, Chronicle
+from stack.processes import wait_until
 
 MAX_POINTS = 4000
 SERIES = {"bench_1m": 1_000_000, "bench_100k": 100_000}
@@ -73,7 +73,7 @@ def load_series(app: Chronicle, token: str, run: str, sizes: dict[str, int]) -> 
     if sent.failures:
         raise RuntimeError(f"seeding the chart run failed: {sent.failures}")
     wait_until(lambda: backlog(app.pg, run) == (1, 0), timeout_s=60, what="the chart run")
-    with app.pg.connect() as conn:
+    with app.pg.connect(DB_NAME) as conn:
         rows = conn.execute(
             "SELECT s.id, s.name, r.id FROM telemetry_metricseries s "
             "JOIN telemetry_run r ON r.id = s.run_id WHERE r.name = %s",

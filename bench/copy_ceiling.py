@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench.load import METRIC_NAMES, Workload
-from servers.postgres import DB_NAME, Postgres
+from stack.chronicle import DB_NAME
+from stack.postgres import PostgresServer
 
 TABLE = "bench_copy_ceiling"
 
@@ -24,7 +25,7 @@ class CopyFigure:
         return asdict(self)
 
 
-def measure(pg: Postgres, load: Workload, *, db: str = DB_NAME) -> CopyFigure:
+def measure(pg: PostgresServer, load: Workload, *, db: str = DB_NAME) -> CopyFigure:
     from datetime import UTC, datetime
 
     times = [datetime.fromtimestamp(t, tz=UTC) for t in load.times.tolist()]

@@ -24,7 +24,7 @@ import numpy as np
 from bench import llama_scale as ls
 from chaos.load import BASE_EPOCH
 from chaos.verify import backlog
-from servers.chronicle import Chronicle
+from stack.chronicle import Chronicle
 
 POINTS_PER_BATCH = 1000
 METRIC_NAMES = (*ls.METRICS, "eval_loss", "grad_norm_clipped")

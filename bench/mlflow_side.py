@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servers.postgres import Postgres
-from servers.processes import ROOT, Proc, free_port, spawn, wait_until
+from stack.postgres import PostgresServer
+from stack.processes import ROOT, Proc, free_port, start_proc, wait_until
 
 VENV = ROOT / "var" / "bench-mlflow-venv"
 PACKAGES = ("mlflow", "psycopg2-binary")
@@ -62,7 +62,9 @@ class MlflowServer:
         self.proc.stop()
 
 
-def start(mlflow: Path, version: str, pg: Postgres, root: Path, *, workers: int) -> MlflowServer:
+def start(
+    mlflow: Path, version: str, pg: PostgresServer, root: Path, *, workers: int
+) -> MlflowServer:
     with pg.connect("postgres") as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME}")
         conn.execute(f"CREATE DATABASE {DB_NAME}")
@@ -77,7 +79,7 @@ def start(mlflow: Path, version: str, pg: Postgres, root: Path, *, workers: int)
         "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
     ]
     # fmt: on
-    proc = spawn("mlflow", command, log_path=root / "mlflow.log", env=_env())
+    proc = start_proc("mlflow", command, log_path=root / "mlflow.log", env=_env())
     server = MlflowServer(proc=proc, port=port, version=version)
 
     def ready() -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from bench.load import percentile
-from servers.chronicle import Chronicle
+from stack.chronicle import Chronicle
 
 # The one list of what is measured: (label, path template). {run} is the Llama-scale run.
 PAGES: list[tuple[str, str]] = [

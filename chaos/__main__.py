@@ -12,7 +12,7 @@ import sys
 import time
 
 from chaos.scenario import run_scenario, summary_table
-from servers.processes import ROOT
+from stack.processes import ROOT
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import psycopg
 
-from servers.chronicle import Chronicle
-from servers.postgres import DB_NAME, Postgres
-from servers.processes import children_of, kill_pid, log, pid_alive, process_owning_port
+from stack.chronicle import DB_NAME, Chronicle
+from stack.postgres import PostgresServer
+from stack.processes import children_of, kill_pid, log, pid_alive, process_owning_port
 
 
 @dataclass
@@ -107,21 +107,23 @@ class Injector:
         return Counter(fault.kind for fault in self.faults)
 
 
-def in_transaction_client_ports(pg: Postgres) -> list[int]:
+def in_transaction_client_ports(pg: PostgresServer) -> list[int]:
     """Client ports of sessions inside a transaction on Chronicle's database."""
     rows = pg.rows(
         "SELECT client_port FROM pg_stat_activity WHERE datname = %s "
         "AND xact_start IS NOT NULL AND pid <> pg_backend_pid() AND client_port IS NOT NULL",
         [DB_NAME],
+        database=DB_NAME,
     )
     return [int(port) for (port,) in rows]
 
 
-def backend_client_pids(pg: Postgres, blocked_by: int) -> list[tuple[int, int]]:
+def backend_client_pids(pg: PostgresServer, blocked_by: int) -> list[tuple[int, int]]:
     """(backend pid, client port) of sessions waiting on a lock held by `blocked_by`."""
     rows = pg.rows(
         "SELECT pid, client_port FROM pg_stat_activity "
         "WHERE %s = ANY(pg_blocking_pids(pid)) AND client_port IS NOT NULL",
         [blocked_by],
+        database=DB_NAME,
     )
     return [(int(pid), int(port)) for pid, port in rows]

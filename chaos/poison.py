@@ -12,8 +12,8 @@ from decimal import Decimal
 from chaos.faults import backend_client_pids
 from chaos.load import METRICS, PROJECT_SLUG, Batch, LoadClient, make_batches
 from chaos.verify import Expected, Stored, backlog, batch_row, stored_counts
-from servers.chronicle import Chronicle
-from servers.processes import kill_pid, log, process_owning_port, wait_until
+from stack.chronicle import DB_NAME, Chronicle
+from stack.processes import kill_pid, log, process_owning_port, wait_until
 
 
 @dataclass
@@ -72,7 +72,7 @@ def poison_scenario(
     handled: dict[int, float] = {}  # backend pid -> when its client was killed
     orphans_terminated = 0
     start = time.monotonic()
-    with app.pg.connect() as lock_conn:
+    with app.pg.connect(DB_NAME) as lock_conn:
         lock_conn.autocommit = False
         lock_pid = lock_conn.execute("SELECT pg_backend_pid()").fetchone()[0]
         lock_conn.execute(
@@ -96,7 +96,7 @@ def poison_scenario(
                     # PostgreSQL notices a vanished client within client_connection_check_
                     # interval; if it has not, end the session as the kernel's RST would.
                     if time.monotonic() - handled[backend] > 5:
-                        with app.pg.connect() as admin:
+                        with app.pg.connect(DB_NAME) as admin:
                             admin.execute("SELECT pg_terminate_backend(%s)", [backend])
                         orphans_terminated += 1
                         handled[backend] = float("inf")

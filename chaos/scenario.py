@@ -15,9 +15,9 @@ import psycopg
 from chaos.faults import Fault, Injector
 from chaos.load import PROJECT_SLUG, ClientStats, LoadClient, make_batches
 from chaos.verify import Expected, Stored, backlog, problems_of, stored_counts
-from servers.chronicle import Chronicle, chronicle_stack
-from servers.postgres import Postgres
-from servers.processes import log
+from stack.chronicle import Chronicle, chronicle_stack
+from stack.postgres import PostgresServer
+from stack.processes import log
 
 
 @dataclass
@@ -207,7 +207,7 @@ def run_scenario(
     )
 
 
-def _wait_drained(pg: Postgres, run: str, batches: int, deadline: float) -> float | None:
+def _wait_drained(pg: PostgresServer, run: str, batches: int, deadline: float) -> float | None:
     """When every sent batch is accepted and none is pending; None after the deadline."""
     while time.monotonic() < deadline:
         with contextlib.suppress(psycopg.Error):

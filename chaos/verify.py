@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from chaos.load import METRICS, PROJECT_SLUG, Batch
-from servers.postgres import Postgres
+from stack.chronicle import DB_NAME
+from stack.postgres import PostgresServer
 
 
 @dataclass
@@ -49,8 +50,8 @@ class Stored:
     max_process_attempts: int
 
 
-def stored_counts(pg: Postgres, run: str) -> Stored:
-    with pg.connect() as conn:
+def stored_counts(pg: PostgresServer, run: str) -> Stored:
+    with pg.connect(DB_NAME) as conn:
         run_id = conn.execute(
             "SELECT r.id FROM telemetry_run r JOIN telemetry_project p ON p.id = r.project_id "
             "WHERE p.slug = %s AND r.name = %s",
@@ -97,12 +98,13 @@ def stored_counts(pg: Postgres, run: str) -> Stored:
         )
 
 
-def backlog(pg: Postgres, run: str) -> tuple[int, int]:
+def backlog(pg: PostgresServer, run: str) -> tuple[int, int]:
     """(batches accepted, batches still pending) of the run."""
     [(total, pending)] = pg.rows(
         "SELECT count(*), count(*) FILTER (WHERE status = 'pending') "
         "FROM ingest_ingestbatch WHERE run_name = %s",
         [run],
+        database=DB_NAME,
     )
     return int(total), int(pending)
 
@@ -127,10 +129,11 @@ def problems_of(expected: Expected, stored: Stored) -> list[str]:
     return [f"{name}: expected {want}, got {got}" for name, want, got in checks if want != got]
 
 
-def batch_row(pg: Postgres, batch_id: str) -> tuple[str, int, str]:
+def batch_row(pg: PostgresServer, batch_id: str) -> tuple[str, int, str]:
     """(status, processing attempts, last error) of the batch; ("missing", 0, "") if absent."""
     rows = pg.rows(
         "SELECT status, process_attempts, last_error FROM ingest_ingestbatch WHERE batch_id = %s",
         [batch_id],
+        database=DB_NAME,
     )
     return ("missing", 0, "") if not rows else (rows[0][0], int(rows[0][1]), rows[0][2])

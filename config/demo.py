@@ -27,7 +27,7 @@ from pathlib import Path
 from types import FrameType
 
 from stack import postgres
-from stack._process import spawn, stop_process
+from stack.processes import spawn, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "var" / "postgres"

@@ -25,11 +25,13 @@ import signal
 import subprocess
 import time
 import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
-from stack._process import (
+from stack.processes import (
     ChildServer,
     chown_tree,
     free_port,
@@ -75,6 +77,7 @@ class PostgresServer(ChildServer):
         data_dir: Path,
         socket_dir: Path,
         port: int | None,
+        settings: dict[str, str],
         process: subprocess.Popen[bytes],
         log_path: Path,
     ) -> None:
@@ -82,6 +85,7 @@ class PostgresServer(ChildServer):
         self.data_dir = data_dir
         self.socket_dir = socket_dir
         self.port = port
+        self.settings = settings
 
     @property
     def url(self) -> str:
@@ -91,12 +95,28 @@ class PostgresServer(ChildServer):
     def url_for(self, database: str) -> str:
         """A URL for `database` as the superuser: the TCP port if there is one, else the
         Unix socket."""
-        if self.port is not None:
-            return f"postgres://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
-        return socket_url(self.data_dir, database)
+        return _url(self.data_dir, self.port, database)
 
-    def connect(self, database: str = "postgres") -> psycopg.Connection[tuple[object, ...]]:
+    def connect(self, database: str = "postgres") -> psycopg.Connection[tuple[Any, ...]]:
         return psycopg.connect(self.url_for(database), connect_timeout=2, autocommit=True)
+
+    def rows(
+        self, sql: str, params: Sequence[Any] = (), *, database: str = "postgres"
+    ) -> list[tuple[Any, ...]]:
+        """Every row of one query, on a fresh connection to `database`."""
+        with self.connect(database) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def crash_restart(self, down_s: float) -> None:
+        """Crash the server and start it again, as after a power cut: SIGQUIT (immediate
+        shutdown: no checkpoint, so the next start runs crash recovery), stay down for
+        `down_s`, then start on the same port and data directory."""
+        self.process.send_signal(signal.SIGQUIT)
+        self.process.wait(timeout=STOP_TIMEOUT_S)
+        time.sleep(down_s)
+        self.process = _launch(
+            self.data_dir, self.socket_dir, self.port, self.settings, self.log_path
+        )
 
     def create_database(self, name: str) -> bool:
         """Create `name` unless it exists; True if it was created."""
@@ -106,6 +126,12 @@ class PostgresServer(ChildServer):
                 return False
             conn.execute(f'CREATE DATABASE "{name}"')
             return True
+
+
+def _url(data_dir: Path, port: int | None, database: str) -> str:
+    if port is not None:
+        return f"postgres://{SUPERUSER}@127.0.0.1:{port}/{database}"
+    return socket_url(data_dir, database)
 
 
 def socket_url(data_dir: Path, database: str) -> str:
@@ -128,40 +154,58 @@ def start(
     example {"fsync": "off"} for a throw-away test cluster). A server left running on
     `data_dir` by a killed earlier caller is stopped first."""
     data_dir = data_dir.resolve()
-    binaries = bindir()
-    account = unprivileged_account()
     log_path = data_dir.with_name(f"{data_dir.name}.log")
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     if not (data_dir / "PG_VERSION").exists():
-        _initdb(binaries, data_dir, log_path=log_path)
-    else:
-        _stop_leftover(data_dir)
+        _initdb(bindir(), data_dir, log_path=log_path)
     socket_dir = _socket_dir(data_dir)
     tcp_port = free_port() if port == 0 else port
+    settings = dict(settings or {})
+    process = _launch(data_dir, socket_dir, tcp_port, settings, log_path)
+    return PostgresServer(
+        data_dir=data_dir,
+        socket_dir=socket_dir,
+        port=tcp_port,
+        settings=settings,
+        process=process,
+        log_path=log_path,
+    )
+
+
+def _launch(
+    data_dir: Path,
+    socket_dir: Path,
+    tcp_port: int | None,
+    settings: dict[str, str],
+    log_path: Path,
+) -> subprocess.Popen[bytes]:
+    """The postmaster on `data_dir`, once it accepts connections; a leftover one on the same
+    directory is stopped first."""
+    _stop_leftover(data_dir)
     command = [
-        str(binaries / "postgres"),
+        str(bindir() / "postgres"),
         "-D", str(data_dir),
         "-k", str(socket_dir),
         "-p", str(tcp_port or SOCKET_PORT),
         "-c", f"listen_addresses={'127.0.0.1' if tcp_port else ''}",
         "-c", "unix_socket_permissions=0700",
     ]  # fmt: skip
-    for name, value in (settings or {}).items():
+    for name, value in settings.items():
         command += ["-c", f"{name}={value}"]
     with log_path.open("ab") as log:
         # SIGINT is PostgreSQL's fast shutdown: the right thing if we die without stopping it.
-        process = spawn(command, log=log, account=account, death_signal=signal.SIGINT)
-    server = PostgresServer(
-        data_dir=data_dir, socket_dir=socket_dir, port=tcp_port, process=process, log_path=log_path
-    )
+        process = spawn(
+            command, log=log, account=unprivileged_account(), death_signal=signal.SIGINT
+        )
+    url = _url(data_dir, tcp_port, "postgres")
     wait_ready(
         process,
-        lambda: _answers(server),
+        lambda: _answers(url),
         what=f"PostgreSQL on {data_dir}",
         log_path=log_path,
         timeout_s=START_TIMEOUT_S,
     )
-    return server
+    return process
 
 
 def _initdb(binaries: Path, data_dir: Path, *, log_path: Path) -> None:
@@ -235,9 +279,9 @@ def _is_postmaster_of(pid: int, data_dir: Path) -> bool:
     return bool(argv) and argv[0].endswith(b"postgres") and str(data_dir).encode() in argv
 
 
-def _answers(server: PostgresServer) -> bool:
+def _answers(url: str) -> bool:
     try:
-        server.connect().close()
+        psycopg.connect(url, connect_timeout=2).close()
     except psycopg.OperationalError:
         return False
     return True

@@ -1,5 +1,5 @@
 """Fault tests: the shortened `make chaos` run and the poison batch, on the harness's own
-PostgreSQL, Redis, gunicorn and Celery processes (servers/), never the shared ones.
+PostgreSQL, Redis, gunicorn and Celery processes (stack/), never the shared ones.
 
 No pytest-django database here: the harness migrates its own cluster and verifies with SQL.
 """
@@ -13,7 +13,7 @@ import pytest
 from chaos.poison import poison_scenario
 from chaos.scenario import run_scenario, summary_table
 from chaos.verify import problems_of
-from servers.chronicle import MAX_PROCESS_ATTEMPTS, Chronicle, chronicle_stack
+from stack.chronicle import MAX_PROCESS_ATTEMPTS, Chronicle, chronicle_stack
 
 QUICK_POINTS = 8_000
 ALL_FAULT_KINDS = {

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,3 +103,42 @@ def test_redis_server_answers_and_stops(root):
     assert _gone(pid)
     with pytest.raises(redis_client.ConnectionError):
         redis_client.Redis.from_url(server.url, socket_connect_timeout=1).ping()
+
+
+def test_postgres_crash_restart_from_a_thread_keeps_port_and_data_and_outlives_the_thread(root):
+    # given a cluster with a committed row (chaos crash-restarts from its fault thread)
+    with postgres.start(root / "pg", port=0) as server:
+        server.create_database("kept")
+        with server.connect("kept") as conn:
+            conn.execute("CREATE TABLE t (n int)")
+            conn.execute("INSERT INTO t VALUES (7)")
+        port, first_pid = server.port, server.pid
+
+        # when it is crashed (SIGQUIT) and restarted from a thread that then ends
+        restarter = threading.Thread(target=server.crash_restart, kwargs={"down_s": 0.2})
+        restarter.start()
+        restarter.join()
+        time.sleep(0.5)
+
+        # then the old postmaster is gone, the new one runs on the same port with the row,
+        # and it was not stopped with the thread that started it
+        assert _gone(first_pid)
+        assert server.pid != first_pid and server.port == port
+        assert server.rows("SELECT n FROM t", database="kept") == [(7,)]
+        assert server.process.poll() is None
+        assert "database system was interrupted" in server.log_path.read_text(errors="replace")
+
+
+def test_redis_restart_wiped_keeps_the_port_and_loses_the_data(root):
+    with redis.start(root / "redis") as server:
+        client = redis_client.Redis.from_url(server.url, socket_timeout=2)
+        client.set("k", "v")
+        first_pid = server.pid
+
+        # when it is SIGKILLed and restarted
+        server.restart_wiped(down_s=0.1)
+
+        # then it answers on the same URL, empty, from a new process
+        assert server.pid != first_pid and _gone(first_pid)
+        assert client.ping() is True
+        assert client.get("k") is None

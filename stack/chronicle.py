@@ -1,6 +1,6 @@
 """Chronicle's own processes (migrate, gunicorn, Celery worker and beat) on a private
-PostgreSQL and Redis, and `chronicle_stack`, which starts all of them and stops them by PID.
-Used by the fault-injection run (chaos) and the benchmark (bench).
+PostgreSQL and Redis (stack.postgres, stack.redis), and `chronicle_stack`, which starts all of
+them and stops them by PID. Used by the fault-injection run (chaos) and the benchmark (bench).
 
 This module does not import Django: it drives Chronicle through `manage.py`, gunicorn and
 `celery` subprocesses, like an operator would."""
@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from servers.postgres import Postgres
-from servers.postgres import start as postgres_start
-from servers.processes import (
+from stack import postgres, redis
+from stack.postgres import PostgresServer
+from stack.processes import (
     BIN,
     PYTHON,
     READY_TIMEOUT_S,
@@ -29,11 +29,16 @@ from servers.processes import (
     children_of,
     free_port,
     log,
-    spawn,
+    start_proc,
     wait_until,
 )
-from servers.redis import Redis
-from servers.redis import start as redis_start
+from stack.redis import RedisServer
+
+DB_NAME = "chronicle"
+# Room for gunicorn, the Celery pool and the load's connections; and a backend whose client
+# was SIGKILLed notices within a second even while it waits on a lock, and releases its row
+# locks (production should set it too).
+PG_SETTINGS = {"max_connections": "200", "client_connection_check_interval": "1000"}
 
 # Processing attempts after which a batch is parked as dead (settings default, set explicitly).
 MAX_PROCESS_ATTEMPTS = 5
@@ -43,7 +48,7 @@ SWEEP_AFTER_S = 5
 class Chronicle:
     """Chronicle's processes (migrate, gunicorn, Celery worker and beat) on the private servers."""
 
-    def __init__(self, root: Path, pg: Postgres, redis: Redis) -> None:
+    def __init__(self, root: Path, pg: PostgresServer, redis: RedisServer) -> None:
         self.root = root
         self.pg = pg
         self.redis = redis
@@ -63,8 +68,8 @@ class Chronicle:
         }
         env.update(
             DJANGO_SETTINGS_MODULE="config.settings",
-            DATABASE_URL=self.pg.url(),
-            REDIS_URL=self.redis.url(),
+            DATABASE_URL=self.pg.url_for(DB_NAME),
+            REDIS_URL=self.redis.url,
             SECRET_KEY="chaos-" + secrets.token_urlsafe(32),
             ALLOWED_HOSTS="127.0.0.1,localhost,testserver",
             SECURE_SSL_REDIRECT="0",
@@ -111,7 +116,7 @@ class Chronicle:
             "--no-control-socket",
         ]
         # fmt: on
-        self.web = spawn(
+        self.web = start_proc(
             "gunicorn",
             command,
             log_path=self.root / "gunicorn.log",
@@ -150,7 +155,7 @@ class Chronicle:
             "--without-gossip", "--without-mingle", "--without-heartbeat",
         ]
         # fmt: on
-        self.worker = spawn(
+        self.worker = start_proc(
             "celery-worker",
             command,
             log_path=log_path,
@@ -175,7 +180,7 @@ class Chronicle:
             "--schedule", str(self.root / "celerybeat-schedule"),
         ]
         # fmt: on
-        self.beat = spawn(
+        self.beat = start_proc(
             "celery-beat",
             command,
             log_path=self.root / "beat.log",
@@ -188,7 +193,7 @@ class Chronicle:
         from celery import Celery
 
         if self._sweeper_app is None:
-            self._sweeper_app = Celery("chaos-sweeper", broker=self.redis.url())
+            self._sweeper_app = Celery("chaos-sweeper", broker=self.redis.url)
             self._sweeper_app.conf.broker_connection_retry_on_startup = True
         try:
             self._sweeper_app.send_task(
@@ -224,7 +229,11 @@ def chronicle_stack(
     root.chmod(0o755)
     ok = False
     try:
-        with postgres_start(root) as pg, redis_start(root) as rd:
+        with (
+            postgres.start(root / "pg", port=0, settings=PG_SETTINGS) as pg,
+            redis.start(root / "redis") as rd,
+        ):
+            pg.create_database(DB_NAME)
             app = Chronicle(root, pg, rd)
             try:
                 app.migrate()
@@ -233,7 +242,7 @@ def chronicle_stack(
                 if beat:
                     app.start_beat()
                 log(
-                    f"stack up in {root}: postgres :{pg.port} (pid {pg.proc and pg.proc.pid}), "
+                    f"stack up in {root}: postgres :{pg.port} (pid {pg.pid}), "
                     f"redis :{rd.port}, web :{app.web_port} (pid {app.web and app.web.pid}), "
                     f"worker pid {app.worker and app.worker.pid}"
                 )
