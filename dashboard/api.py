@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import pandas as pd
+from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
@@ -55,7 +56,7 @@ class RunListApi(generics.ListAPIView):
     serializer_class = RunSerializer
     pagination_class = None
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[Run]:
         return runs_for_user(user=self.request.user)
 
 
