@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import pandas as pd
+from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
@@ -18,6 +19,7 @@ from rest_framework.views import APIView
 from dashboard.query import BadQuery, axis_from_query, exclude_planned_from_query, window_from_query
 from dashboard.selectors import efficiency
 from dashboard.selectors.runs import runs_for_user
+from dashboard.serializers import GoodputOut, MfuOut
 from telemetry import goodput, selectors
 from telemetry.models import Run
 
@@ -55,7 +57,7 @@ class RunListApi(generics.ListAPIView):
     serializer_class = RunSerializer
     pagination_class = None
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
+    def get_queryset(self) -> QuerySet[Run]:
         return runs_for_user(user=self.request.user)
 
 
@@ -65,8 +67,9 @@ _WINDOW_PARAMETERS = [
 ]
 
 
-def _number(value: float | None) -> float | str | None:
-    return None if value is None else selectors.json_number(float(value))
+def _number(value: float | None) -> float | None:
+    # Non-finite values are left to the output serializers' DerivedNumber: null.
+    return None if value is None else float(value)
 
 
 def _time(value: datetime | None) -> str | None:
@@ -203,7 +206,7 @@ class RunMfuApi(APIView):
                 "axis", OpenApiTypes.STR, description="step or time (the page's chart only)."
             ),
         ],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: MfuOut},
     )
     def get(self, request: Request, run_id: int) -> Response:
         run = selectors.run_get_for_user(user=request.user, run_id=run_id)
@@ -214,7 +217,7 @@ class RunMfuApi(APIView):
             name, _, message = str(exc).partition(": ")
             raise ValidationError({name: message}) from exc
         report, _ = efficiency.run_mfu_cached(run=run, window=window)
-        return Response(mfu_payload(report))
+        return Response(MfuOut(mfu_payload(report)).data)
 
 
 class RunGoodputApi(APIView):
@@ -228,7 +231,7 @@ class RunGoodputApi(APIView):
                 description="1 to remove planned-maintenance windows from every number.",
             ),
         ],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: GoodputOut},
     )
     def get(self, request: Request, run_id: int) -> Response:
         run = selectors.run_get_for_user(user=request.user, run_id=run_id)
@@ -240,4 +243,4 @@ class RunGoodputApi(APIView):
         report, _ = efficiency.run_goodput_cached(
             run=run, window=window, exclude_planned=exclude_planned_from_query(request.query_params)
         )
-        return Response(goodput_payload(report))
+        return Response(GoodputOut(goodput_payload(report)).data)

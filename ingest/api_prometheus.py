@@ -88,7 +88,7 @@ class PrometheusIngestView(IngestTokenView):
         return _ingest(request, grouping=None)
 
 
-class PushgatewayIngestView(PrometheusIngestView):
+class PushgatewayIngestView(IngestTokenView):
     """The same at the path prometheus_client.push_to_gateway builds from a gateway URL of
     .../api/v1/ingest/prometheus; a `hostname` (or `host`) grouping label names the host of
     samples without one. PUT (replace a group, in Pushgateway) is a POST here: Chronicle
@@ -99,7 +99,7 @@ class PushgatewayIngestView(PrometheusIngestView):
         request={"text/plain": OpenApiTypes.STR},
         responses=_RESPONSES,
     )
-    def post(self, request: Request, grouping: str = "") -> Response:  # type: ignore[override]
+    def post(self, request: Request, grouping: str = "") -> Response:
         return _ingest(request, grouping=grouping)
 
     @extend_schema(

@@ -91,7 +91,7 @@ class IngestBatch(models.Model):
         return f"{self.project}:{self.batch_id} ({self.status})"
 
 
-# --- MLflow compatibility (issue 7) ----------------------------------------------------------
+# --- MLflow compatibility ---------------------------------------------------------------------
 
 
 class MlflowExperiment(models.Model):

@@ -263,9 +263,9 @@ def check_name_list(limit: int, items: int) -> Callable[[Any], list[str]]:
 
 def check_choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
     def checker(raw: Any) -> str:
-        if raw not in choices:
+        if not isinstance(raw, str) or raw not in choices:
             raise _FieldError(f"must be one of {', '.join(choices)}; got {_describe(raw)}")
-        return raw  # type: ignore[no-any-return]
+        return raw
 
     return checker
 

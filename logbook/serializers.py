@@ -22,20 +22,9 @@ from logbook.checkpoint_interval import ADVICE_FIELDS
 from logbook.failures import RATE_NAMES
 from logbook.markdown import render_markdown
 from logbook.models import Interruption, SdcReplay
+from telemetry.json_numbers import finite_or_null
 from telemetry.models import Device, Host
 from telemetry.selectors import json_number
-
-
-def finite_or_null(value: Any) -> Any:
-    """`value` with every non-finite float in it (at any depth) replaced by null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: finite_or_null(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_or_null(item) for item in value]
-    return value
-
 
 # --- Fields -----------------------------------------------------------------------------------
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -13,6 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.safestring import SafeString
+
+from telemetry.json_numbers import finite_or_null
 
 ATTEMPT_COLOURS = [
     "#1f77b4",
@@ -365,17 +366,7 @@ def charts_script(payload: list[dict[str, Any]]) -> SafeString:
     try:
         text = json.dumps(payload, separators=(",", ":"), allow_nan=False, cls=DjangoJSONEncoder)
     except ValueError:  # a NaN slipped through: null it rather than write invalid JSON
-        text = json.dumps(_nan_to_none(payload), separators=(",", ":"), cls=DjangoJSONEncoder)
+        text = json.dumps(finite_or_null(payload), separators=(",", ":"), cls=DjangoJSONEncoder)
     for raw, escaped in _SCRIPT_ESCAPES:
         text = text.replace(raw, escaped)
     return SafeString(f'<script id="charts-data" type="application/json">{text}</script>')
-
-
-def _nan_to_none(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _nan_to_none(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_nan_to_none(item) for item in value]
-    return value

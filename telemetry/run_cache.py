@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from django.core.cache import cache
 
@@ -45,7 +45,8 @@ def cached(key: str, compute: Callable[[], T], *, timeout: int = CACHE_TTL_S) ->
         logger.warning("run figures not read from the cache: cache unavailable", exc_info=True)
         found = None
     if found is not None:
-        return found  # type: ignore[no-any-return]
+        # The cache hands back what compute() stored under this key, so it is a T.
+        return cast(T, found)
     value = compute()
     try:
         cache.set(full_key, value, timeout)

@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 from django.test import Client
 
+from dashboard import api as dashboard_api
 from stack import free_port
-from telemetry import api as telemetry_api
 
 GENERIC_500 = {"detail": "Internal error; it has been logged."}
 
@@ -38,12 +38,12 @@ def test_a_database_error_on_a_read_is_a_logged_500_not_a_503(
     alice_client, monkeypatch, caplog, statements
 ):
     # given a read whose query fails on a database that is up
-    def failing_queryset(self):  # type: ignore[no-untyped-def]
+    def failing_queryset(self: object) -> None:
         with connection.cursor() as cursor:
             for statement in statements:
                 cursor.execute(statement)
 
-    monkeypatch.setattr(telemetry_api.RunListApi, "get_queryset", failing_queryset)
+    monkeypatch.setattr(dashboard_api.RunListApi, "get_queryset", failing_queryset)
 
     # when the API is read
     with caplog.at_level(logging.ERROR, logger="django.request"):

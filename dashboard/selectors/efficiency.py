@@ -551,13 +551,13 @@ def run_goodput(
         return report
     report.result = gp.summarise(ledger, window=window.as_seconds(), exclusions=excluded_s)
     # Per attempt: from its job start to the next one's (so its recovery is charged to it).
-    started = [a for a in attempts if a.started_at is not None]
-    bounds = [a.started_at.timestamp() for a in started]  # type: ignore[union-attr]
+    started = [(a.number, a.started_at.timestamp()) for a in attempts if a.started_at is not None]
+    bounds = [start for _, start in started]
     rows = []
     for index, start in enumerate(bounds):
         end = bounds[index + 1] if index + 1 < len(bounds) else ledger.job_end
         one = gp.summarise(ledger, window=(start, end), exclusions=excluded_s)
-        number = started[index].number
+        number = started[index][0]
         rows.append(
             {
                 "attempt": number,
@@ -571,8 +571,9 @@ def run_goodput(
     if rows:
         report.per_attempt = pd.DataFrame(rows)
     low, high = ledger.job_start, ledger.job_end
-    if window.as_seconds() is not None:
-        w_low, w_high = window.as_seconds()  # type: ignore[misc]
+    window_s = window.as_seconds()
+    if window_s is not None:
+        w_low, w_high = window_s
         low, high = max(low, w_low), min(high, w_high)
     if high > low:
         width = max(ROLLING_MIN_WIDTH_S, (high - low) / 12)

@@ -6,14 +6,13 @@ fixed number of queries whatever the run's size."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from django.db import connection
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from logbook.models import Annotation, Checkpoint, Interruption, LogbookEntry
-from telemetry.models import Attempt, Device, Host, MetricPoint, MetricSeries, Run
+from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
 from telemetry.selectors import User, projects_for_user
 
 
@@ -133,53 +132,3 @@ def run_chart_entries(*, run: Run) -> list[LogbookEntry]:
     for entry in entries:
         entry.run = run
     return entries
-
-
-@dataclass(frozen=True)
-class QuarantinedHardware:
-    kind: str  # "host" or "device"
-    name: str
-    host_name: str  # the host page to link to (a device's host)
-    quarantined_at: datetime
-    reason: str
-    quarantined_by: str
-
-
-def run_quarantined_hardware(*, run: Run) -> list[QuarantinedHardware]:
-    """Quarantined hosts and devices the run touched: its attempts' hosts, the devices on
-    them, and the hardware its interruptions and SDC records name. Two queries."""
-    touched_hosts = (
-        Q(attempts__run=run)
-        | Q(interruptions__run=run)
-        | Q(sdc_replays__run=run)
-        | Q(sdc_suspicions__run=run)
-    )
-    hosts = (
-        Host.objects.filter(touched_hosts, quarantined_at__isnull=False)
-        .select_related("quarantined_by")
-        .distinct()
-        .order_by("name")
-    )
-    devices = (
-        Device.objects.filter(
-            Q(host__in=Host.objects.filter(touched_hosts))
-            | Q(interruptions__run=run)
-            | Q(sdc_replays__run=run),
-            quarantined_at__isnull=False,
-        )
-        .select_related("host", "quarantined_by")
-        .distinct()
-        .order_by("uuid")
-    )
-    found = [
-        QuarantinedHardware("host", h.name, h.name, h.quarantined_at, h.quarantine_reason,
-                            h.quarantined_by.get_username() if h.quarantined_by else "")
-        for h in hosts
-    ]  # fmt: skip
-    found += [
-        QuarantinedHardware("device", d.uuid, d.host.name if d.host else "", d.quarantined_at,
-                            d.quarantine_reason,
-                            d.quarantined_by.get_username() if d.quarantined_by else "")
-        for d in devices
-    ]  # fmt: skip
-    return found

@@ -16,8 +16,9 @@ from django.utils.safestring import mark_safe
 
 from dashboard import charts as marks_charts
 from dashboard.selectors import runs as run_selectors
+from logbook.selectors import fleet as fleet_selectors
 from telemetry import charts, run_cache, selectors
-from telemetry.models import Run
+from telemetry.models import Membership, Run
 from telemetry.selectors import series as series_selectors
 
 CHART_MAX_POINTS = 1500
@@ -42,10 +43,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     shown = None if request.GET.get("rows") == "all" else ROWS_SHOWN
     tables = run_selectors.run_page_tables(run=run, rows=shown)
     annotations = run_selectors.run_annotations(run=run)
-    can_annotate = (
-        selectors.projects_for_user(user=request.user, roles=selectors.OPERATOR_ROLES)
-        .filter(pk=run.project_id)
-        .exists()
+    can_annotate = selectors.user_has_role(
+        user=request.user, at_least=Membership.Role.ONCALL, project_id=run.project_id
     )
     # Cached as the <script> element itself: a megabyte of figures costs tens of
     # milliseconds to unpickle and encode again on every request, a string almost nothing.
@@ -63,7 +62,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "attempts": tables.attempts,
             "interruptions": tables.interruptions,
             "checkpoints": tables.checkpoints,
-            "quarantined": run_selectors.run_quarantined_hardware(run=run),
+            "quarantined": fleet_selectors.quarantined_hardware_for_run(run=run),
             "annotations": annotations,
             "can_annotate": can_annotate,
             "figures": charts_block["figures"],

@@ -6,8 +6,8 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from logbook.models import Annotation
-from telemetry.models import Project
-from telemetry.selectors import OPERATOR_ROLES, User, projects_for_user
+from telemetry.models import Membership, Project
+from telemetry.selectors import User, projects_for_user, user_has_role
 
 # PostgreSQL bigint: larger ids and steps cannot exist, so they are refused before a query.
 MAX_BIGINT = 2**63 - 1
@@ -31,4 +31,4 @@ def annotation_get_for_user(*, user: User, annotation_id: int) -> Annotation:
 
 def user_may_annotate(*, user: User, project: Project) -> bool:
     """On-call engineers and admins of the project (and superusers) mark its charts."""
-    return projects_for_user(user=user, roles=OPERATOR_ROLES).filter(pk=project.pk).exists()
+    return user_has_role(user=user, at_least=Membership.Role.ONCALL, project_id=project.pk)

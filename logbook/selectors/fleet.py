@@ -419,55 +419,47 @@ def host_runs(*, user: User, host: Host) -> QuerySet[Run]:
 class QuarantinedHardware:
     kind: str  # "host" or "device"
     name: str
-    host_name: str  # the host page to link to (the device's host for a device)
+    host_name: str  # the host page to link to (a device's host)
     quarantined_at: datetime
     reason: str
     quarantined_by: str
 
 
 def quarantined_hardware_for_run(*, run: Run) -> list[QuarantinedHardware]:
-    """Quarantined hosts and devices the run touched (its attempts' hosts and the hardware its
-    incidents name, plus the devices on its hosts), for the run page. Two queries."""
-    runs = Run.objects.filter(pk=run.pk)
-    touched_hosts = Host.objects.filter(_touching_runs(runs))
+    """Quarantined hosts and devices the run touched: its attempts' hosts, the devices on
+    them, and the hardware its interruptions and SDC records name; for the run page. Two queries."""
+    touched_hosts = (
+        Q(attempts__run=run)
+        | Q(interruptions__run=run)
+        | Q(sdc_replays__run=run)
+        | Q(sdc_suspicions__run=run)
+    )
     hosts = (
-        Host.objects.filter(quarantined_at__isnull=False, pk__in=touched_hosts)
+        Host.objects.filter(touched_hosts, quarantined_at__isnull=False)
         .select_related("quarantined_by")
+        .distinct()
         .order_by("name")
     )
     devices = (
-        Device.objects.filter(quarantined_at__isnull=False)
-        .filter(
-            Q(host__in=touched_hosts)
-            | Q(pk__in=Interruption.devices.through.objects.filter(
-                interruption__run=run).values("device_id"))
-            | Q(pk__in=SdcReplay.objects.filter(run=run).values("device_id"))
+        Device.objects.filter(
+            Q(host__in=Host.objects.filter(touched_hosts))
+            | Q(interruptions__run=run)
+            | Q(sdc_replays__run=run),
+            quarantined_at__isnull=False,
         )
         .select_related("host", "quarantined_by")
+        .distinct()
         .order_by("uuid")
-    )  # fmt: skip
-    result = [
-        QuarantinedHardware(
-            kind="host",
-            name=row.name,
-            host_name=row.name,
-            quarantined_at=row.quarantined_at,
-            reason=row.quarantine_reason,
-            quarantined_by=row.quarantined_by.get_username() if row.quarantined_by else "",
-        )
-        for row in hosts
-        if row.quarantined_at is not None
-    ]
-    result += [
-        QuarantinedHardware(
-            kind="device",
-            name=row.uuid,
-            host_name=row.host.name if row.host else "",
-            quarantined_at=row.quarantined_at,
-            reason=row.quarantine_reason,
-            quarantined_by=row.quarantined_by.get_username() if row.quarantined_by else "",
-        )
-        for row in devices
-        if row.quarantined_at is not None
-    ]
-    return result
+    )
+    found = [
+        QuarantinedHardware("host", h.name, h.name, h.quarantined_at, h.quarantine_reason,
+                            h.quarantined_by.get_username() if h.quarantined_by else "")
+        for h in hosts
+    ]  # fmt: skip
+    found += [
+        QuarantinedHardware("device", d.uuid, d.host.name if d.host else "", d.quarantined_at,
+                            d.quarantine_reason,
+                            d.quarantined_by.get_username() if d.quarantined_by else "")
+        for d in devices
+    ]  # fmt: skip
+    return found

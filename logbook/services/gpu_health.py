@@ -220,12 +220,12 @@ def _interruptions_open(
     received_at: datetime,
 ) -> list[Interruption]:
     """One interruption per (running attempt, host) for this push's events on that host."""
-    blaming = [event for event in events if not event.first_sight and event.host_id is not None]
-    if not blaming:
-        return []
     by_host: dict[int, list[DeviceEvent]] = {}
-    for event in blaming:
-        by_host.setdefault(event.host_id, []).append(event)  # type: ignore[arg-type]
+    for event in events:
+        if not event.first_sight and event.host_id is not None:
+            by_host.setdefault(event.host_id, []).append(event)
+    if not by_host:
+        return []
     latest = (
         Attempt.objects.filter(run=OuterRef("attempt__run")).order_by("-number").values("pk")[:1]
     )

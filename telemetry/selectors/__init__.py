@@ -5,7 +5,6 @@ of, and the project or run a user may see. Reads by topic live beside this modul
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
@@ -17,26 +16,24 @@ from telemetry.models import Membership, Project, Run
 User = AbstractBaseUser | AnonymousUser
 
 
-def projects_for_user(*, user: User, roles: Sequence[str] | None = None) -> QuerySet[Project]:
-    """Projects the user is a member of (with one of `roles`, if given); all for superusers."""
-    if not user.is_authenticated:
-        return Project.objects.none()
-    if getattr(user, "is_superuser", False):
-        return Project.objects.all()
-    memberships = Membership.objects.filter(user=user)
-    if roles is not None:
-        memberships = memberships.filter(role__in=roles)
-    return Project.objects.filter(pk__in=memberships.values("project_id"))
+def projects_for_user(*, user: User) -> QuerySet[Project]:
+    """Projects the user is a member of, in any role; all for superusers."""
+    return projects_with_role(user=user, at_least=Membership.Role.VIEWER)
 
 
 # Each role may do what the ones before it may: a permission is "at least role R".
 ROLE_ORDER = (Membership.Role.VIEWER, Membership.Role.ONCALL, Membership.Role.ADMIN)
-OPERATOR_ROLES = ROLE_ORDER[ROLE_ORDER.index(Membership.Role.ONCALL) :]
 
 
 def projects_with_role(*, user: User, at_least: str) -> QuerySet[Project]:
     """Projects where the user holds at least the role `at_least`; all for superusers."""
-    return projects_for_user(user=user, roles=ROLE_ORDER[ROLE_ORDER.index(at_least) :])
+    if not user.is_authenticated:
+        return Project.objects.none()
+    if getattr(user, "is_superuser", False):
+        return Project.objects.all()
+    roles = ROLE_ORDER[ROLE_ORDER.index(at_least) :]
+    memberships = Membership.objects.filter(user=user, role__in=roles)
+    return Project.objects.filter(pk__in=memberships.values("project_id"))
 
 
 def user_has_role(*, user: User, at_least: str, project_id: int | None = None) -> bool:

@@ -7,11 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-import pandas as pd
 from django.db.models import QuerySet
 
 from telemetry.dcgm import FIELDS, HEALTH_COUNTERS_OFF_BY_DEFAULT
-from telemetry.models import Device, DeviceEvent, DeviceHealthState, DeviceSample, Host
+from telemetry.models import Device, DeviceEvent, DeviceHealthState, Host
 from telemetry.selectors import User, projects_for_user
 
 
@@ -68,24 +67,6 @@ def dcgm_device_health(*, host: Host) -> list[DeviceHealth]:
         )
         for state in states
     ]
-
-
-def device_samples(
-    *,
-    device: Device,
-    field: str,
-    since: datetime | None = None,
-    until: datetime | None = None,
-) -> pd.DataFrame:
-    """A device's readings of one field in time order: columns sampled_at, value (a range scan
-    of DeviceSample's primary key)."""
-    rows = DeviceSample.objects.filter(device=device, field=field)
-    if since is not None:
-        rows = rows.filter(sampled_at__gte=since)
-    if until is not None:
-        rows = rows.filter(sampled_at__lt=until)
-    data = list(rows.order_by("sampled_at").values_list("sampled_at", "value"))
-    return pd.DataFrame(data, columns=["sampled_at", "value"])
 
 
 def device_events_for_user(

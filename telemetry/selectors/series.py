@@ -10,20 +10,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from django.db import connection
-from django.db.models import QuerySet
 
 from telemetry.downsample import ROLLUP_WIDTHS, read_plan, split_budget
-from telemetry.models import Attempt, MetricPoint, MetricRollup, MetricSeries, Run
+from telemetry.models import MetricPoint, MetricRollup, MetricSeries, Run
 
 
 def run_metric_names(*, run: Run) -> list[str]:
     names = set(MetricSeries.objects.filter(run=run).values_list("name", flat=True))
     # The loss first: it is what everyone looks at.
     return sorted(names, key=lambda name: (name != "loss", name))
-
-
-def run_attempts(*, run: Run) -> QuerySet[Attempt]:
-    return run.attempts.order_by("number").prefetch_related("hosts")
 
 
 @dataclass(frozen=True)

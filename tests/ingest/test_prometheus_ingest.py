@@ -25,7 +25,6 @@ from telemetry.selectors.dcgm import (
     dcgm_device_health,
     dcgm_missing_counters,
     device_events_for_user,
-    device_samples,
 )
 from telemetry.services import attempt_ensure, run_upsert
 
@@ -251,8 +250,8 @@ def test_push_stores_devices_samples_and_state(push):
     device = Device.objects.select_related("host").get(uuid=B07_GPU0)
     assert (device.host.name, device.index_on_host) == ("node-b07", 0)
     assert device.accelerator_type == "NVIDIA H100 80GB HBM3"
-    history = device_samples(device=device, field="DCGM_FI_DEV_POWER_USAGE")
-    assert history["value"].tolist() == [655.902]
+    history = DeviceSample.objects.filter(device=device, field="DCGM_FI_DEV_POWER_USAGE")
+    assert list(history.order_by("sampled_at").values_list("value", flat=True)) == [655.902]
     health = dcgm_device_health(host=Host.objects.get(name="node-a01"))
     assert [one.device.uuid for one in health] == [A01_GPU0, A01_GPU1]
     temp = next(r for r in health[1].readings if r.name == "DCGM_FI_DEV_GPU_TEMP")
