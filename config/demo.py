@@ -99,7 +99,8 @@ def serve(host: str, port: int, data_dir: Path = DATA_DIR) -> int:
             )
         manage(env, "migrate", "--noinput", "-v", "0")
         print("Loading the demo run...")
-        manage(env, "load_demo", "--url", url)
+        # Eager Celery logs every task at INFO, which would break the load's progress lines.
+        manage(env | {"LOG_LEVEL": "WARNING"}, "load_demo", "--url", url)
         if env["DEBUG"] == "0":
             manage(env, "collectstatic", "--noinput", "-v", "0")
         print(f"Serving on {url} (Ctrl-C to stop)", flush=True)
@@ -117,6 +118,10 @@ def serve(host: str, port: int, data_dir: Path = DATA_DIR) -> int:
     except subprocess.CalledProcessError as exc:
         return exc.returncode or 1
     finally:
+        # A second Ctrl-C (or a SIGTERM sent to the whole process group) must not cut the
+        # shutdown short and leave PostgreSQL running.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
         if server is not None:
             stop_process(server, first=signal.SIGTERM, timeout_s=10)
         if database is not None:
