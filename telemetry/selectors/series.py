@@ -118,7 +118,11 @@ _READ = (
     f"      FILTER (WHERE NOT {_NON_FINITE}), "
     f"   min(ARRAY[{_halves('x.step')}, x.value, {_US.format('x.wall_time')}]) "
     f"      FILTER (WHERE {_NON_FINITE}) "
-    f" FROM p JOIN {_POINTS} x ON x.series_id = p.series_id "
+    # LATERAL with OFFSET 0 (not a plain join): the points are fetched by their key for each
+    # short series in p and never otherwise. A plain join let the planner, on small table
+    # statistics, scan the whole points table to hash it even when p was empty.
+    f" FROM p CROSS JOIN LATERAL (SELECT * FROM {_POINTS} y WHERE y.series_id = p.series_id "
+    "  OFFSET 0) x "
     "  GROUP BY x.series_id, (x.step - p.first_step) * p.buckets / p.n_rows "
     "  UNION ALL "
     f"  SELECT x.series_id, ARRAY[x.value, {_halves('x.step')}, {_US.format('x.wall_time')}], "
