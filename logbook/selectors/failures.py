@@ -133,8 +133,10 @@ def run_spans(
             "pk", "first_start", "last_end", "last_seen_at", "latest_status", "accelerator_count"
         )
     )
+    resized = _attempt_weighted_accelerators(runs=runs, filters=filters, now=now)
     spans = []
-    for run_id, first_start, last_end, last_seen, status, accelerators in rows:
+    for run_id, first_start, last_end, last_seen, status, run_accelerators in rows:
+        accelerators = resized.get(run_id, run_accelerators)
         if first_start is None:
             continue  # never started: no observed time
         ends = [t for t in (last_end, last_seen) if t is not None]
@@ -145,6 +147,34 @@ def run_spans(
         end = max([first_start, *ends])
         spans.append(RunSpan(run_id, first_start, end, accelerators))
     return observed_spans(spans, filters.start, filters.end)
+
+
+def _attempt_weighted_accelerators(
+    *, runs: QuerySet[Run], filters: FailureFilters, now: datetime
+) -> dict[int, int]:
+    """For runs where an attempt has its own accelerator count (a resized cluster), the
+    count weighted by each attempt's time in the window, attempts without one taking the
+    run's: {run id: weighted count} (one query). Rounded: the spans carry whole counts."""
+    with_own = Attempt.objects.filter(run__in=runs, accelerator_count__isnull=False)
+    rows = (
+        Attempt.objects.filter(run_id__in=with_own.values("run_id"), started_at__isnull=False)
+        .order_by("run_id", "number")
+        .values_list(
+            "run_id", "started_at", "ended_at", "accelerator_count", "run__accelerator_count"
+        )
+    )
+    totals: dict[int, list[float]] = {}
+    for run_id, started, ended, own, run_count in rows:
+        start = max(started, filters.start) if filters.start else started
+        end = ended or now
+        end = min(end, filters.end) if filters.end else end
+        count = own or run_count
+        seconds = max(0.0, (end - start).total_seconds())
+        if not count or not seconds:
+            continue
+        weighted, total = totals.setdefault(run_id, [0.0, 0.0])
+        totals[run_id] = [weighted + count * seconds, total + seconds]
+    return {run_id: round(weighted / total) for run_id, (weighted, total) in totals.items()}
 
 
 def failure_report_for_user(
