@@ -119,23 +119,38 @@ def run_spans(
 ) -> list[RunSpan]:
     """Each run's observed time, cut to the window: first attempt start to last activity
     (the later of run.last_seen_at and the last attempt end; now for a running run that has
-    reported nothing yet). One query."""
+    reported nothing yet). One query, and one more when an attempt has its own accelerator
+    count (a resized cluster)."""
     now = now or timezone.now()
     latest = Attempt.objects.filter(run=OuterRef("pk")).order_by("-number").values("status")[:1]
-    rows = (
+    rows = list(
         runs.annotate(
             first_start=Min("attempts__started_at"),
             last_end=Max("attempts__ended_at"),
             latest_status=Subquery(latest),
+            resized=Exists(
+                Attempt.objects.filter(run=OuterRef("pk"), accelerator_count__isnull=False)
+            ),
         )
         .order_by("pk")
         .values_list(
-            "pk", "first_start", "last_end", "last_seen_at", "latest_status", "accelerator_count"
+            "pk",
+            "first_start",
+            "last_end",
+            "last_seen_at",
+            "latest_status",
+            "accelerator_count",
+            "resized",
         )
     )
-    resized = _attempt_weighted_accelerators(runs=runs, filters=filters, now=now)
+    resized_ids = [row[0] for row in rows if row[-1]]
+    resized = (
+        _attempt_weighted_accelerators(run_ids=resized_ids, filters=filters, now=now)
+        if resized_ids
+        else {}
+    )
     spans = []
-    for run_id, first_start, last_end, last_seen, status, run_accelerators in rows:
+    for run_id, first_start, last_end, last_seen, status, run_accelerators, _ in rows:
         accelerators = resized.get(run_id, run_accelerators)
         if first_start is None:
             continue  # never started: no observed time
@@ -150,14 +165,13 @@ def run_spans(
 
 
 def _attempt_weighted_accelerators(
-    *, runs: QuerySet[Run], filters: FailureFilters, now: datetime
+    *, run_ids: list[int], filters: FailureFilters, now: datetime
 ) -> dict[int, int]:
     """For runs where an attempt has its own accelerator count (a resized cluster), the
     count weighted by each attempt's time in the window, attempts without one taking the
     run's: {run id: weighted count} (one query). Rounded: the spans carry whole counts."""
-    with_own = Attempt.objects.filter(run__in=runs, accelerator_count__isnull=False)
     rows = (
-        Attempt.objects.filter(run_id__in=with_own.values("run_id"), started_at__isnull=False)
+        Attempt.objects.filter(run_id__in=run_ids, started_at__isnull=False)
         .order_by("run_id", "number")
         .values_list(
             "run_id", "started_at", "ended_at", "accelerator_count", "run__accelerator_count"

@@ -46,7 +46,9 @@ def correction_choices(*, run: Run, after: LogbookEntry | None = None) -> QueryS
     entries = LogbookEntry.objects.filter(run=run).order_by("-occurred_at", "-pk")
     if after is not None:
         entries = entries.filter(occurred_at__gte=after.occurred_at).exclude(pk=after.pk)
-    return entries.only("pk", "occurred_at", "kind", "title")[:CORRECTION_CHOICES_LIMIT]
+    return entries.only("pk", "occurred_at", "time_precision", "occurred_until", "kind", "title")[
+        :CORRECTION_CHOICES_LIMIT
+    ]
 
 
 def chronicle_entry(entry: LogbookEntry) -> ChronicleEntry:

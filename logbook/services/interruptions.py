@@ -54,6 +54,14 @@ def interruption_record(
         detected_at = occurred_at
     if recovered_at is not None and recovered_at < occurred_at:
         recovered_at = occurred_at
+    # Only a window has an end, and one that ends before it starts is known to the minute at
+    # best: keep the incident, as exact.
+    if time_precision != TimePrecision.WINDOW or occurred_until is None:
+        occurred_until = None
+        if time_precision == TimePrecision.WINDOW:
+            time_precision = TimePrecision.EXACT
+    elif occurred_until < occurred_at:
+        occurred_until, time_precision = None, TimePrecision.EXACT
     interruption = Interruption.objects.create(
         run=run,
         attempt=attempt,

@@ -18,7 +18,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
 from logbook.choices import TimePrecision
-from logbook.chronicles import ChronicleError, logbook_to_markdown
+from logbook.chronicles import ChronicleError, logbook_to_markdown, when_text
 from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
 from logbook.selectors import logbook as selectors
 from logbook.services import entries as entry_services
@@ -43,6 +43,7 @@ class EntryForm(forms.Form):
     time_precision = forms.ChoiceField(
         choices=TimePrecision.choices,
         initial=TimePrecision.EXACT,
+        required=False,
         label="Time known",
         help_text="Exact, to the day only, or within a window.",
     )
@@ -104,7 +105,11 @@ class EntryForm(forms.Form):
 
 def _entry_choices(entries: Any) -> list[tuple[Any, str]]:
     return [("", "—")] + [
-        (e.pk, f"{e.occurred_at:%Y-%m-%d %H:%M} UTC · {e.get_kind_display()} · {e.title[:80]}")
+        (
+            e.pk,
+            f"{when_text(e.occurred_at, e.time_precision, e.occurred_until)}"
+            f" · {e.get_kind_display()} · {e.title[:80]}",
+        )
         for e in entries
     ]
 
@@ -172,7 +177,7 @@ def _form_changes(form: EntryForm, request: HttpRequest) -> dict[str, Any] | Non
         "step": data["step"],
         "step_end": data["step_end"],
         "config_changes": _config_rows(request),
-        "time_precision": data["time_precision"],
+        "time_precision": data["time_precision"] or TimePrecision.EXACT,
         "occurred_until": data["occurred_until"],
         "local_time": data["local_time"],
         "count": data["count"],

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('telemetry', '0006_run_data_version_project_fleet_version'),
+        ("telemetry", "0006_run_data_version_project_fleet_version"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='attempt',
-            name='accelerator_count',
+            model_name="attempt",
+            name="accelerator_count",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
     ]
