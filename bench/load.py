@@ -294,11 +294,13 @@ def chronicle_ingest(
     form: str = "rows",
     batch_prefix: str | None = None,
     drain_timeout_s: float = 600,
+    address: tuple[str, int] | None = None,
 ) -> IngestFigure:
+    """`address`: the gunicorn pool to send to (default: the stack's web pool)."""
     bodies = chronicle_bodies(load, run, form=form, batch_prefix=batch_prefix)
     start = time.monotonic()
     sent = send_all(
-        app.base_url,
+        address or app.base_url,
         "/api/v1/ingest",
         bodies,
         clients=clients,
