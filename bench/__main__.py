@@ -107,6 +107,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                             f"{figure.points_per_s:,.0f} points/s"
                         )
                         results["ingest"].append(figure.as_dict())
+                    figure = load.chronicle_mlflow_ingest(
+                        app, token, workload, clients=clients,
+                        experiment=f"bench-{stamp}-c{clients}-r{round_no}",
+                    )  # fmt: skip
+                    log(f"{figure.system} {clients} client(s): {figure.points_per_s:,.0f} points/s")
+                    results["ingest"].append(figure.as_dict())
                     if server is not None:
                         theirs = load.mlflow_ingest(
                             server, workload, clients=clients, experiment=f"bench-{stamp}"
