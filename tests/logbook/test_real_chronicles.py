@@ -347,6 +347,13 @@ def test_incident_shows_reported_lost_time_beside_computed_downtime(client, alic
     assert '<dd id="incident-reported-lost">18.0 h</dd>' in html
     assert "(day, UTC)" in html and "(Tuesday PST as written)" in html
     assert f"(#{incident.number} of its run)" in html
+    body = client.get(f"/api/v1/incidents/{incident.pk}").json()["incident"]
+    assert (body["reported_lost_s"], body["downtime_s"]) == (64_800.0, 7_200.0)
+    assert (body["number"], body["time_precision"], body["local_time"]) == (
+        1,
+        "day",
+        "Tuesday PST",
+    )
 
 
 # --- A resized cluster: MFU and failure rates per attempt ----------------------------------
