@@ -105,11 +105,16 @@ class FleetHostsApi(APIView):
 
 class HostQuarantineApi(APIView):
     """Quarantine (POST, with a reason) or release (DELETE) a host. On-call engineers and
-    admins only; a host that never touched one of the user's runs is a 404."""
+    admins of the host's project only; a host of no project of the user's is a 404 (another
+    project's record of the same machine included)."""
 
     def _host(self, request: Request, name: str) -> Host:
-        host = fleet_selectors.host_get_for_user(user=request.user, name=name)
-        if not user_has_role(user=request.user, at_least=Membership.Role.ONCALL):
+        host = fleet_selectors.host_get_for_user(
+            user=request.user, name=name, project=request.query_params.get("project")
+        )
+        if not user_has_role(
+            user=request.user, at_least=Membership.Role.ONCALL, project_id=host.project_id
+        ):
             raise PermissionDenied("Only on-call engineers and admins may quarantine hardware.")
         return host
 

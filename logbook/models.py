@@ -313,7 +313,8 @@ class AuditEvent(models.Model):
         HOST = "host", "Host"
         DEVICE = "device", "Device"
 
-    # Hosts and devices belong to no project: their quarantine events have none.
+    # Null only for quarantine events of hardware no project's data ever named (see
+    # telemetry.Host); every other event names its project.
     project = models.ForeignKey(
         "telemetry.Project",
         on_delete=models.CASCADE,

@@ -70,9 +70,13 @@ def interruption_record(
             reason=f"Interrupted: {root_cause.name}" + (f" ({message[:200]})" if message else ""),
         )
     if hosts:
-        interruption.hosts.add(*telemetry_services.hosts_ensure(names=hosts))
+        interruption.hosts.add(
+            *telemetry_services.hosts_ensure(project=run.project_id, names=hosts)
+        )
     if devices:
-        interruption.devices.add(*telemetry_services.devices_ensure(uuids=devices))
+        interruption.devices.add(
+            *telemetry_services.devices_ensure(project=run.project_id, uuids=devices)
+        )
     if not interruption.planned:
         # Pages the project's webhooks after commit, once per interruption.
         webhooks.interruption_notify(interruption=interruption)

@@ -15,7 +15,7 @@ from django.utils import timezone
 from logbook import sdc
 from logbook.audit import audit_record, diff_fields
 from logbook.models import AuditEvent, SdcReplay
-from logbook.services import webhooks
+from logbook.services import quarantine, webhooks
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
 
@@ -36,8 +36,14 @@ def sdc_record(
     existing = SdcReplay.objects.filter(run=run, source_key=source_key).first()
     if existing is not None:
         return existing
-    device_row = telemetry_services.devices_ensure(uuids=[device])[0] if device else None
-    host_row = telemetry_services.hosts_ensure(names=[host])[0] if host else None
+    device_row = (
+        telemetry_services.devices_ensure(project=run.project_id, uuids=[device])[0]
+        if device
+        else None
+    )
+    host_row = (
+        telemetry_services.hosts_ensure(project=run.project_id, names=[host])[0] if host else None
+    )
     telemetry_services.run_data_version_bump(run_id=run.pk)
     telemetry_services.fleet_version_bump(project_id=run.project_id)
     return SdcReplay.objects.create(
@@ -222,6 +228,18 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
     return opened
 
 
+def _quarantine_named_hardware(*, record: SdcReplay, user: Any) -> None:
+    """ "Device quarantined" decided on an SDC record is the fleet's quarantine, not a second
+    state beside it: the device the record names (its host when it names none) goes out of
+    service, through the quarantine service (audited, shown on the fleet page). A record
+    naming no hardware has nothing to quarantine yet."""
+    reason = f"SDC record {record.pk} (step {record.step}): {record.get_verdict_display()}"
+    if record.device is not None and record.device.quarantined_at is None:
+        quarantine.device_quarantine(device=record.device, user=user, reason=reason)
+    elif record.device is None and record.host is not None and record.host.quarantined_at is None:
+        quarantine.host_quarantine(host=record.host, user=user, reason=reason)
+
+
 # What a verdict decision may change (the rest of a record is what the job reported).
 VERDICT_FIELDS = ("verdict", "action", "replay_hardware", "replay_result")
 
@@ -284,6 +302,8 @@ def sdc_verdict_set(
             action="update",
             changes=diff,
         )
+    if "action" in diff and current.action == SdcReplay.Action.QUARANTINED:
+        _quarantine_named_hardware(record=current, user=user)
     # Every time, as the admin did before this service: the delivery key makes it page once.
     webhooks.sdc_confirmed_notify(current)
     for name in VERDICT_FIELDS:

@@ -116,9 +116,13 @@ class QuarantineForm(forms.Form):
 
 @login_required
 def host_detail(request: HttpRequest, name: str) -> HttpResponse:
-    host = fleet_selectors.host_get_for_user(user=request.user, name=name)
-    # Hosts are shared between projects: on-call in any project may quarantine one.
-    can_quarantine = user_has_role(user=request.user, at_least=Membership.Role.ONCALL)
+    host = fleet_selectors.host_get_for_user(
+        user=request.user, name=name, project=request.GET.get("project")
+    )
+    # The host belongs to one project: its on-call engineers and admins may quarantine it.
+    can_quarantine = user_has_role(
+        user=request.user, at_least=Membership.Role.ONCALL, project_id=host.project_id
+    )
     form = QuarantineForm()
     if request.method == "POST":
         if not can_quarantine:
