@@ -532,6 +532,17 @@ def test_incidents_per_host_figure_marks_offenders_first():
     ]
 
 
+def test_incidents_per_host_figure_follows_the_fleet_ranking():
+    # given the selector ranked a (one incident naming it and its GPU) above b (two incidents
+    # naming it among many hosts)
+    frame = pd.DataFrame(
+        {"host": ["a", "b"], "interruptions": [1, 2], "sdc": [0, 0], "in_window": [1, 2],
+         "repeat_offender": [False, False], "rank": [0, 1]}
+    )  # fmt: skip
+    (interruptions, _) = fleet_charts.incidents_per_host_figure(frame).data
+    assert list(interruptions.x) == ["a", "b"]
+
+
 def test_weekly_sdc_figure_draws_the_mean_rate():
     weekly = pd.DataFrame(
         {"week_start": [datetime(2026, 11, 2, tzinfo=UTC), datetime(2026, 11, 9, tzinfo=UTC)],
@@ -541,3 +552,34 @@ def test_weekly_sdc_figure_draws_the_mean_rate():
     assert list(bars.y) == [2, 1]
     assert list(mean.y) == [1.5, 1.5]
     assert len(fleet_charts.weekly_sdc_figure(weekly, per_week=None).data) == 1
+
+
+@pytest.mark.django_db
+def test_an_sdc_quarantine_decision_is_the_fleets_quarantine(project, alice):
+    # given an SDC record naming a GPU of h-sdc
+    run = _run(project)
+    _device_on(project, "GPU-sdc", "h-sdc")
+    record = sdc_services.sdc_record(
+        run=run, source_key="s", step=5, detected_at=T - DAY, device="GPU-sdc"
+    )
+
+    # when on-call confirms it and records "device quarantined"
+    sdc_services.sdc_verdict_set(
+        replay=record, user=alice, verdict="confirmed", action="quarantined"
+    )
+
+    # then the device is out of service where the fleet shows it, audited under the project
+    (device,) = [one for one in _health(alice).devices if one.name == "GPU-sdc"]
+    assert device.row.quarantined_at is not None
+    assert device.row.quarantine_reason.startswith(f"SDC record {record.pk}")
+    audit = AuditEvent.objects.get(entity=AuditEvent.Entity.DEVICE, object_id=device.row.pk)
+    assert audit.project_id == project.pk
+
+
+@pytest.mark.django_db
+def test_an_interruption_naming_one_host_places_its_unplaced_gpus_there(project):
+    run = _run(project)
+    _device_on(project, "GPU-placed", "elsewhere")
+    _interruption(run, "x", T - DAY, hosts=["h-one"], devices=["GPU-new", "GPU-placed"])
+    hosts = dict(Device.objects.values_list("uuid", "host__name"))
+    assert hosts == {"GPU-new": "h-one", "GPU-placed": "elsewhere"}

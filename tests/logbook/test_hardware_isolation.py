@@ -48,7 +48,7 @@ def victim_fleet(client: Any, victim: Project, victim_token: str) -> Host:
                    hosts=["node-a01"])  # fmt: skip
     assert _push(client, victim_token, FIXTURE).status_code == 200
     assert _push(client, victim_token, exposition({(A01_GPU0, XID): "13"})).status_code == 200
-    host = Host.objects.get(project=victim, name="node-a01")
+    host = Host.objects.get(name="node-a01")  # the only one so far
     quarantine_services.host_quarantine(host=host, user=None, reason="b-secret flapping NVLink")
     return host
 
@@ -87,17 +87,23 @@ def test_naming_another_projects_host_shows_none_of_its_hardware(
 
 
 @pytest.mark.django_db
-def test_another_projects_on_call_cannot_release_its_quarantine(client, alice, victim_fleet):
-    # given alice is on-call in A, which never named node-a01
+def test_another_projects_on_call_cannot_release_its_quarantine(
+    client, project, alice, victim_fleet
+):
+    # given alice is on-call in A, whose run also names node-a01
+    attempt_ensure(run=run_upsert(project=project, name="a-run"), number=1, hosts=["node-a01"])
     client.force_login(alice)
 
-    # when she releases B's quarantine of node-a01
-    response = client.delete("/api/v1/fleet/hosts/node-a01/quarantine")
+    # when she releases B's record of node-a01, then her own project's
+    theirs = client.delete("/api/v1/fleet/hosts/node-a01/quarantine?project=team-b")
+    mine = client.delete("/api/v1/fleet/hosts/node-a01/quarantine")
 
-    # then it is not hers to see, let alone release
-    assert response.status_code == 404
+    # then B's is not hers to see, let alone release; hers is a record of its own
+    assert theirs.status_code == 404
+    assert mine.status_code == 200 and mine.json()["quarantine"] is None
     victim_fleet.refresh_from_db()
     assert victim_fleet.quarantined_at is not None
+    assert victim_fleet.quarantine_reason == "b-secret flapping NVLink"
 
 
 @pytest.mark.django_db
@@ -105,7 +111,7 @@ def test_an_xid_pushed_for_another_projects_gpu_does_not_touch_it(
     client, ingest_token, victim, victim_token, victim_fleet
 ):
     # given B's GPU 0 runs B's current attempt; A pushes an XID 79 for its UUID
-    state = DeviceHealthState.objects.get(device__project=victim, device__uuid=A01_GPU0)
+    state = DeviceHealthState.objects.get(device__uuid=A01_GPU0)  # B's, the only one so far
     assert _push(client, ingest_token, FIXTURE).status_code == 200
     assert _push(client, ingest_token, exposition({(A01_GPU0, XID): "79"})).status_code == 200
     assert DeviceHealthState.objects.get(pk=state.pk).last_xid == 13  # B's state is B's
@@ -118,7 +124,7 @@ def test_an_xid_pushed_for_another_projects_gpu_does_not_touch_it(
     (interruption,) = Interruption.objects.filter(
         run__project=victim, root_cause__slug="faulty-gpu"
     )
-    assert list(interruption.devices.values_list("uuid", "project")) == [(A01_GPU0, victim.pk)]
+    assert list(interruption.devices.values_list("pk", flat=True)) == [state.device_id]
     assert Attempt.objects.get(run__project=victim).status == Attempt.Status.RUNNING
 
 
@@ -127,12 +133,13 @@ def test_a_push_cannot_move_another_projects_gpu_onto_its_host(
     client, ingest_token, victim, victim_fleet
 ):
     # when A's exporter claims B's GPU 0 sits on A's host
+    gpu = Device.objects.get(uuid=A01_GPU0)  # B's, the only one so far
     moved = FIXTURE.replace('Hostname="node-a01"', 'Hostname="node-evil"')
     assert _push(client, ingest_token, moved).status_code == 200
 
     # then B's GPU is where B's exporter put it; A has a record of its own
-    assert Device.objects.get(project=victim, uuid=A01_GPU0).host_id == victim_fleet.pk
-    theirs = Device.objects.exclude(project=victim).get(uuid=A01_GPU0)
+    assert Device.objects.get(pk=gpu.pk).host_id == victim_fleet.pk
+    theirs = Device.objects.exclude(pk=gpu.pk).get(uuid=A01_GPU0)
     assert theirs.host.name == "node-evil" and theirs.host.project_id != victim.pk
 
 
