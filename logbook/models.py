@@ -192,6 +192,9 @@ class SdcReplay(models.Model):
         Attempt, on_delete=models.SET_NULL, null=True, blank=True, related_name="sdc_replays"
     )
     step = models.BigIntegerField()
+    # An attempt-vs-attempt divergence over consecutive steps is one record: step is the
+    # first, last_step the last (null for a single step).
+    last_step = models.BigIntegerField(null=True, blank=True)
     detected_at = models.DateTimeField()
     device = models.ForeignKey(
         Device, on_delete=models.SET_NULL, null=True, blank=True, related_name="sdc_replays"
@@ -226,6 +229,10 @@ class SdcReplay(models.Model):
                 name="sdc_unique_source_key",
             ),
             models.CheckConstraint(condition=Q(step__gte=0), name="sdc_step_non_negative"),
+            models.CheckConstraint(
+                condition=Q(last_step__isnull=True) | Q(last_step__gt=F("step")),
+                name="sdc_step_range_ordered",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -429,10 +429,11 @@ def _incidents(
         "metric_name",
         "attempt_id",
         "compared_attempt_id",
+        "last_step",
     )
     detections = dict(SdcReplay.Detection.choices)
     for (pk, at, run_id, run_name, project, detection, verdict, step, h, d, dh, metric,
-         attempt_id, compared_id) in sdc_rows:  # fmt: skip
+         attempt_id, compared_id, last_step) in sdc_rows:  # fmt: skip
         label = detections.get(detection, detection)
         facts[("sdc", pk)] = (at, run_id, run_name, project, label, verdict, step)
         if h is not None:
@@ -442,7 +443,8 @@ def _incidents(
         if dh is not None:
             typed.append(("sdc", "host", dh, pk, VIA_DEVICE, 1.0, True))
         if h is None and d is None:
-            one = Incident("sdc", pk, at, run_id, run_name, project, label, verdict, step, "")
+            one = Incident("sdc", pk, at, run_id, run_name, project, label, verdict, step, "",
+                           last_step=last_step)  # fmt: skip
             unattributed.append((one, (run_id, metric, attempt_id, compared_id)))
     interruption_ids = interruptions.values("pk")
     host_links = list(
@@ -500,8 +502,10 @@ def _collapsed(
     records: list[tuple[Incident, tuple[int, str, int | None, int | None]]],
 ) -> list[Incident]:
     """One record per run of consecutive steps of one metric and attempt pair (a divergence
-    over steps 3150-3155 is one suspicion, not six), newest first. Records without a metric
-    (a job's own report naming no hardware) stay as they are."""
+    over steps 3150-3155 is one suspicion, not six), newest first: the service records them
+    so (logbook.services.sdc), and this also joins the per-step records stored before it
+    did, and adjacent ranges two workers opened at once. Records without a metric (a job's
+    own report naming no hardware) stay as they are."""
     collapsed: list[Incident] = []
     runs: dict[tuple[int, str, int | None, int | None], Incident] = {}
     for one, key in sorted(records, key=lambda pair: (repr(pair[1]), pair[0].step or 0)):
@@ -512,7 +516,9 @@ def _collapsed(
         end = None if current is None else (current.last_step or current.step)
         if current is not None and end is not None and one.step == end + 1:
             runs[key] = replace(
-                current, last_step=one.step, occurred_at=max(current.occurred_at, one.occurred_at)
+                current,
+                last_step=one.last_step or one.step,
+                occurred_at=max(current.occurred_at, one.occurred_at),
             )
             continue
         if current is not None:

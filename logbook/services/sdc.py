@@ -167,7 +167,14 @@ def _aware(moment: datetime) -> datetime:
     return moment if timezone.is_aware(moment) else timezone.make_aware(moment, UTC)
 
 
+_PairKey = tuple[str, int, int]  # (metric, replay attempt id, original attempt id)
+
+
 def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcReplay]:
+    """Open records for `found`, one per run of consecutive steps of one metric and attempt
+    pair (a divergence over steps 3150-3155 is one suspicion with a step range, not six). A
+    step inside a record's range opens nothing; a step right after one extends it. Returns
+    the records opened or extended."""
     by_key = {one.source_key: one for one in found}
     existing = set(
         SdcReplay.objects.filter(run=run, source_key__in=list(by_key)).values_list(
@@ -177,6 +184,52 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
     new = [one for key, one in by_key.items() if key not in existing]
     if not new:
         return []
+    # The pairs' records, locked: two workers extending one range take turns. (Two opening
+    # a pair's first record at once may leave two adjacent ranges; fleet health reads
+    # adjacent ranges as one.)
+    ranges: dict[_PairKey, list[SdcReplay]] = {}
+    for record in (
+        SdcReplay.objects.select_for_update()
+        .filter(
+            run=run,
+            detection=SdcReplay.Detection.ATTEMPT_DIVERGENCE,
+            metric_name__in={one.metric for one in new},
+            attempt_id__in={one.replay_attempt_id for one in new},
+        )
+        .order_by("step")
+    ):
+        key = (record.metric_name, record.attempt_id or 0, record.compared_attempt_id or 0)
+        ranges.setdefault(key, []).append(record)
+    new = [
+        one
+        for one in new
+        if not any(
+            record.step <= one.step <= (record.last_step or record.step)
+            for record in ranges.get(_pair_key(one), [])
+        )
+    ]
+    if not new:
+        return []
+    extended: list[SdcReplay] = []
+    firsts: list[tuple[_Divergence, int]] = []  # (first step's divergence, last step)
+    for key, steps in _consecutive(new):
+        first, last = steps[0], steps[-1].step
+        before = next(
+            (r for r in ranges.get(key, []) if (r.last_step or r.step) == first.step - 1), None
+        )
+        if before is not None:
+            before.last_step = last
+            extended.append(before)
+        else:
+            firsts.append((first, last))
+    if extended:
+        SdcReplay.objects.bulk_update(extended, ["last_step"])
+    new = [first for first, _ in firsts]
+    last_steps = {first.source_key: last for first, last in firsts}
+    if not new:
+        telemetry_services.run_data_version_bump(run_id=run.pk)
+        telemetry_services.fleet_version_bump(project_id=run.project_id)
+        return extended
     attempt_numbers = dict(
         Attempt.objects.filter(
             pk__in={one.replay_attempt_id for one in new} | {one.original_attempt_id for one in new}
@@ -191,6 +244,9 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
                 run=run,
                 attempt_id=one.replay_attempt_id,
                 step=one.step,
+                last_step=last_steps[one.source_key]
+                if last_steps[one.source_key] > one.step
+                else None,
                 detected_at=one.detected_at,
                 detection=SdcReplay.Detection.ATTEMPT_DIVERGENCE,
                 metric_name=one.metric,
@@ -199,7 +255,12 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
                 expected_value=one.original_value,
                 verdict=SdcReplay.Verdict.PENDING,
                 message=(
-                    f"{one.metric} at step {one.step}: attempt "
+                    (
+                        f"From step {one.step} through {last_steps[one.source_key]}; "
+                        if last_steps[one.source_key] > one.step
+                        else ""
+                    )
+                    + f"{one.metric} at step {one.step}: attempt "
                     f"{attempt_numbers[one.replay_attempt_id]} gave {one.replay_value!r}, "
                     f"attempt {attempt_numbers[one.original_attempt_id]} gave "
                     f"{one.original_value!r} (tolerance {tolerance!r})."
@@ -225,7 +286,23 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
     SdcReplay.hosts.through.objects.bulk_create(links, ignore_conflicts=True)
     telemetry_services.run_data_version_bump(run_id=run.pk)
     telemetry_services.fleet_version_bump(project_id=run.project_id)
-    return opened
+    return opened + extended
+
+
+def _pair_key(one: _Divergence) -> _PairKey:
+    return (one.metric, one.replay_attempt_id, one.original_attempt_id)
+
+
+def _consecutive(found: list[_Divergence]) -> list[tuple[_PairKey, list[_Divergence]]]:
+    """Runs of consecutive steps of one metric and attempt pair, in step order."""
+    groups: list[tuple[_PairKey, list[_Divergence]]] = []
+    for one in sorted(found, key=lambda one: (*_pair_key(one), one.step)):
+        key = _pair_key(one)
+        if groups and groups[-1][0] == key and groups[-1][1][-1].step == one.step - 1:
+            groups[-1][1].append(one)
+        else:
+            groups.append((key, [one]))
+    return groups
 
 
 def _quarantine_named_hardware(*, record: SdcReplay, user: Any) -> None:
