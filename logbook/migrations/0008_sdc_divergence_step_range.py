@@ -4,20 +4,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('logbook', '0007_split_shared_hardware'),
-        ('telemetry', '0007_per_project_hardware'),
+        ("logbook", "0007_split_shared_hardware"),
+        ("telemetry", "0007_per_project_hardware"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='sdcreplay',
-            name='last_step',
+            model_name="sdcreplay",
+            name="last_step",
             field=models.BigIntegerField(blank=True, null=True),
         ),
         migrations.AddConstraint(
-            model_name='sdcreplay',
-            constraint=models.CheckConstraint(condition=models.Q(('last_step__isnull', True), ('last_step__gt', models.F('step')), _connector='OR'), name='sdc_step_range_ordered'),
+            model_name="sdcreplay",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("last_step__isnull", True),
+                    ("last_step__gt", models.F("step")),
+                    _connector="OR",
+                ),
+                name="sdc_step_range_ordered",
+            ),
         ),
     ]

@@ -279,8 +279,10 @@ def _hardware(
         runs=runs, since=since, until=filters.until, host=host
     )
 
-    hosts = Host.objects.select_related("cluster__site", "quarantined_by")
-    devices = Device.objects.select_related("host__cluster__site", "quarantined_by")
+    hosts = Host.objects.select_related("project", "cluster__site", "quarantined_by")
+    devices = Device.objects.select_related(
+        "host__project", "host__cluster__site", "quarantined_by"
+    )
     if host is not None:
         hosts = hosts.filter(pk=host.pk)
         devices = devices.filter(Q(host=host) | Q(pk__in=list(by_device)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from typing import Any
+from urllib.parse import urlencode
 
 import pandas as pd
 from django import forms
@@ -13,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.safestring import SafeString
 
 from logbook import charts, fleet_charts
@@ -130,7 +132,8 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
             return HttpResponseForbidden("Only on-call engineers and admins may quarantine.")
         form = QuarantineForm(request.POST)
         if form.is_valid() and _quarantine_apply(request, host, form):
-            return redirect("logbook:host-detail", name=host.name)
+            target = reverse("logbook:host-detail", kwargs={"name": host.name})
+            return redirect(f"{target}?{urlencode({'project': host.project.slug})}")
     filters, rule, error = _filters(request)
     fleet = fleet_selectors.fleet_health(user=request.user, filters=filters, rule=rule, host=host)
     health = fleet.hosts[0] if fleet.hosts else fleet_selectors.HardwareHealth("host", host)

@@ -147,3 +147,29 @@ def test_a_push_cannot_move_another_projects_gpu_onto_its_host(
 def test_quarantine_audit_names_the_hosts_project(victim, victim_fleet):
     (event,) = AuditEvent.objects.filter(entity=AuditEvent.Entity.HOST, object_id=victim_fleet.pk)
     assert event.project_id == victim.pk
+
+
+@pytest.mark.django_db
+def test_a_member_of_both_projects_reaches_each_projects_record(client, project, victim):
+    # given a user in both projects, each of which names node-x; B's record is quarantined
+    from django.contrib.auth import get_user_model
+
+    from telemetry.models import Membership
+
+    user = get_user_model().objects.create_user(username="both", password="both-pw-1")
+    for owner in (project, victim):
+        Membership.objects.create(project=owner, user=user, role="oncall")
+        run = run_upsert(project=owner, name="r")
+        attempt_ensure(run=run, number=1, hosts=["node-x"])
+    theirs = Host.objects.get(project=victim, name="node-x")
+    quarantine_services.host_quarantine(host=theirs, user=user, reason="b's own reason")
+    client.force_login(user)
+
+    # when / then: each project's page shows its own record
+    b_page = client.get("/fleet/hosts/node-x/?project=team-b").content.decode()
+    a_page = client.get("/fleet/hosts/node-x/?project=pretrain").content.decode()
+    assert "b&#x27;s own reason" in b_page or "b's own reason" in b_page
+    assert "own reason" not in a_page
+    # and the fleet page links B's quarantined row to B's record
+    fleet = client.get("/fleet/").content.decode()
+    assert "/fleet/hosts/node-x/?project=team-b" in fleet
