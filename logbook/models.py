@@ -205,7 +205,8 @@ class SdcReplay(models.Model):
     detection = models.CharField(max_length=24, choices=Detection.choices, default=Detection.OTHER)
     observed_value = models.FloatField(null=True, blank=True)
     # Attempt-vs-attempt divergence: the metric compared, the attempt replayed against and
-    # the value it had there, and every host of both attempts.
+    # the value it had there, and every host of both attempts (where the job ran: context,
+    # not blame; fleet health charges a suspicion only to hardware it names).
     metric_name = models.CharField(max_length=200, blank=True)
     compared_attempt = models.ForeignKey(
         Attempt, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

@@ -54,8 +54,7 @@ def run_data_version_bump(*, run_id: int) -> None:
 
 def fleet_version_bump(*, project_id: int | None) -> None:
     """Say that what the fleet pages list for the project's runs changed (an incident, the
-    hardware it names). None for every project: hardware is shared, so a quarantine shows in
-    every fleet that lists the host. In the transaction of the change."""
+    hardware it names). None for every project. In the transaction of the change."""
     pending = _deferred.get()
     if pending is not None:
         pending.projects.add(project_id)
