@@ -170,6 +170,7 @@ def _aware(moment: datetime) -> datetime:
 _PairKey = tuple[str, int, int]  # (metric, replay attempt id, original attempt id)
 
 
+@transaction.atomic
 def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcReplay]:
     """Open records for `found`, one per run of consecutive steps of one metric and attempt
     pair (a divergence over steps 3150-3155 is one suspicion with a step range, not six). A

@@ -9,7 +9,10 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-BEFORE = [("logbook", "0006_audit_sdc_verdicts_and_quarantine")]
+BEFORE = [
+    ("logbook", "0006_audit_sdc_verdicts_and_quarantine"),
+    ("telemetry", "0006_run_data_version_project_fleet_version"),
+]
 AFTER = [("logbook", "0007_split_shared_hardware")]
 T = datetime(2026, 11, 1, tzinfo=UTC)
 
