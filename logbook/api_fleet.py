@@ -33,6 +33,13 @@ _FILTER_PARAMETERS = [
 ]  # fmt: skip
 
 
+# Hosts belong to a project; a user of several projects that name the same machine says
+# whose record (the first project by slug otherwise).
+_PROJECT_PARAMETER = OpenApiParameter(
+    "project", OpenApiTypes.STR, description="Slug of the project whose record of the host."
+)
+
+
 def _filters(request: Request) -> HardwareFilters:
     try:
         return sdc_selectors.filters_parse(user=request.user, params=request.query_params)
@@ -120,6 +127,7 @@ class HostQuarantineApi(APIView):
 
     @extend_schema(
         operation_id="host_quarantine",
+        parameters=[_PROJECT_PARAMETER],
         request=inline_serializer("QuarantineIn", {"reason": serializers.CharField()}),
         responses={200: HostQuarantineOut},
     )
@@ -132,7 +140,11 @@ class HostQuarantineApi(APIView):
             raise ValidationError(exc.message_dict) from exc
         return Response(HostQuarantineOut(host).data)
 
-    @extend_schema(operation_id="host_release", responses={200: HostQuarantineOut})
+    @extend_schema(
+        operation_id="host_release",
+        parameters=[_PROJECT_PARAMETER],
+        responses={200: HostQuarantineOut},
+    )
     def delete(self, request: Request, name: str) -> Response:
         host = self._host(request, name)
         quarantine_services.host_release(host=host, user=request.user)
