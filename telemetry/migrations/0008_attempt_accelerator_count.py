@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0006_run_data_version_project_fleet_version"),
+        ("telemetry", "0007_per_project_hardware"),
     ]
 
     operations = [

@@ -16,8 +16,8 @@ WHERE ranked.id = i.id
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("logbook", "0006_audit_sdc_verdicts_and_quarantine"),
-        ("telemetry", "0007_attempt_accelerator_count"),
+        ("logbook", "0008_sdc_divergence_step_range"),
+        ("telemetry", "0008_attempt_accelerator_count"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
