@@ -104,7 +104,9 @@
   function onRelayout(gd, event) {
     if (syncing) { return; }
     var date = isDate(gd);
-    if (event["xaxis.autorange"] || event.autosize) { applyX(null); return; }
+    // A double click resets the zoom; a resize (autosize) keeps it.
+    if (event["xaxis.autorange"]) { applyX(null); return; }
+    if (event.autosize) { applyX(view.x); return; }
     var a = event["xaxis.range[0]"], b = event["xaxis.range[1]"];
     if (a === undefined && event["xaxis.range"]) { a = event["xaxis.range"][0]; b = event["xaxis.range"][1]; }
     if (a === undefined) { return; }
@@ -156,6 +158,12 @@
       layout.yaxis.type = view.log ? "log" : "linear";
       // One legend per page: the first linked chart's.
       layout.showlegend = gd === document.querySelector("[data-linked-x]");
+      if (first && layout.showlegend) {
+        // Taller, with room under the x axis title for the page's legend (several rows).
+        layout.height = (layout.height || 300) + 90;
+        layout.margin = Object.assign({}, layout.margin, { b: 130 });
+        layout.legend = Object.assign({}, layout.legend, { y: -0.32, yanchor: "top" });
+      }
     }
     return Plotly.react(gd, traces(figure.figure), layout, CONFIG);
   }
