@@ -8,6 +8,7 @@ worker and beat as separate processes.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 from pathlib import Path
@@ -239,6 +240,15 @@ else:
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5)
 LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("LOGIN_MAX_FAILURES_PER_ADDRESS", 50)
 LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900)
+
+# --- Webhooks ---------------------------------------------------------------------------------
+# Deliveries reach public addresses only; these networks (CIDRs, comma-separated) are allowed
+# too, for internal receivers (e.g. "10.20.0.0/16,fd00:1::/64"). Empty: none.
+WEBHOOK_ALLOWED_NETWORKS = env_list("WEBHOOK_ALLOWED_NETWORKS", [])
+try:
+    _webhook_networks = [ipaddress.ip_network(c, strict=False) for c in WEBHOOK_ALLOWED_NETWORKS]
+except ValueError as exc:
+    raise ImproperlyConfigured(f"WEBHOOK_ALLOWED_NETWORKS: {exc}") from exc
 
 # --- Celery ----------------------------------------------------------------------------------
 # Without Redis (the embedded default) tasks run in-process at commit time.
