@@ -235,10 +235,14 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
-# Login throttle: after this many failures for one username or one address within the
-# window, further attempts answer 429 until the window passes.
+# Login throttle: after this many failures for one username from one address, or from one
+# address for any usernames, within the window, further attempts answer 429 until the window
+# passes. Past LOGIN_MAX_FAILURES_PER_USERNAME failures for a username from all addresses,
+# an address that already failed for it gets no further try (a slower, global backoff: the
+# user on another address still gets in, so nobody can lock a chosen user out).
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5)
 LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("LOGIN_MAX_FAILURES_PER_ADDRESS", 50)
+LOGIN_MAX_FAILURES_PER_USERNAME = env_int("LOGIN_MAX_FAILURES_PER_USERNAME", 20)
 LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900)
 
 # --- Webhooks ---------------------------------------------------------------------------------
