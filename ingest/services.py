@@ -292,14 +292,14 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
     draft_services.restart_drafts_refresh(events=batch_in.events, attempt_of=context.event_attempt)
     # Last, and once: this UPDATE locks the run's row until commit, and every batch of the
     # run needs it, so holding it briefly is what lets workers share a run.
-    times = [event.time for event in batch_in.events]
-    if latest := telemetry_services.points_latest(points):
-        times.append(latest)
-    if points or times:
+    # "Last seen" (and the stalled-run alert) is when the server received the batch: a
+    # client's clock may be wrong or absent (metrics need no `time`), and a time sent a day
+    # ahead would keep the run "seen" and silence the alert.
+    if points or batch_in.events:
         telemetry_services.run_progress_record(
             run=run,
             last_step=max((p[1] for p in points), default=run.last_step or 0),
-            seen_at=max(times) if times else None,
+            seen_at=batch.received_at,
         )
     return default_number
 
@@ -454,7 +454,7 @@ def _interval(context: _BatchContext, event: EventIn) -> None:
 
 
 def _heartbeat(context: _BatchContext, event: EventIn) -> None:
-    # The batch's event times already move last_seen_at (see _apply); nothing else to do.
+    # Receiving the batch already moves last_seen_at (see _apply); nothing else to do.
     return None
 
 
