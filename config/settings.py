@@ -228,8 +228,18 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = INGEST_MAX_BODY_BYTES + 1024 * 1024
 # Backpressure: above this many unprocessed batches ingest answers 429 with Retry-After, so
 # clients slow down instead of growing a backlog the workers cannot drain.
 INGEST_BACKLOG_HIGH_WATER = env_int("INGEST_BACKLOG_HIGH_WATER", 5_000)
-# Per-token request rate, "<count>/<s|m|h|d>"; empty disables it.
+# Per-token request rate, "<count>/<s|m|h|d>"; empty disables it. (Prometheus and MLflow
+# pushes; JSON batches are held to the token buckets below.)
 INGEST_RATE_LIMIT = env_str("INGEST_RATE_LIMIT", "200/s")
+# JSON ingest: token buckets in Redis per token and per project (ingest.rate_limit), in
+# requests/s and points/s, bursts of 2 s; 0 disables one. Defaults from this machine's
+# measured capacity (README, Performance: ~29,000 points/s for one client in 1,000-point
+# batches on 2 cores): one token gets about half of it and one project about two thirds, so
+# neither saturates the server on its own.
+INGEST_TOKEN_POINTS_PER_S = env_int("INGEST_TOKEN_POINTS_PER_S", 15_000)
+INGEST_TOKEN_REQUESTS_PER_S = env_int("INGEST_TOKEN_REQUESTS_PER_S", 20)
+INGEST_PROJECT_POINTS_PER_S = env_int("INGEST_PROJECT_POINTS_PER_S", 20_000)
+INGEST_PROJECT_REQUESTS_PER_S = env_int("INGEST_PROJECT_REQUESTS_PER_S", 40)
 
 # --- Cache (throttles, backlog gauge) ----------------------------------------------------------
 # Redis when there is one, so limits hold across web processes; a database number apart from

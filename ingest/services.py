@@ -24,8 +24,9 @@ from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from ingest import rate_limit
 from ingest.models import IngestBatch, IngestToken
-from ingest.schema import BatchIn, EventIn, parse_json, validate_batch
+from ingest.schema import BatchIn, EventIn, RateLimited, parse_json, validate_batch
 from ingest.selectors import TOKEN_PREFIX, batches_pending_before, token_hash
 from logbook.services import checkpoints as checkpoint_services
 from logbook.services import drafts as draft_services
@@ -86,14 +87,27 @@ class Acceptance:
     conflict: bool
 
 
-def batch_submit(*, token: IngestToken, body: bytes, write_now: bool = False) -> Acceptance:
+def batch_submit(
+    *, token: IngestToken, body: bytes, write_now: bool = False, rate_limited: bool = False
+) -> Acceptance:
     """Parse, validate and durably accept one request body (raises BatchError). With
-    write_now, a batch that `writes_at_once` allows is written before the answer."""
+    write_now, a batch that `writes_at_once` allows is written before the answer. With
+    rate_limited, the batch first takes its request and points from the token's and the
+    project's buckets (ingest.rate_limit), or raises RateLimited."""
     batch_in = validate_batch(
         parse_json(body),
         max_metrics=settings.INGEST_MAX_METRICS_PER_BATCH,
         max_events=settings.INGEST_MAX_EVENTS_PER_BATCH,
     )
+    if rate_limited:
+        refusal = rate_limit.ingest_admit(
+            token_id=token.pk,
+            project_id=token.project_id,
+            points=len(batch_in.metrics),
+            now_s=time.time(),
+        )
+        if refusal is not None:
+            raise RateLimited(refusal.detail, refusal.retry_after_s)
     return batch_accept(token=token, batch_in=batch_in, body=body, write_now=write_now)
 
 

@@ -178,3 +178,50 @@ def test_time_a_day_ahead_is_accepted_and_two_days_ahead_is_not(post_batch):
     refused = post_batch(doc("later", metrics=[later]))
     assert refused.status_code == 400
     assert "in the future" in refused.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_points_per_second_per_token_bite_with_429_and_retry_after(post_batch, settings):
+    # given a token allowed 100 points/s (bursts of 2 s: 200 points)
+    settings.INGEST_TOKEN_POINTS_PER_S = 100
+
+    # when it sends 150 points, then 150 more at once
+    first = post_batch(doc("pts-1", points=150))
+    second = post_batch(doc("pts-2", points=150))
+
+    # then the second waits for the bucket to refill, saying which rate and for how long
+    assert first.status_code == 202
+    assert second.status_code == 429
+    assert 1 <= int(second["Retry-After"]) <= 2
+    assert "100 points/s for this token" in second.json()["detail"]
+    assert IngestBatch.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_one_project_cannot_take_another_projects_rate(
+    client, post_batch, settings, project, other_project
+):
+    from ingest import services
+
+    # given projects allowed 2 requests/s each (4 in a burst)
+    settings.INGEST_PROJECT_REQUESTS_PER_S = 2
+    _, second_token = services.token_create(project=project, name="second")
+    _, other_token = services.token_create(project=other_project, name="other")
+
+    # when the project's two tokens together send 5 batches at once
+    answers = [
+        post_batch(doc(f"p-{i}"), token=second_token if i % 2 else None).status_code
+        for i in range(5)
+    ]
+
+    # then the project's fifth is refused, and the other project is untouched
+    assert answers == [202, 202, 202, 202, 429]
+    assert post_batch(doc("o-1"), token=other_token).status_code == 202
+
+
+@pytest.mark.django_db
+def test_a_batch_bigger_than_the_bucket_passes_when_it_is_full(post_batch, settings):
+    settings.INGEST_TOKEN_POINTS_PER_S = 10
+
+    assert post_batch(doc("big", points=500)).status_code == 202
+    assert post_batch(doc("after", points=1)).status_code == 429
