@@ -8,6 +8,7 @@ worker and beat as separate processes.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 from pathlib import Path
@@ -227,8 +228,18 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = INGEST_MAX_BODY_BYTES + 1024 * 1024
 # Backpressure: above this many unprocessed batches ingest answers 429 with Retry-After, so
 # clients slow down instead of growing a backlog the workers cannot drain.
 INGEST_BACKLOG_HIGH_WATER = env_int("INGEST_BACKLOG_HIGH_WATER", 5_000)
-# Per-token request rate, "<count>/<s|m|h|d>"; empty disables it.
+# Per-token request rate, "<count>/<s|m|h|d>"; empty disables it. (Prometheus and MLflow
+# pushes; JSON batches are held to the token buckets below.)
 INGEST_RATE_LIMIT = env_str("INGEST_RATE_LIMIT", "200/s")
+# JSON ingest: token buckets in Redis per token and per project (ingest.rate_limit), in
+# requests/s and points/s, bursts of 2 s; 0 disables one. Defaults from this machine's
+# measured capacity (README, Performance: ~29,000 points/s for one client in 1,000-point
+# batches on 2 cores): one token gets about half of it and one project about two thirds, so
+# neither saturates the server on its own.
+INGEST_TOKEN_POINTS_PER_S = env_int("INGEST_TOKEN_POINTS_PER_S", 15_000)
+INGEST_TOKEN_REQUESTS_PER_S = env_int("INGEST_TOKEN_REQUESTS_PER_S", 20)
+INGEST_PROJECT_POINTS_PER_S = env_int("INGEST_PROJECT_POINTS_PER_S", 20_000)
+INGEST_PROJECT_REQUESTS_PER_S = env_int("INGEST_PROJECT_REQUESTS_PER_S", 40)
 
 # --- Cache (throttles, backlog gauge) ----------------------------------------------------------
 # Redis when there is one, so limits hold across web processes; a database number apart from
@@ -246,11 +257,24 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
-# Login throttle: after this many failures for one username or one address within the
-# window, further attempts answer 429 until the window passes.
+# Login throttle: after this many failures for one username from one address, or from one
+# address for any usernames, within the window, further attempts answer 429 until the window
+# passes. Past LOGIN_MAX_FAILURES_PER_USERNAME failures for a username from all addresses,
+# an address that already failed for it gets no further try (a slower, global backoff: the
+# user on another address still gets in, so nobody can lock a chosen user out).
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5)
 LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("LOGIN_MAX_FAILURES_PER_ADDRESS", 50)
+LOGIN_MAX_FAILURES_PER_USERNAME = env_int("LOGIN_MAX_FAILURES_PER_USERNAME", 20)
 LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900)
+
+# --- Webhooks ---------------------------------------------------------------------------------
+# Deliveries reach public addresses only; these networks (CIDRs, comma-separated) are allowed
+# too, for internal receivers (e.g. "10.20.0.0/16,fd00:1::/64"). Empty: none.
+WEBHOOK_ALLOWED_NETWORKS = env_list("WEBHOOK_ALLOWED_NETWORKS", [])
+try:
+    _webhook_networks = [ipaddress.ip_network(c, strict=False) for c in WEBHOOK_ALLOWED_NETWORKS]
+except ValueError as exc:
+    raise ImproperlyConfigured(f"WEBHOOK_ALLOWED_NETWORKS: {exc}") from exc
 
 # --- Celery ----------------------------------------------------------------------------------
 # Without Redis (the embedded default) tasks run in-process at commit time.

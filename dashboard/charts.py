@@ -3,7 +3,6 @@ them as notes from the plain frame built here)."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable
 from typing import Any
 
@@ -15,12 +14,12 @@ LABEL_CHARS = 120
 
 
 def _label(text: str) -> str:
-    """One line, short, and HTML-escaped: Plotly renders a few tags in hover text, and an
-    annotation's text is user input."""
+    """One line, short (escaped for Plotly's markup, like all figure text, by
+    telemetry.charts.charts_script)."""
     line = " ".join(text.split())
     if len(line) > LABEL_CHARS:
         line = line[: LABEL_CHARS - 1] + "…"
-    return html.escape(line)
+    return line
 
 
 def chart_marks(annotations: Iterable[Any], entries: Iterable[Any], axis: Axis) -> pd.DataFrame:
@@ -31,7 +30,7 @@ def chart_marks(annotations: Iterable[Any], entries: Iterable[Any], axis: Axis) 
     axis: "step" places marks by step (those without a step are left out); "time" by wall
         time (naive UTC Timestamps; annotations without a time are left out; an entry is a
         point at its occurred_at).
-    Returns columns x0, x1 (None for a point), label (escaped for Plotly), kind
+    Returns columns x0, x1 (None for a point), label, kind
     ("annotation" or "logbook"), ordered by x0.
     """
     rows: list[tuple[Any, Any, str, str]] = []

@@ -28,7 +28,7 @@ from ingest.contract import (
     Field,
 )
 from ingest.edge import BodyError, IngestTokenView, body_read
-from ingest.schema import BatchError
+from ingest.schema import BatchError, RateLimited
 from ingest.throttles import BACKLOG_RETRY_AFTER_S, backlog_is_full
 
 # Documentation only, built from ingest.contract: validation is ingest.schema (faster, and
@@ -186,12 +186,17 @@ class IngestView(IngestTokenView):
             )
         try:
             body = body_read(request, content_types=("application/json",), hint="application/json")
-            acceptance = services.batch_submit(token=request.auth, body=body, write_now=True)
+            acceptance = services.batch_submit(
+                token=request.auth, body=body, write_now=True, rate_limited=True
+            )
         except (BatchError, BodyError) as exc:
             payload: dict[str, object] = {"detail": exc.detail}
             if getattr(exc, "errors", None):
                 payload["errors"] = exc.errors
-            return Response(payload, status=exc.status)
+            headers = (
+                {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, RateLimited) else None
+            )
+            return Response(payload, status=exc.status, headers=headers)
         batch = acceptance.batch
         if acceptance.conflict:
             return Response(

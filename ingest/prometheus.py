@@ -15,9 +15,11 @@ import binascii
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ingest.schema import MAX_FUTURE_SKEW
 from telemetry.dcgm import FIELDS, XID, GpuReadings, is_reading
 
 MAX_SAMPLE_LINES = 20_000
@@ -65,6 +67,7 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
     gpus: dict[tuple[str, str], GpuReadings] = {}
     skipped: dict[str, int] = {}
     sample_lines = 0
+    future_limit_s = (datetime.now(UTC) + MAX_FUTURE_SKEW).timestamp()
     for number, line in enumerate(text.split("\n"), start=1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
@@ -96,6 +99,12 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
             raise ExpositionError(
                 400, f"line {number}: the timestamp is not milliseconds since 1970 in a year "
                 "before 10000."
+            )  # fmt: skip
+        if timestamp_s is not None and timestamp_s > future_limit_s:
+            # As JSON ingest: a reading from the future would pass for the latest one.
+            raise ExpositionError(
+                400, f"line {number}: the timestamp is more than "
+                f"{MAX_FUTURE_SKEW.days} day in the future."
             )  # fmt: skip
         if field_name == XID and is_reading(value) and not _is_code(value):
             raise ExpositionError(

@@ -59,6 +59,14 @@ class BatchError(Exception):
         self.errors = errors or []
 
 
+class RateLimited(BatchError):
+    """429: the token's or project's rate is spent; retry after `retry_after_s`."""
+
+    def __init__(self, detail: str, retry_after_s: int):
+        super().__init__(429, detail)
+        self.retry_after_s = retry_after_s
+
+
 class _FieldError(Exception):
     pass
 

@@ -24,8 +24,9 @@ from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from ingest import rate_limit
 from ingest.models import IngestBatch, IngestToken
-from ingest.schema import BatchIn, EventIn, parse_json, validate_batch
+from ingest.schema import BatchIn, EventIn, RateLimited, parse_json, validate_batch
 from ingest.selectors import TOKEN_PREFIX, batches_pending_before, token_hash
 from logbook.choices import TimePrecision
 from logbook.services import checkpoints as checkpoint_services
@@ -87,14 +88,27 @@ class Acceptance:
     conflict: bool
 
 
-def batch_submit(*, token: IngestToken, body: bytes, write_now: bool = False) -> Acceptance:
+def batch_submit(
+    *, token: IngestToken, body: bytes, write_now: bool = False, rate_limited: bool = False
+) -> Acceptance:
     """Parse, validate and durably accept one request body (raises BatchError). With
-    write_now, a batch that `writes_at_once` allows is written before the answer."""
+    write_now, a batch that `writes_at_once` allows is written before the answer. With
+    rate_limited, the batch first takes its request and points from the token's and the
+    project's buckets (ingest.rate_limit), or raises RateLimited."""
     batch_in = validate_batch(
         parse_json(body),
         max_metrics=settings.INGEST_MAX_METRICS_PER_BATCH,
         max_events=settings.INGEST_MAX_EVENTS_PER_BATCH,
     )
+    if rate_limited:
+        refusal = rate_limit.ingest_admit(
+            token_id=token.pk,
+            project_id=token.project_id,
+            points=len(batch_in.metrics),
+            now_s=time.time(),
+        )
+        if refusal is not None:
+            raise RateLimited(refusal.detail, refusal.retry_after_s)
     return batch_accept(token=token, batch_in=batch_in, body=body, write_now=write_now)
 
 
@@ -293,14 +307,14 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
     draft_services.restart_drafts_refresh(events=batch_in.events, attempt_of=context.event_attempt)
     # Last, and once: this UPDATE locks the run's row until commit, and every batch of the
     # run needs it, so holding it briefly is what lets workers share a run.
-    times = [event.time for event in batch_in.events]
-    if latest := telemetry_services.points_latest(points):
-        times.append(latest)
-    if points or times:
+    # "Last seen" (and the stalled-run alert) is when the server received the batch: a
+    # client's clock may be wrong or absent (metrics need no `time`), and a time sent a day
+    # ahead would keep the run "seen" and silence the alert.
+    if points or batch_in.events:
         telemetry_services.run_progress_record(
             run=run,
             last_step=max((p[1] for p in points), default=run.last_step or 0),
-            seen_at=max(times) if times else None,
+            seen_at=batch.received_at,
         )
     return default_number
 
@@ -460,7 +474,7 @@ def _interval(context: _BatchContext, event: EventIn) -> None:
 
 
 def _heartbeat(context: _BatchContext, event: EventIn) -> None:
-    # The batch's event times already move last_seen_at (see _apply); nothing else to do.
+    # Receiving the batch already moves last_seen_at (see _apply); nothing else to do.
     return None
 
 

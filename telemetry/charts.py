@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -374,7 +375,7 @@ def _add_notes(figure: go.Figure, marks: Marks, points: pd.DataFrame, notes: pd.
                     "symbol": "triangle-up",
                     "size": 9,
                 },
-                # Labels arrive escaped (chart_marks): Plotly renders a few tags in hovers.
+                # Escaped with the rest of the figure's text by charts_script.
                 text=list(group["label"]),
                 hovertemplate="%{x}<br>%{text}<extra></extra>",
             )
@@ -390,11 +391,34 @@ def naive_utc(moment: datetime | None) -> pd.Timestamp | None:
 
 _SCRIPT_ESCAPES = (("&", "\\u0026"), ("<", "\\u003C"), (">", "\\u003E"))
 
+# Plotly renders a subset of HTML (<a href>, <b>, <br>, ...) in every text it draws: titles,
+# trace names, hover text, tick labels (category values), annotations. Metric, host and
+# root-cause names are user input, so every string of a figure is escaped, once, here, except
+# the templates the chart code writes itself (their markup is ours; the %{...} values they
+# pull in are escaped like the rest). Plotly decodes the entities back for display.
+_CODE_MARKUP_KEYS = frozenset({"hovertemplate", "texttemplate"})
+
+
+def figure_text_escape(value: Any, key: str = "") -> Any:
+    """A copy of a Plotly figure (as JSON data) with &, < and > escaped in every string."""
+    if isinstance(value, str):
+        return value if key in _CODE_MARKUP_KEYS else html.escape(value, quote=False)
+    if isinstance(value, dict):
+        return {k: figure_text_escape(v, k) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [figure_text_escape(item, key) for item in value]
+    return value
+
 
 def charts_script(payload: list[dict[str, Any]]) -> SafeString:
     """The page's charts as Django's json_script(payload, "charts-data") writes them, minus
     its cost: json_script escapes with str.translate, ~25 ms on a 400 kB chart payload;
-    three str.replace calls do the same escaping in a few."""
+    three str.replace calls do the same escaping in a few. Every figure's text is escaped
+    for Plotly's markup first (figure_text_escape)."""
+    payload = [
+        {**entry, "figure": figure_text_escape(entry["figure"])} if "figure" in entry else entry
+        for entry in payload
+    ]
     try:
         text = json.dumps(payload, separators=(",", ":"), allow_nan=False, cls=DjangoJSONEncoder)
     except ValueError:  # a NaN slipped through: null it rather than write invalid JSON

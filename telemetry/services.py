@@ -287,10 +287,6 @@ def metric_rollups_rebuild(*, series_ids: Sequence[int]) -> int:
     return written
 
 
-def points_latest(points: Sequence[tuple[str, int, float, datetime | None]]) -> datetime | None:
-    return _latest(points)
-
-
 def _latest(points: Sequence[tuple[str, int, float, datetime | None]]) -> datetime | None:
     times = [p[3] for p in points if p[3] is not None]
     return max(times) if times else None

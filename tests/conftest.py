@@ -138,6 +138,8 @@ def celery_worker(
         "DATABASE_URL": _database_url(connection.settings_dict),
         "REDIS_URL": settings.REDIS_URL,
         "CELERY_TASK_ALWAYS_EAGER": "0",
+        # The webhook tests' receivers listen on loopback, which deliveries refuse by default.
+        "WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
     }
     command = [
         sys.executable, "-m", "celery", "-A", "config", "worker",

@@ -2,26 +2,33 @@
 confirmed SDC and a run that stopped reporting; one delivery row per endpoint and event,
 POSTed after commit, retried with backoff, and given up as failed after MAX_ATTEMPTS.
 
-A delivery talks to its endpoint's URL and nothing else: no proxies, no redirects.
+A delivery talks to its endpoint's URL and nothing else: no proxies, no redirects, and only
+public addresses unless WEBHOOK_ALLOWED_NETWORKS opens internal ones (logbook.webhook_transport).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F, OuterRef, Q, Subquery
 from django.urls import reverse
 from django.utils import timezone
 
 from logbook.models import Interruption, SdcReplay, WebhookDelivery, WebhookEndpoint
+from logbook.webhook_transport import (
+    AddressRefused,
+    IPNetwork,
+    PostResult,
+    allowed_networks,
+    post_json,
+    url_check,
+)
 from telemetry.models import Attempt, Project, Run
 
 logger = logging.getLogger(__name__)
@@ -260,44 +267,25 @@ def run_stall_check(*, now: datetime | None = None) -> int:
 # --- Delivery --------------------------------------------------------------------------------
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect would send the payload somewhere the admin did not configure."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-# No ProxyHandler settings: an environment proxy must not see (or reroute) the payload.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
-
-
-@dataclass(frozen=True)
-class PostResult:
-    status_code: int | None
-    error: str
-
-    @property
-    def ok(self) -> bool:
-        return self.status_code is not None and 200 <= self.status_code < 300
+def webhook_allowed_networks() -> list[IPNetwork]:
+    """settings.WEBHOOK_ALLOWED_NETWORKS, parsed (read each time: tests override it)."""
+    return allowed_networks(settings.WEBHOOK_ALLOWED_NETWORKS)
 
 
 def webhook_post(*, url: str, payload: dict[str, Any]) -> PostResult:
-    """POST the JSON payload to `url`; never raises."""
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(payload).encode(),
+    """POST the JSON payload to `url` if its host resolves to allowed addresses only (see
+    logbook.webhook_transport); never raises. A non-2xx answer is recorded by its status
+    code alone."""
+    result = post_json(
+        url=url,
+        body=json.dumps(payload).encode(),
         headers={"Content-Type": "application/json", "User-Agent": "Chronicle-webhook/1"},
-        method="POST",
+        allowed=webhook_allowed_networks(),
+        timeout_s=DELIVERY_TIMEOUT_S,
     )
-    try:
-        with _OPENER.open(request, timeout=DELIVERY_TIMEOUT_S) as response:
-            return PostResult(response.status, "")
-    except urllib.error.HTTPError as exc:
-        body = exc.read(300).decode("utf-8", "replace") if exc.fp else ""
-        return PostResult(exc.code, f"HTTP {exc.code} {exc.reason}: {body}".strip())
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return PostResult(None, f"{type(exc).__name__}: {reason}")
+    if result.status_code is not None and not result.ok:
+        return PostResult(result.status_code, f"HTTP {result.status_code}")
+    return result
 
 
 def retry_delay_s(attempts: int) -> float:
@@ -367,6 +355,11 @@ def webhook_endpoint_create(
     # `events` is checked above; the model field lacks blank=True, so full_clean would
     # refuse the empty list that means "every event".
     endpoint.full_clean(exclude=["events"])
+    # Checked again at every send (DNS may change); refusing now tells the admin at once.
+    try:
+        url_check(endpoint.url, webhook_allowed_networks())
+    except AddressRefused as exc:
+        raise ValidationError({"url": [str(exc)]}) from exc
     endpoint.save()
     return endpoint
 

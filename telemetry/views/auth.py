@@ -1,9 +1,13 @@
-"""Login with a failure throttle: repeated wrong passwords for one username or from one
-address get 429 until the window passes. Failures are logged (never the password)."""
+"""Login with a failure throttle: repeated wrong passwords for one username from one address,
+or from one address for any usernames, get 429 until the window passes; a username guessed
+at from many addresses gets a slower, global backoff that never locks its user out.
+Failures are logged (never the password)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -14,28 +18,49 @@ from django.http import HttpRequest, HttpResponse
 logger = logging.getLogger("chronicle.auth")
 
 
-def _keys(request: HttpRequest) -> list[str]:
+@dataclass(frozen=True)
+class _Keys:
+    pair: str  # this username from this address: the lock
+    username: str  # this username from anywhere: the slower global backoff
+    address: str  # this address, any username: one guesser spraying many users
+
+    @property
+    def all(self) -> list[str]:
+        return [self.pair, self.username, self.address]
+
+
+def _keys(request: HttpRequest) -> _Keys:
     username = (request.POST.get("username") or "").strip().lower()[:150]
+    # Hashed: a username may hold characters a cache key must not.
+    user_hash = hashlib.sha256(username.encode("utf-8", "replace")).hexdigest()[:32]
     address = request.META.get("REMOTE_ADDR", "")
-    return [f"login-failures:user:{username}", f"login-failures:addr:{address}"]
-
-
-def _throttled(keys: list[str]) -> bool:
-    user_key, address_key = keys
-    try:
-        failures = cache.get_many(keys)
-    except Exception:  # cache down: do not lock everybody out
-        return False
-    # An address is shared by everyone behind the same NAT: it gets a larger allowance.
-    return (
-        failures.get(user_key, 0) >= settings.LOGIN_MAX_FAILURES
-        or failures.get(address_key, 0) >= settings.LOGIN_MAX_FAILURES_PER_ADDRESS
+    return _Keys(
+        pair=f"login-failures:pair:{user_hash}:{address}",
+        username=f"login-failures:user:{user_hash}",
+        address=f"login-failures:addr:{address}",
     )
 
 
-def _count_failure(keys: list[str]) -> None:
+def _throttled(keys: _Keys) -> bool:
+    try:
+        failures = cache.get_many(keys.all)
+    except Exception:  # cache down: do not lock everybody out
+        return False
+    pair = failures.get(keys.pair, 0)
+    # The lock is on (username, address), so a guesser elsewhere cannot lock the user out.
+    # Past the username's global allowance (guessing from many addresses), every address
+    # that already failed for it gets no second try in the window: guessing slows to one
+    # attempt per address, while the user on an address that has not failed still gets in.
+    return (
+        pair >= settings.LOGIN_MAX_FAILURES
+        or failures.get(keys.address, 0) >= settings.LOGIN_MAX_FAILURES_PER_ADDRESS
+        or (failures.get(keys.username, 0) >= settings.LOGIN_MAX_FAILURES_PER_USERNAME and pair > 0)
+    )
+
+
+def _count_failure(keys: _Keys) -> None:
     window = settings.LOGIN_FAILURE_WINDOW_S
-    for key in keys:
+    for key in keys.all:
         try:
             if not cache.add(key, 1, window):
                 cache.incr(key)
@@ -70,9 +95,8 @@ class ThrottledLoginView(auth_views.LoginView):
         return super().form_invalid(form)
 
     def form_valid(self, form: Any) -> HttpResponse:
-        username_key = _keys(self.request)[0]
         try:
-            cache.delete(username_key)
+            cache.delete(_keys(self.request).pair)
         except Exception:
             logger.warning("login failures not reset: cache unavailable")
         return super().form_valid(form)

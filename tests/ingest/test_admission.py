@@ -178,3 +178,57 @@ def test_time_a_day_ahead_is_accepted_and_two_days_ahead_is_not(post_batch):
     refused = post_batch(doc("later", metrics=[later]))
     assert refused.status_code == 400
     assert "in the future" in refused.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_points_per_second_per_token_bite_with_429_and_retry_after(post_batch, settings):
+    # given a token allowed 10 points/s (bursts of 2 s: 20 points)
+    settings.INGEST_TOKEN_POINTS_PER_S = 10
+
+    # when it sends 20 points, then 20 more at once
+    first = post_batch(doc("pts-1", points=20))
+    second = post_batch(doc("pts-2", points=20))
+
+    # then the second waits for the bucket to refill, saying which rate and for how long
+    assert first.status_code == 202
+    assert second.status_code == 429
+    assert 1 <= int(second["Retry-After"]) <= 2
+    assert "10 points/s for this token" in second.json()["detail"]
+    assert IngestBatch.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_one_project_cannot_take_another_projects_rate(
+    client, post_batch, settings, project, other_project
+):
+    import time
+
+    from ingest import services
+
+    # given projects allowed 1 request/s each (2 in a burst)
+    settings.INGEST_PROJECT_REQUESTS_PER_S = 1
+    _, second_token = services.token_create(project=project, name="second")
+    _, other_token = services.token_create(project=other_project, name="other")
+
+    # when the project's two tokens together send 10 batches as fast as they can
+    started = time.monotonic()
+    answers = [
+        post_batch(doc(f"p-{i}"), token=second_token if i % 2 else None).status_code
+        for i in range(10)
+    ]
+    elapsed_s = time.monotonic() - started
+
+    # then the project got its burst and what refilled meanwhile, no more
+    accepted = answers.count(202)
+    assert answers[:2] == [202, 202] and 429 in answers
+    assert accepted <= 2 + int(elapsed_s) + 1
+    # and the other project is untouched
+    assert post_batch(doc("o-1"), token=other_token).status_code == 202
+
+
+@pytest.mark.django_db
+def test_a_batch_bigger_than_the_bucket_passes_when_it_is_full(post_batch, settings):
+    settings.INGEST_TOKEN_POINTS_PER_S = 10
+
+    assert post_batch(doc("big", points=500)).status_code == 202
+    assert post_batch(doc("after", points=1)).status_code == 429

@@ -556,12 +556,8 @@ def test_sweeper_recovers_a_batch_whose_message_was_lost(celery_worker, token, m
 
 
 @pytest.mark.django_db
-def test_heartbeat_moves_the_runs_last_seen_time(project):
-    import json
-    from datetime import UTC, datetime
-
-    from ingest import services
-
+def test_heartbeat_moves_the_runs_last_seen_time_to_when_it_was_received(project):
+    # given a heartbeat whose client clock is far behind
     token, _ = services.token_create(project=project, name="hb")
     body = {"batch_id": "hb-1", "run": "alive", "attempt": 1,
             "events": [{"type": "heartbeat", "time": 1_763_700_000, "rank": 3}]}  # fmt: skip
@@ -569,8 +565,38 @@ def test_heartbeat_moves_the_runs_last_seen_time(project):
 
     services.batch_process(batch_pk=acceptance.batch.pk)
 
+    # then the run was last seen when the server received it
     run = Run.objects.get(name="alive")
-    assert run.last_seen_at == datetime.fromtimestamp(1_763_700_000, tz=UTC)
+    assert run.last_seen_at == acceptance.batch.received_at
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["worker", "at once"])
+def test_last_seen_is_the_receive_time_not_the_clients(project, path):
+    from logbook.models import WebhookEndpoint
+    from logbook.services.webhooks import RUN_STALL_AFTER, run_stall_check
+
+    token, _ = services.token_create(project=project, name="seen")
+    ahead = (timezone.now() + timedelta(hours=23)).timestamp()
+    # given metrics without a time, then a metric timed nearly a day ahead
+    for batch_id, metric in [
+        ("m-1", {"name": "loss", "step": 1, "value": 1.0}),
+        ("m-2", {"name": "loss", "step": 2, "value": 0.9, "time": ahead}),
+    ]:
+        body = {"batch_id": batch_id, "run": "r", "attempt": 1, "metrics": [metric]}
+        acceptance = services.batch_submit(
+            token=token, body=json.dumps(body).encode(), write_now=path == "at once"
+        )
+        if path == "worker":
+            services.batch_process(batch_pk=acceptance.batch.pk)
+        run = Run.objects.get(name="r")
+        # then each batch moved "last seen" to its receive time, never the client's
+        assert run.last_seen_at == acceptance.batch.received_at
+
+    # and once the run is silent, the stalled-run alert still fires
+    WebhookEndpoint.objects.create(project=project, name="pager", url="https://h.example/")
+    Attempt.objects.filter(run=run).update(status=Attempt.Status.RUNNING)
+    assert run_stall_check(now=timezone.now() + RUN_STALL_AFTER + timedelta(minutes=1)) == 1
 
 
 @pytest.mark.django_db

@@ -144,6 +144,9 @@ def test_pushgateway_counter_names_and_per_link_samples():
     assert gpu.timestamps == {"DCGM_FI_DEV_SM_CLOCK": 1_763_700_000.0}
 
 
+IN_TWO_DAYS_MS = int((datetime.now(UTC).timestamp() + 2 * 86_400) * 1000)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -157,6 +160,8 @@ def test_pushgateway_counter_names_and_per_link_samples():
          "a slash"),
         ('DCGM_FI_DEV_XID_ERRORS{UUID="G",Hostname="h"} 79.5\n', "line 1: DCGM_FI_DEV_XID_ERRORS "
          "must be an XID code"),
+        (f'DCGM_FI_DEV_GPU_TEMP{{UUID="G",Hostname="h"}} 60 {IN_TWO_DAYS_MS}\n',
+         "line 1: the timestamp is more than 1 day in the future"),
     ],
 )  # fmt: skip
 def test_bad_lines_are_named(text, message):

@@ -71,6 +71,12 @@ class Receiver:
         self.server.server_close()
 
 
+@pytest.fixture(autouse=True)
+def loopback_receivers_allowed(settings: Any) -> None:
+    """The receivers here listen on loopback, which webhooks refuse unless allowed."""
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+
+
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     one = Receiver()
@@ -218,7 +224,8 @@ def test_an_endpoint_that_always_fails_is_given_up_with_the_error_shown(
     delivery = WebhookDelivery.objects.get()
     assert (delivery.status, delivery.attempts) == ("failed", webhook_services.MAX_ATTEMPTS)
     assert delivery.last_status_code == 503
-    assert "503" in delivery.last_error and "down for maintenance" in delivery.last_error
+    # by its status code only: the receiver's body is not shown
+    assert delivery.last_error == "HTTP 503"
     assert delivery.next_attempt_at is None
     assert len(receiver.requests) == webhook_services.MAX_ATTEMPTS
     assert webhook_selectors.deliveries_due(now=timezone.now() + timedelta(days=1)) == []
@@ -226,7 +233,8 @@ def test_an_endpoint_that_always_fails_is_given_up_with_the_error_shown(
     client.force_login(dana)
     page = client.get("/projects/pretrain/webhooks/").content.decode()
     assert f'data-delivery="{delivery.pk}" data-status="failed"' in page
-    assert "down for maintenance" in page and "Failed (gave up)" in page
+    assert "HTTP 503" in page and "Failed (gave up)" in page
+    assert "down for maintenance" not in page
 
 
 def test_a_refused_connection_is_an_error_without_a_status_code(run, project):
@@ -244,7 +252,8 @@ def test_a_refused_connection_is_an_error_without_a_status_code(run, project):
 
     delivery.refresh_from_db()
     assert delivery.last_status_code is None
-    assert "refused" in delivery.last_error.lower()
+    # one generic message, whatever the socket said
+    assert delivery.last_error == "Could not connect to the endpoint."
 
 
 def test_redirects_are_not_followed(run, endpoint, receiver):

@@ -133,3 +133,47 @@ def test_one_address_gets_a_larger_allowance_than_one_username(client, alice, bo
     _login(client, "bob", "wrong")
 
     assert _login(client, "bob", "bob-pw-1").status_code == 429
+
+
+@pytest.mark.django_db
+def test_a_guesser_elsewhere_cannot_lock_the_user_out(client, alice, settings):
+    # given someone failing for alice from another address, past the lock
+    settings.LOGIN_MAX_FAILURES = 3
+    for _ in range(10):
+        client.post(
+            "/login/", {"username": "alice", "password": "guess"}, REMOTE_ADDR="203.0.113.9"
+        )
+
+    # when alice logs in from her own address
+    answer = client.post(
+        "/login/", {"username": "alice", "password": "alice-pw-1"}, REMOTE_ADDR="198.51.100.4"
+    )
+
+    # then she gets in, while the guesser's address stays locked
+    assert answer.status_code == 302
+    client.logout()
+    assert (
+        client.post(
+            "/login/", {"username": "alice", "password": "alice-pw-1"}, REMOTE_ADDR="203.0.113.9"
+        ).status_code
+        == 429
+    )
+
+
+@pytest.mark.django_db
+def test_guessing_one_username_from_many_addresses_backs_off_globally(client, alice, settings):
+    # given failures for alice from six addresses, reaching the username's global allowance
+    settings.LOGIN_MAX_FAILURES = 5
+    settings.LOGIN_MAX_FAILURES_PER_USERNAME = 6
+    guessers = [f"203.0.113.{n}" for n in range(1, 7)]
+    for address in guessers:
+        assert _login_from(client, "alice", "guess", address).status_code == 200
+
+    # then each of those addresses gets no second try, though under its own lock
+    assert _login_from(client, "alice", "guess", guessers[0]).status_code == 429
+    # and alice, on an address that has not failed, still gets in
+    assert _login_from(client, "alice", "alice-pw-1", "198.51.100.4").status_code == 302
+
+
+def _login_from(client, username: str, password: str, address: str):
+    return client.post("/login/", {"username": username, "password": password}, REMOTE_ADDR=address)
