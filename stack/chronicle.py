@@ -84,6 +84,12 @@ class Chronicle:
             CELERY_TASK_ALWAYS_EAGER="0",
             INGEST_SWEEP_AFTER_S=str(SWEEP_AFTER_S),
             INGEST_MAX_PROCESS_ATTEMPTS=str(MAX_PROCESS_ATTEMPTS),
+            # The bench and chaos loads measure and stress the server, not the per-token and
+            # per-project rate limits (whose defaults are below one client's full speed).
+            INGEST_TOKEN_POINTS_PER_S="0",
+            INGEST_TOKEN_REQUESTS_PER_S="0",
+            INGEST_PROJECT_POINTS_PER_S="0",
+            INGEST_PROJECT_REQUESTS_PER_S="0",
             LOG_LEVEL="INFO",
             PYTHONUNBUFFERED="1",
         )
