@@ -171,7 +171,13 @@ def _first(labels: Mapping[str, str], names: tuple[str, ...]) -> str:
 
 def _describe(gpu: GpuReadings, labels: Mapping[str, str]) -> None:
     index = labels.get("gpu", "")
-    if gpu.gpu_index is None and index.isdigit() and int(index) <= MAX_GPU_INDEX:
+    # isdigit() is also true of "²" and other digits int() refuses: ASCII digits only.
+    if (
+        gpu.gpu_index is None
+        and index.isascii()
+        and index.isdigit()
+        and int(index) <= MAX_GPU_INDEX
+    ):
         gpu.gpu_index = int(index)
     if not gpu.model_name:
         gpu.model_name = _printable(_first(labels, MODEL_LABELS))[:64]

@@ -539,3 +539,13 @@ def test_push_to_gateway_against_the_live_server(live_server, project, ingest_to
         "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": 5.0,
     }
     assert list(DeviceEvent.objects.values_list("kind", "xid")) == [("xid", 79)]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("index", ["²", "\u0661", "0x1"])
+def test_a_gpu_index_that_is_not_ascii_digits_is_left_out_not_a_500(push, index):
+    # "²".isdigit() is true and int("²") raises: the push answered 500.
+    text = f'DCGM_FI_DEV_GPU_TEMP{{gpu="{index}",UUID="GPU-1",Hostname="h1"}} 60\n'
+    response = push(text)
+    assert response.status_code == 200, response.content
+    assert Device.objects.get(uuid="GPU-1").index_on_host is None
