@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -30,14 +29,12 @@ from ingest.contract import (
     RUN_INFO,
     Field,
 )
+from telemetry.hardware_names import hardware_name_problem
 
 # The metric fast paths compare against the step column's range inline.
 MAX_STEP = METRIC_FIELDS["step"].maximum
 assert MAX_STEP is not None
 MAX_ERRORS_REPORTED = 20
-# What a host name or device UUID may not hold (they end up in page URLs: /fleet/hosts/<name>/);
-# the Prometheus push applies the same rule (ingest.prometheus.NAME_RE).
-URL_NAME_FORBIDDEN = re.compile(r"[\s/\x00-\x1f\x7f]")
 # Clock skew allowance: a job's clock may run a little ahead of ours, but a time days ahead is
 # a bug in the sender (milliseconds sent as seconds, say) and would corrupt every time axis.
 MAX_FUTURE_SKEW = timedelta(days=1)
@@ -257,11 +254,9 @@ def check_url_name(limit: int) -> Callable[[Any], str]:
 
     def checker(raw: Any) -> str:
         value = check(raw)
-        if URL_NAME_FORBIDDEN.search(value) or value in (".", ".."):
-            raise _FieldError(
-                f"{value[:60]!r} is not a host or device name: no slash, whitespace or "
-                "control character, and not . or .."
-            )
+        problem = hardware_name_problem(value)
+        if problem:
+            raise _FieldError(problem)
         return value
 
     return checker
