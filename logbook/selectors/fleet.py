@@ -158,6 +158,8 @@ def _touching_runs(runs: QuerySet[Run] | list[int], host: str = "pk") -> Q:
 
 def host_get_for_user(*, user: User, name: str) -> Host:
     """The host, if it touched a run the user may see; 404 otherwise (never 403)."""
+    if "\x00" in name:  # no host holds one (PostgreSQL text cannot), and the query would fail
+        raise Http404("No such host.")
     host = (
         hosts_visible_to_user(user=user)
         .filter(name=name)
