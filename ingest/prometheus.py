@@ -139,7 +139,7 @@ def _name_check(number: int, what: str, value: str, limit: int) -> None:
         raise ExpositionError(400, f"line {number}: the {what} is longer than {limit} characters.")
     problem = hardware_name_problem(value)
     if problem:
-        raise ExpositionError(400, f"line {number}: the {what}: {problem}.")
+        raise ExpositionError(400, f"line {number}: the {what}: {problem}")
 
 
 def _is_code(value: float) -> bool:

@@ -153,8 +153,8 @@ def test_pushgateway_counter_names_and_per_link_samples():
          "Hostname or hostname label"),
         ('DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="h"} 60\n', "line 1: DCGM_FI_DEV_GPU_TEMP has no "
          "UUID label"),
-        ('DCGM_FI_DEV_GPU_TEMP{UUID="G",Hostname="a/b"} 60\n', "line 1: the host name 'a/b' has "
-         "a slash"),
+        ('DCGM_FI_DEV_GPU_TEMP{UUID="G",Hostname="a/b"} 60\n', "line 1: the host name: 'a/b' is "
+         "not a host or device name"),
         ('DCGM_FI_DEV_XID_ERRORS{UUID="G",Hostname="h"} 79.5\n', "line 1: DCGM_FI_DEV_XID_ERRORS "
          "must be an XID code"),
     ],
