@@ -31,6 +31,9 @@ from ingest.edge import BodyError, IngestTokenView, body_read
 from ingest.schema import BatchError, RateLimited
 from ingest.throttles import BACKLOG_RETRY_AFTER_S, backlog_is_full
 
+# Host names and device UUIDs are one URL path segment each (ingest.schema.check_url_name).
+URL_NAME_PATTERN = r"^[^\s/]+$"
+
 # Documentation only, built from ingest.contract: validation is ingest.schema (faster, and
 # with clearer errors), from the same contract.
 
@@ -59,8 +62,12 @@ def _doc_field(spec: Field, *, required: bool) -> serializers.Field:
             return serializers.CharField(max_length=spec.max_length, allow_blank=True, **options)
         case "name" | "key":
             return serializers.CharField(max_length=spec.max_length, **options)
-        case "names":
-            child = serializers.CharField(max_length=spec.max_length)
+        case "url_name":
+            return serializers.RegexField(URL_NAME_PATTERN, max_length=spec.max_length, **options)
+        case "names" | "url_names":
+            child: serializers.Field = serializers.CharField(max_length=spec.max_length)
+            if spec.kind == "url_names":
+                child = serializers.RegexField(URL_NAME_PATTERN, max_length=spec.max_length)
             return serializers.ListField(child=child, max_length=spec.max_items, **options)
         case "time":
             return _TimeDoc(**{"help_text": TIME.help, **options})

@@ -36,13 +36,20 @@ Kind = Literal[
     "boolean",
     "text",  # a string of at most max_length characters, may be empty
     "name",  # a non-empty string without control characters, at most max_length
+    "url_name",  # a name that is also one URL path segment: no "/" and no whitespace
     "key",  # a non-empty string (an idempotency key), at most max_length
     "names",  # a list of at most max_items names
+    "url_names",  # a list of at most max_items url_names (host names, device UUIDs)
     "time",  # RFC 3339 with an offset, or epoch seconds
     "times",  # a non-empty list of at most max_items times
     "choice",
-    "object",
+    "object",  # a JSON object, finite numbers only, at most MAX_OBJECT_DEPTH deep
 ]
+
+# A free-form object (run_info.config) is stored as jsonb and cached with the run: bounded so
+# that neither PostgreSQL nor the cache's (recursive) encoders can choke on it.
+MAX_OBJECT_DEPTH = 32
+MAX_OBJECT_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +106,17 @@ def name(model: type[models.Model], name: str, *, help: str = "") -> Field:
     return _sized("name", model, name, help)
 
 
-def names(model: type[models.Model], name: str, *, help: str = "") -> Field:
-    """A list of names, each one a row of `model` (hosts, devices) keyed by `name`."""
-    item = _sized("names", model, name, help)
-    return Field("names", help, max_length=item.max_length, max_items=10_000, column=item.column)
+def url_name(model: type[models.Model], name: str, *, help: str = "") -> Field:
+    """A host name or device UUID: pages link to it by name (/fleet/hosts/<name>/)."""
+    return _sized("url_name", model, name, help)
+
+
+def url_names(model: type[models.Model], name: str, *, help: str = "") -> Field:
+    """A list of URL names, each one a row of `model` (hosts, devices) keyed by `name`."""
+    item = _sized("url_names", model, name, help)
+    return Field(
+        "url_names", help, max_length=item.max_length, max_items=10_000, column=item.column
+    )
 
 
 def long_text(limit: int, help: str = "") -> Field:
@@ -130,7 +144,7 @@ BATCH_FIELDS: dict[str, Field] = {
     "run": name(Run, "name", help="Run name, created on first sight."),
     "attempt": ATTEMPT,
     "rank": integer(IngestBatch, "rank", help="Sending process's rank."),
-    "host": name(IngestBatch, "host", help="Sending host."),
+    "host": url_name(IngestBatch, "host", help="Sending host."),
 }
 # The sections: run_info (RUN_INFO), metrics (METRIC_FIELDS, one object per point), series
 # (the same points as columns) and events (EVENTS).
@@ -175,7 +189,7 @@ EVENTS: dict[str, Event] = {
         {
             "attempt": ATTEMPT,
             "resumed_from_step": integer(Attempt, "resumed_from_step"),
-            "hosts": names(Host, "name"),
+            "hosts": url_names(Host, "name"),
             # When the attempt runs on a different count than the run (a resized cluster).
             "accelerator_count": integer(Attempt, "accelerator_count", minimum=1),
         },
@@ -216,8 +230,8 @@ EVENTS: dict[str, Event] = {
             "category": text(Interruption, "reported_category"),
             "component": text(Interruption, "component"),
             "planned": BOOLEAN,
-            "hosts": names(Host, "name"),
-            "devices": names(Device, "uuid"),
+            "hosts": url_names(Host, "name"),
+            "devices": url_names(Device, "uuid"),
             "message": MESSAGE,
             "detected_at": TIME,
             "recovered_at": TIME,
@@ -236,8 +250,8 @@ EVENTS: dict[str, Event] = {
             "id": name(SdcReplay, "source_key"),
             "attempt": ATTEMPT,
             "step": integer(SdcReplay, "step"),
-            "device": name(Device, "uuid"),
-            "host": name(Host, "name"),
+            "device": url_name(Device, "uuid"),
+            "host": url_name(Host, "name"),
             "detection": choice(SdcDetection),
             "value": Field("number"),
             "message": MESSAGE,

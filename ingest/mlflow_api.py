@@ -26,6 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import RETRY_AFTER_S, is_database_unreachable
+from config.parsers import unstorable_text
 from ingest import mlflow_services as mlflow
 from ingest import services as ingest_services
 from ingest.authentication import HasIngestToken
@@ -144,7 +145,8 @@ class _MlflowView(APIView):
         body for POST."""
         request = self.request
         if request.method == "GET":
-            return {key: request.query_params.get(key) for key in request.query_params}
+            params = {key: request.query_params.get(key) for key in request.query_params}
+            return _storable(params)
         raw = request.body
         if len(raw) > mlflow.MAX_BATCH_REQUEST_BYTES:
             raise mlflow.MlflowError(
@@ -157,11 +159,19 @@ class _MlflowView(APIView):
             raise mlflow.MlflowError(
                 "INVALID_PARAMETER_VALUE", "The request body must be a JSON object."
             )
-        return doc
+        return _storable(doc)
 
     def backlog_check(self) -> None:
         if backlog_is_full():
             raise _Backlog()
+
+
+def _storable(fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields, unless one holds text PostgreSQL cannot store (a NUL, a lone surrogate)."""
+    problem = unstorable_text(fields)
+    if problem:
+        raise mlflow.MlflowError("INVALID_PARAMETER_VALUE", f"{problem[0].upper()}{problem[1:]}.")
+    return fields
 
 
 class _Backlog(mlflow.MlflowError):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ingest.schema import MAX_FUTURE_SKEW
 from telemetry.dcgm import FIELDS, XID, GpuReadings, is_reading
+from telemetry.hardware_names import hardware_name_problem
 
 MAX_SAMPLE_LINES = 20_000
 # Device.uuid and Host.name column widths.
@@ -32,9 +32,6 @@ UUID_LABELS = ("UUID", "uuid", "gpu_uuid")  # default, old namespace, per-NVLink
 MODEL_LABELS = ("modelName", "model_name")
 # Per-link samples of one GPU are summed into the GPU's value.
 LINK_LABELS = ("nvlink", "link")
-# Host names and UUIDs end up in page URLs and database text: no slashes, spaces or control
-# characters (PostgreSQL text cannot hold NUL).
-NAME_RE = re.compile(r"[^\s/\x00-\x1f\x7f]+")
 MAX_GPU_INDEX = 32_767  # Device.index_on_host is a small integer
 MAX_XID = 2**31 - 1
 # Sample timestamps Python can turn into a datetime (epoch seconds, years 1970 to 9999).
@@ -149,11 +146,9 @@ def _sample_parse(number: int, line: str) -> tuple[str, dict[str, str], float, f
 def _name_check(number: int, what: str, value: str, limit: int) -> None:
     if len(value) > limit:
         raise ExpositionError(400, f"line {number}: the {what} is longer than {limit} characters.")
-    if not NAME_RE.fullmatch(value):
-        raise ExpositionError(
-            400, f"line {number}: the {what} {value[:100]!r} has a slash, a space or a "
-            "control character."
-        )  # fmt: skip
+    problem = hardware_name_problem(value)
+    if problem:
+        raise ExpositionError(400, f"line {number}: the {what}: {problem}")
 
 
 def _is_code(value: float) -> bool:
@@ -180,7 +175,13 @@ def _first(labels: Mapping[str, str], names: tuple[str, ...]) -> str:
 
 def _describe(gpu: GpuReadings, labels: Mapping[str, str]) -> None:
     index = labels.get("gpu", "")
-    if gpu.gpu_index is None and index.isdigit() and int(index) <= MAX_GPU_INDEX:
+    # isdigit() is also true of "²" and other digits int() refuses: ASCII digits only.
+    if (
+        gpu.gpu_index is None
+        and index.isascii()
+        and index.isdigit()
+        and int(index) <= MAX_GPU_INDEX
+    ):
         gpu.gpu_index = int(index)
     if not gpu.model_name:
         gpu.model_name = _printable(_first(labels, MODEL_LABELS))[:64]

@@ -23,10 +23,13 @@ from ingest.contract import (
     BATCH_SECTIONS,
     EVENT_TYPES,
     EVENTS,
+    MAX_OBJECT_BYTES,
+    MAX_OBJECT_DEPTH,
     METRIC_FIELDS,
     RUN_INFO,
     Field,
 )
+from telemetry.hardware_names import hardware_name_problem
 
 # The metric fast paths compare against the step column's range inline.
 MAX_STEP = METRIC_FIELDS["step"].maximum
@@ -219,6 +222,25 @@ def check_bool(raw: Any) -> bool:
     return raw
 
 
+def check_storable(raw: str) -> str:
+    """Text PostgreSQL can hold: no NUL character, and no lone UTF-16 surrogate (JSON's
+    "\\ud800" escape parses into one, and it has no UTF-8 encoding)."""
+    if raw.isascii():
+        if "\x00" in raw:
+            raise _FieldError("must not contain a NUL character (\\u0000)")
+        return raw
+    try:
+        raw.encode()
+    except UnicodeEncodeError as exc:
+        raise _FieldError(
+            f"has a lone surrogate ({raw[exc.start]!r}) at character {exc.start}; send text as "
+            "valid UTF-8 (a surrogate pair's two halves together)"
+        ) from None
+    if "\x00" in raw:
+        raise _FieldError("must not contain a NUL character (\\u0000)")
+    return raw
+
+
 def check_name(limit: int) -> Callable[[Any], str]:
     def checker(raw: Any) -> str:
         if not isinstance(raw, str):
@@ -229,7 +251,21 @@ def check_name(limit: int) -> Callable[[Any], str]:
             raise _FieldError(f"is {len(raw)} characters long; the limit is {limit}")
         if any(ord(char) < 32 for char in raw):
             raise _FieldError("must not contain control characters")
-        return raw
+        return check_storable(raw)
+
+    return checker
+
+
+def check_url_name(limit: int) -> Callable[[Any], str]:
+    """A host name or device UUID: pages link to it as one path segment."""
+    check = check_name(limit)
+
+    def checker(raw: Any) -> str:
+        value = check(raw)
+        problem = hardware_name_problem(value)
+        if problem:
+            raise _FieldError(problem)
+        return value
 
     return checker
 
@@ -240,7 +276,7 @@ def check_key(limit: int) -> Callable[[Any], str]:
             raise _FieldError(f"must be a non-empty string, got {_describe(raw)}")
         if len(raw) > limit:
             raise _FieldError(f"is {len(raw)} characters long; the limit is {limit}")
-        return raw
+        return check_storable(raw)
 
     return checker
 
@@ -251,13 +287,15 @@ def check_text(limit: int) -> Callable[[Any], str]:
             raise _FieldError(f"must be a string, got {_describe(raw)}")
         if len(raw) > limit:
             raise _FieldError(f"is {len(raw)} characters long; the limit is {limit}")
-        return raw
+        return check_storable(raw)
 
     return checker
 
 
-def check_name_list(limit: int, items: int) -> Callable[[Any], list[str]]:
-    check_item = check_name(limit)
+def check_name_list(
+    limit: int, items: int, item_check: Callable[[int], Callable[[Any], str]]
+) -> Callable[[Any], list[str]]:
+    check_item = item_check(limit)
 
     def checker(raw: Any) -> list[str]:
         if not isinstance(raw, list):
@@ -279,9 +317,41 @@ def check_choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
 
 
 def check_object(raw: Any) -> dict[str, Any]:
+    """A JSON object PostgreSQL's jsonb takes and the run cache can encode: finite numbers,
+    storable text, at most MAX_OBJECT_DEPTH deep and MAX_OBJECT_BYTES long as JSON."""
     if not isinstance(raw, dict):
         raise _FieldError(f"must be an object, got {_describe(raw)}")
+    _object_check(raw, "", 1)
+    size = len(orjson.dumps(raw))
+    if size > MAX_OBJECT_BYTES:
+        raise _FieldError(f"is {size} bytes as JSON; the limit is {MAX_OBJECT_BYTES}")
     return raw
+
+
+def _object_check(raw: Any, where: str, depth: int) -> None:
+    """`depth` counts the objects and lists around `raw`, itself included."""
+    if isinstance(raw, dict | list) and depth > MAX_OBJECT_DEPTH:
+        raise _FieldError(f"is nested more than {MAX_OBJECT_DEPTH} levels deep (at {where})")
+    if isinstance(raw, dict):
+        for key, value in raw.items():
+            try:
+                check_storable(key)
+            except _FieldError as exc:
+                raise _FieldError(f"key {key!r} {exc}") from None
+            _object_check(value, f"{where}.{key}"[:200], depth + 1)
+    elif isinstance(raw, list):
+        for position, value in enumerate(raw):
+            _object_check(value, f"{where}[{position}]"[:200], depth + 1)
+    elif isinstance(raw, str):
+        try:
+            check_storable(raw)
+        except _FieldError as exc:
+            raise _FieldError(f"{where or 'a value'} {exc}") from None
+    elif isinstance(raw, float) and not math.isfinite(raw):
+        # jsonb has no NaN or Infinity; send them as strings if they matter.
+        raise _FieldError(f"{where} is {raw!r}; JSON objects hold finite numbers only")
+    elif isinstance(raw, int) and not isinstance(raw, bool) and abs(raw) >= 2**63:
+        raise _FieldError(f"{where} is an integer beyond 64 bits")
 
 
 def _describe(raw: Any) -> str:
@@ -320,9 +390,15 @@ def checker_for(spec: Field) -> Checker:
         case "key":
             assert spec.max_length is not None
             return check_key(spec.max_length)
+        case "url_name":
+            assert spec.max_length is not None
+            return check_url_name(spec.max_length)
         case "names":
             assert spec.max_length is not None and spec.max_items is not None
-            return check_name_list(spec.max_length, spec.max_items)
+            return check_name_list(spec.max_length, spec.max_items, check_name)
+        case "url_names":
+            assert spec.max_length is not None and spec.max_items is not None
+            return check_name_list(spec.max_length, spec.max_items, check_url_name)
         case "time":
             return check_time
         case "times":
@@ -356,6 +432,8 @@ class _Errors:
             return
         where = section if index is None else f"{section}[{index}]"
         if field_name:
+            # An unknown key is echoed back: escape what the answer's UTF-8 cannot carry.
+            field_name = field_name.encode(errors="backslashreplace").decode()
             where = f"{where}.{field_name}" if where else field_name
         self.items.append(
             {
@@ -743,6 +821,15 @@ def _events(items: list[Any], errors: _Errors) -> list[EventIn]:
             errors.add("events", index, key, f"is required for {event_type}")
         if "start" in clean and "end" in clean and clean["end"] < clean["start"]:
             errors.add("events", index, "end", "must not be before start")
+        if "first_step" in clean and "start_times" in clean:
+            last_step = clean["first_step"] + len(clean["start_times"]) - 1
+            if last_step > MAX_STEP:
+                errors.add(
+                    "events",
+                    index,
+                    "start_times",
+                    f"would reach step {last_step}; steps end at {MAX_STEP}",
+                )
         if moment is None:
             if missing or any(key not in clean for key in required):
                 continue

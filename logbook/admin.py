@@ -13,17 +13,18 @@ from logbook.models import (
 )
 from logbook.services import sdc as sdc_services
 from telemetry import services as telemetry_services
+from telemetry.admin import CheckedInitialAdmin
 
 
 @admin.register(RootCause)
-class RootCauseAdmin(admin.ModelAdmin):
+class RootCauseAdmin(CheckedInitialAdmin):
     list_display = ["name", "group", "slug", "is_hardware", "is_planned"]
     list_filter = ["group", "is_hardware", "is_planned"]
     search_fields = ["name", "slug", "group"]
 
 
 @admin.register(Interruption)
-class InterruptionAdmin(admin.ModelAdmin):
+class InterruptionAdmin(CheckedInitialAdmin):
     list_display = [
         "occurred_at",
         "run",
@@ -48,7 +49,7 @@ class CheckpointRestoreInline(admin.TabularInline):
 
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(admin.ModelAdmin):
+class CheckpointAdmin(CheckedInitialAdmin):
     list_display = [
         "run",
         "step",
@@ -66,7 +67,7 @@ class CheckpointAdmin(admin.ModelAdmin):
 
 
 @admin.register(SdcReplay)
-class SdcReplayAdmin(admin.ModelAdmin):
+class SdcReplayAdmin(CheckedInitialAdmin):
     def save_model(self, request: HttpRequest, obj: SdcReplay, form: Any, change: bool) -> None:
         # The verdict and what was done about it go through sdc_verdict_set (audited; a
         # confirmed verdict pages the project's webhooks once); the rest saves as usual.
@@ -88,7 +89,7 @@ class SdcReplayAdmin(admin.ModelAdmin):
 
 
 @admin.register(LogbookEntry)
-class LogbookEntryAdmin(admin.ModelAdmin):
+class LogbookEntryAdmin(CheckedInitialAdmin):
     list_display = ["occurred_at", "run", "kind", "title", "author_name", "role", "is_automatic"]
     list_filter = ["kind", "role", "is_automatic", "run"]
     search_fields = ["title", "body", "run__name"]

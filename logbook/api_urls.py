@@ -13,7 +13,7 @@ urlpatterns = [
     path("sdc", SdcLedgerApi.as_view(), name="sdc"),
     path("fleet/hosts", FleetHostsApi.as_view(), name="fleet-hosts"),
     path(
-        "fleet/hosts/<str:name>/quarantine",
+        "fleet/hosts/<path:name>/quarantine",
         HostQuarantineApi.as_view(),
         name="host-quarantine",
     ),

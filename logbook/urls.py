@@ -13,7 +13,8 @@ app_name = "logbook"
 urlpatterns: list[URLPattern] = [
     path("sdc/", sdc.sdc_ledger, name="sdc"),
     path("fleet/", fleet.fleet_health, name="fleet"),
-    path("fleet/hosts/<str:name>/", fleet.host_detail, name="host-detail"),
+    # path, not str: a host named before names were checked may hold a slash (rack/h1).
+    path("fleet/hosts/<path:name>/", fleet.host_detail, name="host-detail"),
     path("failures/", failure_breakdown, name="failures"),
     path("runs/<int:run_id>/checkpoints/", run_checkpoints, name="run-checkpoints"),
     path("incidents/", incident_queue, name="incidents"),

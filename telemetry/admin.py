@@ -1,6 +1,8 @@
 from typing import Any
 
 from django.contrib import admin
+from django.core.exceptions import FieldDoesNotExist, ValidationError
+from django.db import models
 from django.http import HttpRequest
 
 from telemetry import services
@@ -18,7 +20,39 @@ from telemetry.models import (
 )
 
 
-class FleetEditAdmin(admin.ModelAdmin):
+class CheckedInitialAdmin(admin.ModelAdmin):
+    """The "add" page takes initial values from the query string (?host=3); for a relation an
+    id that is not one (?host=abc, a NUL, 25 digits) made the autocomplete and raw-id widgets
+    answer 500. Such values are dropped: the form starts empty there, as for an unknown id."""
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        initial = super().get_changeform_initial_data(request)
+        for name, value in list(initial.items()):
+            try:
+                field = self.model._meta.get_field(name)
+            except FieldDoesNotExist:  # not a field: Django ignores it
+                continue
+            if field.is_relation and not _ids_valid(field, value):
+                del initial[name]
+        return initial
+
+
+def _ids_valid(field: Any, value: Any) -> bool:
+    target = field.target_field
+    for item in value if isinstance(value, list) else [value]:
+        text = str(item)
+        if "\x00" in text or len(text) > 100:
+            return False
+        try:
+            number = target.to_python(text)
+        except ValidationError:
+            return False
+        if isinstance(target, models.AutoField | models.IntegerField) and not (0 < number < 2**63):
+            return False
+    return True
+
+
+class FleetEditAdmin(CheckedInitialAdmin):
     """Hardware and places are shared by every project's fleet: an edit here moves every
     fleet_version, so the cached fleet pages show it on the next request."""
 
@@ -43,7 +77,7 @@ class ProjectAdmin(admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(CheckedInitialAdmin):
     list_display = ["user", "project", "role", "created_at"]
     list_filter = ["role", "project"]
     search_fields = ["user__username", "project__slug"]
@@ -73,7 +107,7 @@ class RunAdmin(admin.ModelAdmin):
 
 
 @admin.register(Attempt)
-class AttemptAdmin(admin.ModelAdmin):
+class AttemptAdmin(CheckedInitialAdmin):
     list_display = ["run", "number", "status", "started_at", "ended_at", "resumed_from_step"]
     list_filter = ["status", "run__project"]
     search_fields = ["run__name"]

@@ -56,6 +56,9 @@ class SeriesApi(APIView):
         name = request.query_params.get("name", "")
         if not name:
             raise ValidationError({"name": "is required: the metric to read, e.g. ?name=loss"})
+        if "\x00" in name:
+            # PostgreSQL text cannot hold NUL: compared with a column it is a database error.
+            raise ValidationError({"name": "must not contain a NUL character"})
         max_points = _max_points(request.query_params.get("max_points"))
         per_attempt = series_selectors.series_for_run(run=run, name=name, max_points=max_points)
         total = sum(one.total_points for one in per_attempt)

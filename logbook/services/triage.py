@@ -16,6 +16,7 @@ from logbook.audit import diff_fields
 from logbook.models import AuditEvent, Interruption, RootCause
 from logbook.services import versioned
 from telemetry import services as telemetry_services
+from telemetry.hardware_names import hardware_name_problem
 
 ENTITY = AuditEvent.Entity.INTERRUPTION
 EDITABLE_FIELDS: tuple[str, ...] = (
@@ -115,6 +116,9 @@ def _clean_one(name: str, raw: Any) -> Any:
         names = sorted({str(item).strip() for item in raw if str(item).strip()})
         if any(len(item) > (255 if name == "hosts" else 128) for item in names):
             raise ValueError("A name is too long.")
+        for item in names:
+            if problem := hardware_name_problem(item):
+                raise ValueError(problem[0].upper() + problem[1:] + ".")
         return names
     if name == "severity":
         if raw not in Interruption.Severity.values:

@@ -553,3 +553,40 @@ def test_four_ranks_one_run_one_attempt(live_server, celery_worker, ingest_token
 def test_struct_sizes_match_the_documented_format():
     # the README documents an 11-byte record header and 12-byte ack entries
     assert struct.calcsize("<2scII") == 11 and struct.calcsize("<QI") == 12
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_answered_500_again_and_again_is_dead_lettered_and_the_rest_still_goes(
+    proxy, celery_worker, ingest_token, tmp_path, wait
+):
+    proxy.start()
+    run = ClientRun(
+        "wedge",
+        url=proxy.url,
+        token=ingest_token,
+        spool_dir=tmp_path,
+        start=False,
+        end_attempt=False,
+        **FAST,
+    )
+    # given a server that answers 500 to the first batch every time (a server bug)
+    proxy.canned = [(500, None)] * 5
+    run.log({"loss": 1.0}, step=1)
+
+    # when it is flushed, then after five 500s it is set aside, reported, and kept whole
+    with pytest.raises(ChronicleError) as raised:
+        run.flush(timeout=20)
+    assert raised.value.status == 500
+    assert [status for _, status in proxy.log] == [500] * 5
+    assert run.stats.batches_dead_lettered == 1 and run.stats.points_dead_lettered == 1
+    (kept,) = tmp_path.rglob("dead-letter/*.json")
+    (series,) = json.loads(kept.read_bytes())["series"]
+    assert (series["name"], series["steps"], series["values"]) == ("loss", [1], [1.0])
+
+    # and the batches after it are no longer held back
+    run.log({"loss": 2.0}, step=2)
+    assert run.flush(timeout=20)
+    assert proxy.log[-1][1] == 202
+    run.finish(timeout=5)
+    wait(_all_batches_done, what="the worker")
+    assert list(MetricPoint.objects.values_list("step", flat=True)) == [2]

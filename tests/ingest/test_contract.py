@@ -76,9 +76,9 @@ def test_every_bounded_field_has_a_bound() -> None:
     for where, spec in _all_fields():
         if spec.kind == "integer":
             assert spec.maximum is not None, where
-        if spec.kind in ("text", "name", "key", "names"):
+        if spec.kind in ("text", "name", "key", "names", "url_name", "url_names"):
             assert spec.max_length, where
-        if spec.kind in ("names", "times"):
+        if spec.kind in ("names", "url_names", "times"):
             assert spec.max_items, where
 
 
@@ -92,9 +92,9 @@ def _at_limit(spec: Field, *, when: datetime) -> Any:
     match spec.kind:
         case "integer":
             return spec.maximum
-        case "text" | "name" | "key":
+        case "text" | "name" | "key" | "url_name":
             return "x" * (spec.max_length or 0)
-        case "names":
+        case "names" | "url_names":
             return ["y" * (spec.max_length or 0)]
         case "time":
             return when.isoformat()
@@ -168,3 +168,47 @@ def test_an_unhashable_metric_name_is_a_400_not_a_crash(name: Any) -> None:
         schema.validate_batch(document, max_metrics=10, max_events=10)
     assert caught.value.status == 400
     assert caught.value.errors[0]["message"].startswith("metrics[1].name: must be a string")
+
+
+T0 = 1_763_600_000
+BAD_BATCHES = {
+    # Each was a 202 whose batch died in the worker, or a 500.
+    "config NaN": ({"run_info": {"config": {"lr": float("nan")}}}, "run_info.config: .lr is nan"),
+    "config Infinity": ({"run_info": {"config": {"x": [float("inf")]}}}, "run_info.config"),
+    "step_times past the last step": (
+        {"events": [{"type": "step_times", "first_step": 2**63 - 2, "start_times": [T0] * 3}]},
+        "events[0].start_times: would reach step 9223372036854775808",
+    ),
+    "surrogate in run": ({"run": "r\ud800"}, "run: has a lone surrogate"),
+    "surrogate in batch_id": ({"batch_id": "b\ud800"}, "batch_id: has a lone surrogate"),
+    "surrogate in a metric name": (
+        {"metrics": [{"name": "l\ud800", "step": 1, "value": 1.0}], "attempt": 1},
+        "metrics[0].name: has a lone surrogate",
+    ),
+    "surrogate in an unknown key": ({"x\ud800": 1}, "x\\ud800: unknown field"),
+    "NUL in batch_id": ({"batch_id": "b\x00"}, "batch_id: must not contain a NUL"),
+    "NUL in a note": (
+        {"events": [{"type": "note", "time": T0, "title": "t", "body": "a\x00"}]},
+        "events[0].body: must not contain a NUL",
+    ),
+    "slash in a host": ({"host": "rack/1"}, "host: 'rack/1' is not a host or device name"),
+    "slash in hosts": (
+        {"events": [{"type": "attempt_started", "time": T0, "hosts": ["h1", "a/b"]}]},
+        "events[0].hosts: 'a/b' is not a host",
+    ),
+    "space in a device": (
+        {"events": [{"type": "sdc_suspected", "time": T0, "step": 1, "device": "GPU 1"}]},
+        "events[0].device: 'GPU 1' is not a host",
+    ),
+    "dot-dot host": ({"host": ".."}, "host: '..' is not a host"),
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("case", list(BAD_BATCHES))
+def test_what_the_database_cannot_take_is_a_400_naming_it(case: str, post_batch: Any) -> None:
+    change, message = BAD_BATCHES[case]
+    response = post_batch({"batch_id": "b1", "run": "r1", **change})
+    assert response.status_code == 400, response.content
+    assert response.json()["detail"].startswith(message)
+    assert not IngestBatch.objects.exists()

@@ -156,8 +156,8 @@ IN_TWO_DAYS_MS = int((datetime.now(UTC).timestamp() + 2 * 86_400) * 1000)
          "Hostname or hostname label"),
         ('DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="h"} 60\n', "line 1: DCGM_FI_DEV_GPU_TEMP has no "
          "UUID label"),
-        ('DCGM_FI_DEV_GPU_TEMP{UUID="G",Hostname="a/b"} 60\n', "line 1: the host name 'a/b' has "
-         "a slash"),
+        ('DCGM_FI_DEV_GPU_TEMP{UUID="G",Hostname="a/b"} 60\n', "line 1: the host name: 'a/b' is "
+         "not a host or device name"),
         ('DCGM_FI_DEV_XID_ERRORS{UUID="G",Hostname="h"} 79.5\n', "line 1: DCGM_FI_DEV_XID_ERRORS "
          "must be an XID code"),
         (f'DCGM_FI_DEV_GPU_TEMP{{UUID="G",Hostname="h"}} 60 {IN_TWO_DAYS_MS}\n',
@@ -544,3 +544,13 @@ def test_push_to_gateway_against_the_live_server(live_server, project, ingest_to
         "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": 5.0,
     }
     assert list(DeviceEvent.objects.values_list("kind", "xid")) == [("xid", 79)]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("index", ["²", "\u0661", "0x1"])
+def test_a_gpu_index_that_is_not_ascii_digits_is_left_out_not_a_500(push, index):
+    # "²".isdigit() is true and int("²") raises: the push answered 500.
+    text = f'DCGM_FI_DEV_GPU_TEMP{{gpu="{index}",UUID="GPU-1",Hostname="h1"}} 60\n'
+    response = push(text)
+    assert response.status_code == 200, response.content
+    assert Device.objects.get(uuid="GPU-1").index_on_host is None

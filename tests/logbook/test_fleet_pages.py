@@ -370,3 +370,30 @@ def test_sdc_fleet_and_host_pages_in_a_browser(
     page.wait_for_selector("#chart-host-incidents .main-svg")
     assert "quarantined" in page.locator('[data-host="sdc-run-h000"]').inner_text()
     assert errors == []
+
+
+@pytest.mark.django_db
+def test_a_host_name_with_a_slash_is_routed_not_a_500(project: Any, alice: Any) -> None:
+    # given a host whose name holds a slash (ingest accepted those before names were checked)
+    run = telemetry_services.run_upsert(project=project, name="slashed")
+    telemetry_services.attempt_ensure(run=run, number=1, started_at=T0, hosts=["rack7/h001"])
+    interruption_services.interruption_record(
+        run=run, source_key="i1", occurred_at=T0 + DAY, category="faulty-gpu", hosts=["rack7/h001"]
+    )
+    client = Client()
+    client.force_login(alice)
+
+    # when the fleet pages are opened, then they answer and link to the host's own page
+    for url in ("/fleet/", "/sdc/", "/fleet/hosts/rack7/h001/"):
+        response = client.get(url)
+        assert response.status_code == 200, (url, response.status_code)
+    assert 'href="/fleet/hosts/rack7/h001/' in client.get("/fleet/").content.decode()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["rack7/h001", "h 1", "..", "h\x00"])
+def test_triage_refuses_a_host_name_pages_cannot_link_to(name: str) -> None:
+    from logbook.services.triage import _clean_one
+
+    with pytest.raises(ValueError, match="not a host or device name"):
+        _clean_one("hosts", ["h002", name])

@@ -390,3 +390,11 @@ def test_run_page_shows_quarantined_hardware_the_run_touched(client, alice, proj
     assert "qh1" in section and "xid 79" in section
     assert "GPU-q" in section and "ECC storm" in section
     assert "elsewhere" not in section
+
+
+@pytest.mark.django_db
+def test_a_nul_in_the_series_name_is_a_400_naming_it(client, alice, small_run):
+    client.force_login(alice)
+    response = client.get(f"/api/v1/runs/{small_run.pk}/series?name=lo%00ss")
+    assert response.status_code == 400
+    assert response.json() == {"name": "must not contain a NUL character"}

@@ -38,6 +38,7 @@ from chronicle_client.transport import (
     ChronicleError,
     GaveUpError,
     RetryPolicy,
+    ServerBugError,
     Transport,
 )
 
@@ -91,6 +92,10 @@ class Stats:
     # Refused by the server (400 and the like): set aside in <spool>/rejected/, not resent.
     batches_rejected: int = 0
     points_rejected: int = 0
+    # Answered 500 again and again (a server bug): set aside in <spool>/dead-letter/ so the
+    # batches after it still go (each file is the exact body, to POST again once fixed).
+    batches_dead_lettered: int = 0
+    points_dead_lettered: int = 0
     # Lost on the client: spool over its size bound, disk errors, torn or corrupt records.
     points_dropped: int = 0
     events_dropped: int = 0
@@ -203,6 +208,11 @@ class Sender:
             answer = self.transport.send(
                 body, batch_id=batch_id, stop=stop, deadline=deadline, on_retry=count_retry
             )
+        except ServerBugError as error:
+            self._set_aside("dead-letter", batch_id, body, error)
+            self.stats.batches_dead_lettered += 1
+            self.stats.points_dead_lettered += n_points
+            return
         except ChronicleError as error:
             if error.status == 409:
                 # Only this range ever carries this id: the server holds these records from
@@ -214,19 +224,24 @@ class Sender:
                 self.fatal = error
                 self.stats.errors.append(error)
                 raise
-            rejected = self.spool.directory / "rejected"
-            rejected.mkdir(exist_ok=True)
-            (rejected / f"{batch_id}.json").write_bytes(body)
+            self._set_aside("rejected", batch_id, body, error)
             self.stats.batches_rejected += 1
             self.stats.points_rejected += n_points
-            self.stats.errors.append(error)
-            logger.error("%s; the batch is kept in %s", error, rejected)
             return
         self.stats.batches_sent += 1
         self.stats.points_sent += n_points
         self.stats.events_sent += n_events
         if answer.payload.get("duplicate"):
             self.stats.duplicates += 1
+
+    def _set_aside(self, folder: str, batch_id: str, body: bytes, error: ChronicleError) -> None:
+        """Keep a batch that is not sent again in <spool>/<folder>/<batch_id>.json."""
+        directory = self.spool.directory / folder
+        directory.mkdir(exist_ok=True)
+        (directory / f"{batch_id}.json").write_bytes(body)
+        self.stats.errors.append(error)
+        self.stats.last_problem = f"{error}; kept in {directory}"
+        logger.error("%s; the batch is kept in %s", error, directory)
 
     def _header(self, path: Path) -> dict[str, Any] | None:
         if path not in self._headers:

@@ -3,7 +3,9 @@
 Retried: network errors, 408, 429 and 5xx, with the same body (so the same batch_id), after a
 full-jitter exponential backoff (AWS's "full jitter": a uniform draw in [0, min(cap, base·2^n)])
 whose floor is the server's Retry-After, clamped to 5 minutes. Never retried: other 4xx; they
-raise ChronicleError carrying the server's `detail`.
+raise ChronicleError carrying the server's `detail`. A batch answered 500 (a server bug, not an
+outage: the server says 503 when its database is down) `max_server_errors` times in a row
+raises ServerBugError, so that one batch the server cannot take does not hold back the rest.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from chronicle_client import __version__
 
 INGEST_PATH = "/api/v1/ingest"
 RETRY_AFTER_CAP_S = 300.0
+# 500s in a row for one batch before it is set aside (dead-lettered) instead of retried.
+MAX_SERVER_ERRORS = 5
 # Bodies smaller than this are sent as they are: gzip costs more than it saves.
 GZIP_MIN_BYTES = 1024
 
@@ -38,6 +42,10 @@ class ChronicleError(Exception):
         self.batch_id = batch_id
         where = f" (batch {batch_id})" if batch_id else ""
         super().__init__(f"Chronicle answered {status}{where}: {detail}")
+
+
+class ServerBugError(ChronicleError):
+    """The server answered 500 to this batch, again and again: set it aside, send the rest."""
 
 
 class GaveUpError(Exception):
@@ -99,8 +107,10 @@ class Transport:
         gzip: bool = True,
         timeout_s: float = 10.0,
         policy: RetryPolicy | None = None,
+        max_server_errors: int = MAX_SERVER_ERRORS,
     ) -> None:
         self.url = ingest_url(url)
+        self.max_server_errors = max_server_errors
         self.token = token
         self.gzip = gzip
         self.timeout_s = timeout_s
@@ -135,9 +145,11 @@ class Transport:
     ) -> Answer:
         """POST until accepted (2xx); retry what the contract says to retry.
 
-        Raises ChronicleError for a refusal, GaveUpError when `stop` is set or the monotonic
-        `deadline` passes while waiting."""
+        Raises ChronicleError for a refusal, ServerBugError after `max_server_errors` 500s in
+        a row, GaveUpError when `stop` is set or the monotonic `deadline` passes while
+        waiting."""
         failures = 0
+        server_errors = 0
         while True:
             retry_after: float | None = None
             try:
@@ -149,6 +161,9 @@ class Transport:
                     return answer
                 if not retryable(answer.status):
                     raise ChronicleError(answer.status, _detail(answer), batch_id)
+                server_errors = server_errors + 1 if answer.status == 500 else 0
+                if server_errors >= self.max_server_errors:
+                    raise ServerBugError(answer.status, _detail(answer), batch_id)
                 problem = f"{answer.status}: {_detail(answer)}"
                 retry_after = answer.retry_after_s
             failures += 1
