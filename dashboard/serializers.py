@@ -120,6 +120,14 @@ class GoodputOut(serializers.Serializer):
     excluded_s = _derived(required=False)
     productive_s = _derived(required=False)
     goodput = _derived(required=False)
+    not_computable_reason = serializers.CharField(
+        required=False, allow_blank=True, help_text="Why goodput is null ('' when computed)."
+    )
+    not_reported = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Buckets with no input at all: null in badput_s, not a measured 0.",
+    )
     badput_s = serializers.DictField(child=_derived(), required=False)
     badput_labels = serializers.DictField(child=serializers.CharField(), required=False)
     data_loading_async_s = _derived(required=False)
