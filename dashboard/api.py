@@ -171,6 +171,8 @@ def goodput_payload(report: efficiency.GoodputReport) -> dict[str, Any]:
                 "first_step": s.first_step,
                 "last_step": s.last_step,
                 "resume_step": s.resume_step,
+                "resumed_from_step": s.resumed_from_step,
+                "lost_steps": s.lost_steps,
                 "kept_intervals": s.kept_intervals,
                 "wasted_intervals": s.wasted_intervals,
                 "first_step_s": _number(s.first_step_s),

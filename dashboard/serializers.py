@@ -80,7 +80,13 @@ class GoodputSegmentOut(serializers.Serializer):
     attempt = serializers.IntegerField()
     first_step = serializers.IntegerField()
     last_step = serializers.IntegerField()
-    resume_step = serializers.IntegerField()
+    resume_step = serializers.IntegerField(help_text="r: the next attempt's first step.")
+    resumed_from_step = serializers.IntegerField(
+        allow_null=True, help_text="The checkpoint step the next attempt resumed from (r - 1)."
+    )
+    lost_steps = serializers.IntegerField(
+        help_text="last_step - resumed_from_step: as the logbook and the incident count them."
+    )
     kept_intervals = serializers.IntegerField()
     wasted_intervals = serializers.IntegerField()
     first_step_s = _derived()

@@ -179,6 +179,12 @@ class Segment:
     first_step_s: float
     typical_step_s: float
     program_startup_s: float
+    # The step the next attempt resumed from (its checkpoint: the step before the next
+    # attempt's first) and the steps lost, last step - that step, as DOMAIN.md, the logbook
+    # and the incident count them. wasted_intervals is one fewer: the last step's interval
+    # ends in the interruption, which infrastructure recovery counts. None/0 without a restart.
+    resumed_from_step: int | None = None
+    lost_steps: int = 0
 
 
 @dataclass
@@ -378,7 +384,7 @@ def build_ledger(inputs: GoodputInputs) -> Ledger | None:
         else:
             resume = int(arrays[following.number][0][0])
             ledger.disruptions += 1
-        _segment(ledger, attempt.number, steps, times, resume, customs)
+        _segment(ledger, attempt.number, steps, times, resume, customs, following is not None)
         last_step_start = float(times[-1])
         if following is not None:
             restart = following.job_start
@@ -419,6 +425,7 @@ def _segment(
     times: FloatArray,
     resume: int,
     customs: list[Interval],
+    restarted: bool = False,
 ) -> None:
     """One attempt's step intervals, all at once (numpy): kept or wasted, custom intervals
     inside kept ones taken out, and program startup."""
@@ -466,6 +473,8 @@ def _segment(
             first_step_s=float(adjusted[0]) if adjusted.size else math.nan,
             typical_step_s=typical,
             program_startup_s=startup,
+            resumed_from_step=resume - 1 if restarted else None,
+            lost_steps=max(0, int(steps[-1]) - (resume - 1)) if restarted else 0,
         )
     )
 
