@@ -15,6 +15,6 @@ def hardware(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("logbook", "0006_audit_sdc_verdicts_and_quarantine")]
+    dependencies = [("logbook", "0008_sdc_divergence_step_range")]
 
     operations = [migrations.RunPython(not_hardware, hardware)]
