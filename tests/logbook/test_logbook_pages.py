@@ -372,8 +372,8 @@ def test_checkpoint_page_shows_advice_with_formulas(client, bob):
     html = client.get(f"/runs/{run.pk}/checkpoints/").content.decode()
 
     assert "√(2δM)·[1 + ⅓·√(δ/2M) + (1/9)·(δ/2M)] - δ" in html
-    assert "9.2 min (549 s)" in html  # Daly
-    assert "16.2 min (970 s)" in html  # actual
+    assert "9.2 min (549.39 s)" in html  # Daly, to hundredths of a second
+    assert "16.2 min (970 s)" in html  # actual (whole seconds: no fraction to show)
     assert 'data-step="800"' in html
 
 
