@@ -15,6 +15,6 @@ def hardware(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("logbook", "0008_sdc_divergence_step_range")]
+    dependencies = [("logbook", "0009_chronicle_precision_swaps_counts")]
 
     operations = [migrations.RunPython(not_hardware, hardware)]
