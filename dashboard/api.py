@@ -149,12 +149,18 @@ def goodput_payload(report: efficiency.GoodputReport) -> dict[str, Any]:
     }
     if result is None:
         return body
+    blank = result.not_reported | ({goodput.OTHER} if result.not_computable else set())
     body |= {
         "elapsed_s": result.elapsed_s,
         "excluded_s": result.excluded_s,
-        "productive_s": result.productive_s,
+        # null, with the reason beside it, where nothing was reported: never a fake 0
+        "productive_s": None if result.not_computable else result.productive_s,
         "goodput": _number(result.goodput),
-        "badput_s": result.badput_s,
+        "not_computable_reason": result.not_computable,
+        "not_reported": sorted(result.not_reported),
+        "badput_s": {
+            name: None if name in blank else seconds for name, seconds in result.badput_s.items()
+        },
         "badput_labels": {name: goodput.bucket_label(name) for name in result.badput_s},
         "data_loading_async_s": result.data_loading_async_s,
         "disruptions": result.disruptions,
@@ -165,6 +171,8 @@ def goodput_payload(report: efficiency.GoodputReport) -> dict[str, Any]:
                 "first_step": s.first_step,
                 "last_step": s.last_step,
                 "resume_step": s.resume_step,
+                "resumed_from_step": s.resumed_from_step,
+                "lost_steps": s.lost_steps,
                 "kept_intervals": s.kept_intervals,
                 "wasted_intervals": s.wasted_intervals,
                 "first_step_s": _number(s.first_step_s),

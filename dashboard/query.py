@@ -13,7 +13,8 @@ class BadQuery(ValueError):
 
 
 def window_from_query(params: QueryDict) -> Window:
-    """`start` and `end` as ISO 8601 times (UTC when no offset is given)."""
+    """`start` and `end` as ISO 8601 times (UTC when no offset is given). An end given as a
+    bare day includes that day (its window ends at the next midnight)."""
     values = {}
     for name in ("start", "end"):
         raw = params.get(name, "").strip()
@@ -21,7 +22,7 @@ def window_from_query(params: QueryDict) -> Window:
             values[name] = None
             continue
         try:
-            values[name] = parse_time(raw)
+            values[name] = parse_time(raw, end_of_day=name == "end")
         except BadTime as exc:
             raise BadQuery(f"{name}: {exc}") from exc
     if values["start"] and values["end"] and values["end"] <= values["start"]:

@@ -80,7 +80,13 @@ class GoodputSegmentOut(serializers.Serializer):
     attempt = serializers.IntegerField()
     first_step = serializers.IntegerField()
     last_step = serializers.IntegerField()
-    resume_step = serializers.IntegerField()
+    resume_step = serializers.IntegerField(help_text="r: the next attempt's first step.")
+    resumed_from_step = serializers.IntegerField(
+        allow_null=True, help_text="The checkpoint step the next attempt resumed from (r - 1)."
+    )
+    lost_steps = serializers.IntegerField(
+        help_text="last_step - resumed_from_step: as the logbook and the incident count them."
+    )
     kept_intervals = serializers.IntegerField()
     wasted_intervals = serializers.IntegerField()
     first_step_s = _derived()
@@ -120,6 +126,14 @@ class GoodputOut(serializers.Serializer):
     excluded_s = _derived(required=False)
     productive_s = _derived(required=False)
     goodput = _derived(required=False)
+    not_computable_reason = serializers.CharField(
+        required=False, allow_blank=True, help_text="Why goodput is null ('' when computed)."
+    )
+    not_reported = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Buckets with no input at all: null in badput_s, not a measured 0.",
+    )
     badput_s = serializers.DictField(child=_derived(), required=False)
     badput_labels = serializers.DictField(child=serializers.CharField(), required=False)
     data_loading_async_s = _derived(required=False)

@@ -49,11 +49,18 @@ def as_payload(figure: go.Figure | Figure) -> Figure:
     return body
 
 
-def epoch_ms(moments: pd.Series) -> list[float]:
+_EPOCH = pd.Timestamp(0, tz="UTC")
+
+
+def epoch_ms(moments: pd.Series) -> list[float | None]:
     """Aware datetimes as milliseconds since the epoch, which a plotly.js date axis reads as
     UTC (an aware ISO string would be misread; numbers are also a third of the bytes)."""
     values = pd.to_datetime(moments, utc=True)
-    return (values.astype("int64") // 1_000_000).astype(float).tolist()
+    # Divide by a Timedelta rather than read the int64 ticks: the tick unit is the column's
+    # resolution, nanoseconds before pandas 3 but often microseconds or seconds since (which
+    # put every checkpoint in January 1970). NaT becomes NaN, then null.
+    millis = (values - _EPOCH) / pd.Timedelta(milliseconds=1)
+    return finite(millis)
 
 
 def finite(values: pd.Series) -> list[float | None]:
@@ -117,7 +124,7 @@ def save_cost_figure(checkpoints: pd.DataFrame) -> Figure:
                 "line": {"color": colour, "width": 1.2},
                 "marker": {"size": 5},
                 "customdata": [int(s) for s in part["step"]],
-                "hovertemplate": "step %{customdata}<br>%{x}<br>%{y:.1f} s<extra>"
+                "hovertemplate": "step %{customdata}<br>%{x}<br>%{y:,.3~f} s<extra>"
                 + label
                 + "</extra>",
             }

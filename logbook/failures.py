@@ -77,19 +77,26 @@ class Breakdown:
     hardware_share: Derived
 
 
+SPAN_FROM_ATTEMPTS = "attempts"
+SPAN_FROM_EVENTS = "events"
+
+
 @dataclass(frozen=True)
 class RunSpan:
-    """The observed time of one run: first attempt start to last activity."""
+    """The observed time of one run: first attempt start to last activity, or, for a run
+    whose attempts carry no times (a chronicle brought in from a logbook), the span of its
+    interruptions (`basis` says which)."""
 
     run_id: int
     start: datetime
     end: datetime
     accelerator_count: int | None
+    basis: str = SPAN_FROM_ATTEMPTS
 
     def clipped(self, window_start: datetime | None, window_end: datetime | None) -> RunSpan:
         start = self.start if window_start is None else max(self.start, window_start)
         end = self.end if window_end is None else min(self.end, window_end)
-        return RunSpan(self.run_id, start, max(start, end), self.accelerator_count)
+        return RunSpan(self.run_id, start, max(start, end), self.accelerator_count, self.basis)
 
     @property
     def seconds(self) -> float:
@@ -154,8 +161,16 @@ def breakdown(rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> Breakdown:
         .reset_index(name="count")
         .sort_values(["count", "group"], ascending=[False, True])
     )
+    # A group is hardware when every component counted in it is (GPU, Host, Network).
+    hardware_groups = unexpected.groupby("group", dropna=False)["is_hardware"].all()
     groups = [
-        BreakdownRow("", str(row.group), False, int(row.count), _percent(int(row.count), total))
+        BreakdownRow(
+            "",
+            str(row.group),
+            bool(hardware_groups[row.group]),
+            int(row.count),
+            _percent(int(row.count), total),
+        )
         for row in by_group.itertuples()
     ]
     planned = int(frame["planned"].sum())
@@ -198,6 +213,14 @@ def _mean_minutes(later: pd.Series, earlier: pd.Series) -> tuple[float | None, i
     return float(deltas.mean()), int(known.sum())
 
 
+def _mtbf_note(n_unexpected: int, observed_s: float) -> str:
+    if not n_unexpected:
+        return "No unexpected interruption: MTBF exceeds the observed time."
+    if not observed_s:
+        return "Not computable: no observed time (no attempt times, and one event time at most)."
+    return ""
+
+
 def rates(rows: pd.DataFrame | Iterable[Mapping[str, Any]], spans: Sequence[RunSpan]) -> Rates:
     """Rates over the observed time of `spans` (already clipped to any window).
 
@@ -206,10 +229,15 @@ def rates(rows: pd.DataFrame | Iterable[Mapping[str, Any]], spans: Sequence[RunS
     whose accelerator count is known, for numerator and denominator alike.
     MTTR and time to detect average the unexpected interruptions that have both times."""
     frame = interruptions_frame(rows)
+    # One set of runs for numerator and denominator: interruptions count only for the runs
+    # whose time is observed (a run with neither attempt times nor event times has none).
+    observed_ids = {span.run_id for span in spans}
+    frame = frame[frame["run_id"].isin(observed_ids)]
     unexpected = frame[~frame["planned"]]
     n_unexpected = len(unexpected)
     observed_s = sum(span.seconds for span in spans)
     observed_days = observed_s / SECONDS_PER_DAY
+    from_events = sum(1 for span in spans if span.basis == SPAN_FROM_EVENTS)
     counted = [span for span in spans if span.accelerator_count]
     counted_ids = {span.run_id for span in counted}
     accelerator_days = sum(span.accelerator_count * span.seconds for span in counted) / (
@@ -225,7 +253,11 @@ def rates(rows: pd.DataFrame | Iterable[Mapping[str, Any]], spans: Sequence[RunS
             observed_days,
             "days",
             "Σ over runs of (last activity - first attempt start), cut to the window",
-            {"runs": len(spans)},
+            {"runs": len(spans), "runs_observed_from_events": from_events},
+            f"{from_events} run(s) without attempt times: observed from their first to their "
+            "last interruption event (the span of its events)."
+            if from_events
+            else "",
         ),
         accelerator_days=Derived(
             accelerator_days if counted else None,
@@ -249,11 +281,11 @@ def rates(rows: pd.DataFrame | Iterable[Mapping[str, Any]], spans: Sequence[RunS
             {"unexpected": n_unexpected, **days_input},
         ),
         job_mtbf_h=Derived(
-            observed_s / 3600.0 / n_unexpected if n_unexpected else None,
+            observed_s / 3600.0 / n_unexpected if n_unexpected and observed_s else None,
             "h",
             "observed time / unexpected interruptions",
             {"observed_h": observed_s / 3600.0, "unexpected": n_unexpected},
-            "" if n_unexpected else "No unexpected interruption: MTBF exceeds the observed time.",
+            _mtbf_note(n_unexpected, observed_s),
         ),
         mttr_min=Derived(
             mttr,

@@ -179,6 +179,12 @@ class Segment:
     first_step_s: float
     typical_step_s: float
     program_startup_s: float
+    # The step the next attempt resumed from (its checkpoint: the step before the next
+    # attempt's first) and the steps lost, last step - that step, as DOMAIN.md, the logbook
+    # and the incident count them. wasted_intervals is one fewer: the last step's interval
+    # ends in the interruption, which infrastructure recovery counts. None/0 without a restart.
+    resumed_from_step: int | None = None
+    lost_steps: int = 0
 
 
 @dataclass
@@ -192,6 +198,11 @@ class Ledger:
     job_end: float
     segments: list[Segment] = field(default_factory=list)
     disruptions: int = 0
+    # Buckets none of whose inputs were reported: "not reported", never a measured zero.
+    not_reported: set[str] = field(default_factory=set)
+    # Why goodput cannot be computed at all ("" when it can): without step data there is no
+    # productive time to divide, and 0% would read as a measurement.
+    not_computable: str = ""
     # (bucket, or a bucket per span; starts; ends; amounts)
     _chunks: list[tuple[str | list[str], FloatArray, FloatArray, FloatArray]] = field(
         default_factory=list, repr=False
@@ -240,7 +251,14 @@ class Ledger:
     def clipped(self, low: float, high: float) -> Ledger:
         """The same spans with the job's bounds moved (rolling windows over a time window)."""
         spans = self.spans()
-        return Ledger(job_start=low, job_end=high, _chunks=self._chunks, _spans=spans)
+        return Ledger(
+            job_start=low,
+            job_end=high,
+            not_reported=self.not_reported,
+            not_computable=self.not_computable,
+            _chunks=self._chunks,
+            _spans=spans,
+        )
 
 
 @dataclass(frozen=True)
@@ -309,6 +327,30 @@ def _step_arrays(
     return pairs[order, 0].astype(np.int64), pairs[order, 1]
 
 
+NO_STEP_DATA = (
+    "not computable: no step data (no step start or step time was reported), so there is "
+    "no productive time to divide by the elapsed time"
+)
+STEP_BUCKETS = (PRODUCTIVE, PROGRAM_STARTUP, WASTED_PROGRESS, INFRASTRUCTURE_RECOVERY)
+
+
+def _not_reported(inputs: GoodputInputs, *, stepped: bool) -> set[str]:
+    """The buckets with no input at all: their zero would be a guess, not a measurement."""
+    kinds = {interval.kind for interval in inputs.intervals}
+    missing = {
+        bucket
+        for bucket, present in (
+            (ACCELERATOR_INIT, KIND_ACCELERATOR_INIT in kinds),
+            (TRAINING_PREP, KIND_TRAINING_PREP in kinds),
+            (DATA_LOADING_SYNC, KIND_DATA_LOADING in kinds),
+            (CHECKPOINT_SAVE, bool(inputs.checkpoint_saves)),
+            (CHECKPOINT_RESTORE, bool(inputs.restores)),
+        )
+        if not present
+    }
+    return missing if stepped else missing | set(STEP_BUCKETS)
+
+
 def build_ledger(inputs: GoodputInputs) -> Ledger | None:
     """Assign the job's time to buckets. None when there is no job time at all."""
     attempts = sorted(inputs.attempts, key=lambda a: a.number)
@@ -330,6 +372,10 @@ def build_ledger(inputs: GoodputInputs) -> Ledger | None:
 
     customs = sorted((i for i in inputs.intervals if i.kind == KIND_CUSTOM), key=lambda i: i.start)
     stepped = [a for a in attempts if arrays[a.number][0].size]
+    ledger.not_reported = _not_reported(inputs, stepped=bool(stepped))
+    if not stepped:
+        ledger.not_computable = NO_STEP_DATA
+        ledger.disruptions = len(attempts) - 1  # restarts are known even without steps
     for index, attempt in enumerate(stepped):
         steps, times = arrays[attempt.number]
         following = stepped[index + 1] if index + 1 < len(stepped) else None
@@ -338,7 +384,7 @@ def build_ledger(inputs: GoodputInputs) -> Ledger | None:
         else:
             resume = int(arrays[following.number][0][0])
             ledger.disruptions += 1
-        _segment(ledger, attempt.number, steps, times, resume, customs)
+        _segment(ledger, attempt.number, steps, times, resume, customs, following is not None)
         last_step_start = float(times[-1])
         if following is not None:
             restart = following.job_start
@@ -379,6 +425,7 @@ def _segment(
     times: FloatArray,
     resume: int,
     customs: list[Interval],
+    restarted: bool = False,
 ) -> None:
     """One attempt's step intervals, all at once (numpy): kept or wasted, custom intervals
     inside kept ones taken out, and program startup."""
@@ -426,6 +473,8 @@ def _segment(
             first_step_s=float(adjusted[0]) if adjusted.size else math.nan,
             typical_step_s=typical,
             program_startup_s=startup,
+            resumed_from_step=resume - 1 if restarted else None,
+            lost_steps=max(0, int(steps[-1]) - (resume - 1)) if restarted else 0,
         )
     )
 
@@ -487,6 +536,11 @@ class GoodputResult:
     disruptions: int
     segments: list[Segment]
     warnings: list[str]
+    not_reported: frozenset[str] = frozenset()  # buckets with no input (see Ledger)
+    not_computable: str = ""  # the reason goodput is NaN although time elapsed
+
+    def reported(self, bucket: str) -> bool:
+        return bucket not in self.not_reported
 
     @property
     def goodput_pct(self) -> float:
@@ -585,10 +639,12 @@ def summarise(
         productive_s=productive,
         badput_s=badput,
         data_loading_async_s=async_loading,
-        goodput=productive / elapsed if elapsed > 0 else math.nan,
+        goodput=productive / elapsed if elapsed > 0 and not ledger.not_computable else math.nan,
         disruptions=ledger.disruptions,
         segments=list(ledger.segments),
         warnings=warnings,
+        not_reported=frozenset(ledger.not_reported),
+        not_computable=ledger.not_computable,
     )
 
 

@@ -104,12 +104,17 @@ def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
                 "label": goodput.bucket_label(name),
                 "seconds": seconds,
                 "pct": 100 * seconds / result.elapsed_s,
+                # "not reported" rather than 0.000 s / 0.00% when no input fed the bucket
+                "reported": result.reported(name)
+                and not (result.not_computable and name == goodput.OTHER),
             }
             for name, seconds in rows
         ]
 
     def draw() -> list[dict[str, Any]]:
         if result is None or result.elapsed_s <= 0:
+            return []
+        if result.not_computable:
             return []
         frame = pd.DataFrame([(b["bucket"], b["seconds"]) for b in buckets if b["seconds"] > 0],
                              columns=["bucket", "seconds"])  # fmt: skip

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import pandas as pd
 from django.contrib.postgres.aggregates import ArrayAgg
-from django.db.models import F, OuterRef, QuerySet, Subquery
+from django.db.models import F, FloatField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Extract
 
 from logbook.checkpoint_interval import Advice, advise
@@ -49,7 +49,9 @@ def run_checkpoints_frame(
     an aware datetime per row cost more than the query at 3,000 checkpoints."""
     rows = list(
         _in_window(run, start, end)
-        .annotate(saved_epoch=Extract("saved_at", "epoch"))
+        # A float, not Extract's default integer: save times keep their fractions (an
+        # integer epoch turned a 622.08 s interval into 622.0 s).
+        .annotate(saved_epoch=Extract("saved_at", "epoch", output_field=FloatField()))
         .order_by("-step")
         .values_list(
             "step", "attempt__number", "saved_epoch", "blocking_save_s", "async_save_s", "status"

@@ -9,10 +9,12 @@ from datetime import datetime
 
 import pandas as pd
 from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from logbook.failures import (
     INTERRUPTION_COLUMNS,
+    SPAN_FROM_EVENTS,
     FailureReport,
     RunSpan,
     failure_report,
@@ -123,11 +125,20 @@ def run_spans(
     count (a resized cluster)."""
     now = now or timezone.now()
     latest = Attempt.objects.filter(run=OuterRef("pk")).order_by("-number").values("status")[:1]
+    # Subqueries, not joins: aggregating over attempts and interruptions in one join would
+    # multiply the rows of each by the other.
+    events = Interruption.objects.filter(run=OuterRef("pk")).order_by().values("run")
+    first_event = Subquery(events.annotate(at=Min("occurred_at")).values("at")[:1])
+    last_event = Subquery(
+        events.annotate(at=Max(Greatest("occurred_at", "recovered_at"))).values("at")[:1]
+    )
     rows = list(
         runs.annotate(
             first_start=Min("attempts__started_at"),
             last_end=Max("attempts__ended_at"),
             latest_status=Subquery(latest),
+            first_event=first_event,
+            last_event=last_event,
             resized=Exists(
                 Attempt.objects.filter(run=OuterRef("pk"), accelerator_count__isnull=False)
             ),
@@ -140,6 +151,8 @@ def run_spans(
             "last_seen_at",
             "latest_status",
             "accelerator_count",
+            "first_event",
+            "last_event",
             "resized",
         )
     )
@@ -150,10 +163,17 @@ def run_spans(
         else {}
     )
     spans = []
-    for run_id, first_start, last_end, last_seen, status, run_accelerators, _ in rows:
+    for row in rows:
+        run_id, first_start, last_end, last_seen, status, run_accelerators, first_ev, last_ev, _ = (
+            row
+        )
         accelerators = resized.get(run_id, run_accelerators)
         if first_start is None:
-            continue  # never started: no observed time
+            if first_ev is not None:
+                # No attempt times (a chronicle from a logbook): the span of its events, so
+                # its interruptions are not divided by zero hours.
+                spans.append(RunSpan(run_id, first_ev, last_ev, accelerators, SPAN_FROM_EVENTS))
+            continue  # never started and no event: no observed time
         ends = [t for t in (last_end, last_seen) if t is not None]
         if not ends and status == Attempt.Status.RUNNING:
             # Nothing received yet from a running job: it has been observed until now. Once

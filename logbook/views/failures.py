@@ -37,8 +37,14 @@ def number_text(value: Any) -> str:
     if isinstance(value, int) or float(value).is_integer():
         return f"{int(value):,}"
     if abs(value) >= 100:
-        return f"{value:,.1f}"
+        return _hundredths(value)
     return f"{value:.3g}"
+
+
+def _hundredths(value: float) -> str:
+    """Two decimals at most, trailing zeros dropped: 622.08 stays 622.08 (a save time cut
+    to whole or tenth seconds misreports the measured cost), 622.10 reads 622.1."""
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
 
 
 def derived_display(derived: dict[str, Any], label: str) -> dict[str, Any]:
@@ -47,7 +53,7 @@ def derived_display(derived: dict[str, Any], label: str) -> dict[str, Any]:
     value, unit = derived["value"], derived["unit"]
     text = number_text(value)
     if value is not None and unit == "s":
-        text = f"{value / 60:.1f} min ({value:,.0f} s)"
+        text = f"{value / 60:.1f} min ({_hundredths(value)} s)"
     elif value is not None and unit == "fraction":
         text = f"{100 * value:.2f}%"
     elif value is not None and unit:

@@ -1,0 +1,80 @@
+"""Checkpoint times keep their precision: fractional save costs are not cut to whole
+seconds, and the save-cost chart's dates are right whatever resolution pandas gives a
+datetime column (pandas 3 makes microsecond or second columns where pandas 2 made ns)."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from logbook import charts
+from logbook.services import checkpoints as checkpoint_services
+from telemetry import services as telemetry_services
+
+SAVED = datetime(2026, 11, 1, 12, 0, 0, 500_000, tzinfo=UTC)
+SAVED_MS = SAVED.timestamp() * 1000
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_epoch_ms_is_right_at_every_datetime_resolution(unit):
+    moments = pd.Series([SAVED, None]).astype(f"datetime64[{unit}, UTC]")
+    expected = SAVED_MS if unit != "s" else SAVED_MS - 500
+
+    assert charts.epoch_ms(moments) == [pytest.approx(expected), None]
+
+
+def test_save_cost_chart_is_dated_when_the_saves_were_made():
+    frame = pd.DataFrame(
+        {
+            "saved_at": pd.Series([SAVED]).astype("datetime64[us, UTC]"),
+            "step": [100],
+            "blocking_save_s": [622.08],
+            "async_save_s": [None],
+        }
+    )
+
+    figure = charts.save_cost_figure(frame)
+
+    (x,) = figure["data"][0]["x"]
+    assert datetime.fromtimestamp(x / 1000, tz=UTC) == SAVED  # not January 1970
+    assert figure["data"][0]["y"] == [622.08]
+
+
+@pytest.mark.django_db
+def test_checkpoint_page_keeps_hundredths_of_a_second(client, alice):
+    # given saves 622.08 s apart, each blocking for 622.08 s
+    run = telemetry_services.run_upsert(
+        project=alice.memberships.get().project, name="precise", info={}
+    )
+    attempt = telemetry_services.attempt_ensure(run=run, number=1, started_at=SAVED)
+    for i in range(3):
+        checkpoint_services.checkpoint_record(
+            run=run,
+            step=100 * (i + 1),
+            attempt=attempt,
+            saved_at=SAVED + timedelta(seconds=622.08 * (i + 1)),
+            blocking_save_s=622.08,
+        )
+    client.force_login(alice)
+
+    # when
+    body = client.get(f"/api/v1/runs/{run.pk}/checkpoints").json()
+    page = client.get(f"/runs/{run.pk}/checkpoints/").content.decode()
+
+    # then
+    advisor = body["advisor"]
+    assert advisor["delta_s"]["value"] == pytest.approx(622.08)
+    assert advisor["actual_period_s"]["value"] == pytest.approx(622.08, abs=1e-3)
+    assert "(622.08 s)" in page and "622.0 s" not in page
+    charts_data = re.search(
+        r'<script id="charts-data" type="application/json">(.*?)</script>', page
+    )
+    assert charts_data is not None
+    figures: list[dict[str, Any]] = json.loads(charts_data.group(1))
+    save_cost = next(chart["figure"] for chart in figures if chart["id"] == "chart-save-cost")
+    assert min(save_cost["data"][0]["x"]) > SAVED_MS  # dated 2026, not 1970
