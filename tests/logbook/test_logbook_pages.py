@@ -80,7 +80,7 @@ def small_world(project: Any, other_project: Any) -> dict[str, Any]:
         "c": Cluster.objects.create(site=us, name="c"),
     }
     for name, cluster in clusters.items():
-        Host.objects.create(name=f"h-{name}1", cluster=cluster)
+        Host.objects.create(project=project, name=f"h-{name}1", cluster=cluster)
     run = telemetry_services.run_upsert(project=project, name="r1", info={"accelerator_count": 8})
     attempt = telemetry_services.attempt_ensure(run=run, number=1, started_at=START, hosts=["h-a1"])
     telemetry_services.attempt_end(
