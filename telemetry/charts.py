@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -200,6 +201,7 @@ def metric_figure(
     downtime: pd.DataFrame | None = None,
     notes: pd.DataFrame | None = None,
     y_title: str = "",
+    attempt_name: Callable[[Any], str] = lambda attempt: f"attempt {attempt}",
 ) -> go.Figure:
     """One metric, a line per attempt, over steps or wall-clock time. SVG traces, not WebGL:
     series arrive downsampled to a few thousand points, and WebGL contexts are a scarce
@@ -212,6 +214,8 @@ def metric_figure(
     downtime: columns x0, x1: wall time between attempts (shaded).
     notes: columns x0, x1 (None for a point), label, kind: annotations and logbook entries
         (a range is shaded, a point is a line; both have a hover marker at the bottom).
+    attempt_name: a line's name from its attempt value (the compare page's attempt values
+        are "<run> · attempt N" already).
     """
     figure = go.Figure()
     groups = list(points.groupby("attempt", sort=True))
@@ -248,9 +252,10 @@ def metric_figure(
                     x=group["x"][finite],
                     y=group["value"][finite],
                     mode="lines",
-                    name=f"attempt {attempt}",
+                    name=attempt_name(attempt),
                     line={"color": colour, "width": 1.2},
-                    hovertemplate="%{x}<br>%{y:.4g}<extra>attempt " + str(attempt) + "</extra>",
+                    # The name is escaped with the figure's text, the template is not.
+                    hovertemplate="%{x}<br>%{y:.4g}<extra>%{fullData.name}</extra>",
                 )
             )
         if (~finite).any():
@@ -262,7 +267,7 @@ def metric_figure(
                     x=bad["x"],
                     y=[anchor] * len(bad),
                     mode="markers",
-                    name=f"attempt {attempt}: non-finite",
+                    name=f"{attempt_name(attempt)}: non-finite",
                     marker={"color": "#d62728", "symbol": "x", "size": 10},
                     text=[str(v) for v in bad["value"]],
                     hovertemplate="%{x}<br>%{text}<extra></extra>",
