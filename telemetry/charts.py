@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -16,6 +16,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.safestring import SafeString
 
 from telemetry.json_numbers import finite_or_null
+
+if TYPE_CHECKING:
+    from telemetry.selectors.series import AttemptSeries
 
 ATTEMPT_COLOURS = [
     "#1f77b4",
@@ -189,6 +192,27 @@ class Marks:
                                 "fixedrange": True}  # fmt: skip
         if layout:
             figure.update_layout(**layout)
+
+
+def attempts_frame(
+    per_attempt: Sequence[AttemptSeries],
+    axis: Axis,
+    label: Callable[[int], Any] = lambda attempt: attempt,
+) -> pd.DataFrame:
+    """A metric's points as metric_figure takes them (columns attempt, x, value), the
+    attempt column holding label(attempt number); on the time axis only timed points."""
+    frame = pd.DataFrame(
+        {
+            "attempt": np.concatenate(
+                [np.full(one.steps.size, label(one.attempt)) for one in per_attempt] or [[]]
+            ),
+            "x": np.concatenate(
+                [one.steps if axis == "step" else one.wall_times for one in per_attempt] or [[]]
+            ),
+            "value": np.concatenate([one.values for one in per_attempt] or [[]]),
+        }
+    )
+    return frame[frame["x"].notna()] if axis == "time" else frame
 
 
 def metric_figure(

@@ -13,7 +13,7 @@ from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from dashboard import config_diff, metric_sections
-from dashboard.views.runs import CHART_MAX_POINTS, attempts_frame
+from dashboard.views.runs import CHART_MAX_POINTS
 from telemetry import charts, selectors
 from telemetry.models import Run
 from telemetry.selectors import series as series_selectors
@@ -76,7 +76,9 @@ def _figure(runs: list[Run], name: str, axis: charts.Axis, chart_id: str) -> dic
     for position, run in enumerate(runs):
         per_attempt = series_selectors.series_for_run(run=run, name=name, max_points=budget)
         total += sum(one.total_points for one in per_attempt)
-        frames.append(attempts_frame(per_attempt, axis, lambda a, p=position: p * _RUN_STRIDE + a))
+        frames.append(
+            charts.attempts_frame(per_attempt, axis, lambda a, p=position: p * _RUN_STRIDE + a)
+        )
     figure = charts.metric_figure(
         pd.concat(frames, ignore_index=True),
         title=name,

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Sum
@@ -122,7 +120,7 @@ def _figures(
         per_attempt = series_selectors.series_for_run(
             run=run, name=name, max_points=CHART_MAX_POINTS
         )
-        frame = attempts_frame(per_attempt, axis)
+        frame = charts.attempts_frame(per_attempt, axis)
         figure = charts.metric_figure(
             frame,
             title=name,
@@ -143,27 +141,6 @@ def _figures(
             }
         )
     return figures
-
-
-def attempts_frame(
-    per_attempt: list[series_selectors.AttemptSeries],
-    axis: charts.Axis,
-    label: Callable[[int], Any] = lambda attempt: attempt,
-) -> pd.DataFrame:
-    """A metric's points as metric_figure takes them (columns attempt, x, value), the
-    attempt column holding label(attempt number); on the time axis only timed points."""
-    frame = pd.DataFrame(
-        {
-            "attempt": np.concatenate(
-                [np.full(one.steps.size, label(one.attempt)) for one in per_attempt] or [[]]
-            ),
-            "x": np.concatenate(
-                [one.steps if axis == "step" else one.wall_times for one in per_attempt] or [[]]
-            ),
-            "value": np.concatenate([one.values for one in per_attempt] or [[]]),
-        }
-    )
-    return frame[frame["x"].notna()] if axis == "time" else frame
 
 
 @dataclass(frozen=True)
