@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import dj_database_url
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
@@ -38,14 +40,25 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no)")
 
 
-def env_int(name: str, default: int) -> int:
+T = TypeVar("T", int, float)
+
+
+def _env_number(name: str, default: T, parse: Callable[[str], T], what: str) -> T:
     raw = env_str(name)
     if raw is None:
         return default
     try:
-        return int(raw)
+        return parse(raw)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from exc
+        raise ImproperlyConfigured(f"{name}={raw!r} is not {what}") from exc
+
+
+def env_int(name: str, default: int) -> int:
+    return _env_number(name, default, int, "an integer")
+
+
+def env_float(name: str, default: float) -> float:
+    return _env_number(name, default, float, "a number")
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -217,6 +230,19 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = INGEST_MAX_BODY_BYTES + 1024 * 1024
 INGEST_BACKLOG_HIGH_WATER = env_int("INGEST_BACKLOG_HIGH_WATER", 5_000)
 # Per-token request rate, "<count>/<s|m|h|d>"; empty disables it.
 INGEST_RATE_LIMIT = env_str("INGEST_RATE_LIMIT", "200/s")
+
+# --- Per-rank timings (rank_timings; telemetry.rank_timings, logbook.services.stragglers) -------
+# Raw per-rank values are kept this long (hourly partitions, dropped whole); what stays for
+# the run is a distribution per step and a mean per (rank, bucket).
+RANK_TIMINGS_RAW_WINDOW_S = env_int("RANK_TIMINGS_RAW_WINDOW_S", 3 * 3600)
+# The heat map's time bucket, which is also the straggler scores' report window.
+RANK_BUCKET_S = env_int("RANK_BUCKET_S", 600)
+# A rank whose relative or individual score (nvidia-resiliency-ext's definitions) stays below
+# this for RANK_STRAGGLER_WINDOWS consecutive buckets becomes a straggler record. Higher than
+# NVRx's example 0.7: Chronicle scores a bucket's mean (about 100 steps), where step-to-step
+# noise has averaged out, so a rank 20% slower (score 0.83) is already a clear signal.
+RANK_STRAGGLER_THRESHOLD = env_float("RANK_STRAGGLER_THRESHOLD", 0.9)
+RANK_STRAGGLER_WINDOWS = env_int("RANK_STRAGGLER_WINDOWS", 3)
 
 # --- Cache (throttles, backlog gauge) ----------------------------------------------------------
 # Redis when there is one, so limits hold across web processes; a database number apart from

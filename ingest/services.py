@@ -32,6 +32,7 @@ from logbook.services import drafts as draft_services
 from logbook.services import entries as entry_services
 from logbook.services import interruptions as interruption_services
 from logbook.services import sdc as sdc_services
+from telemetry import rank_timings
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Project, Run
 
@@ -295,10 +296,16 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
     times = [event.time for event in batch_in.events]
     if latest := telemetry_services.points_latest(points):
         times.append(latest)
+    # Rank timings advance the step too: a job may send only those (and heartbeats).
+    steps = [p[1] for p in points] + [
+        event.fields.get("last_step", event.fields["first_step"])
+        for event in batch_in.events
+        if event.type == "rank_timings"
+    ]
     if points or times:
         telemetry_services.run_progress_record(
             run=run,
-            last_step=max((p[1] for p in points), default=run.last_step or 0),
+            last_step=max(steps, default=run.last_step or 0),
             seen_at=max(times) if times else None,
         )
     return default_number
@@ -453,6 +460,20 @@ def _interval(context: _BatchContext, event: EventIn) -> None:
     )
 
 
+def _rank_timings(context: _BatchContext, event: EventIn) -> None:
+    fields = event.fields
+    rank_timings.rank_timings_record(
+        attempt=context.event_attempt(event),
+        first_step=fields["first_step"],
+        last_step=fields.get("last_step", fields["first_step"]),
+        ranks=fields["ranks"],
+        sections=fields["sections"],
+        hosts=fields.get("hosts"),
+        devices=fields.get("devices"),
+        recorded_at=event.time,
+    )
+
+
 def _heartbeat(context: _BatchContext, event: EventIn) -> None:
     # The batch's event times already move last_seen_at (see _apply); nothing else to do.
     return None
@@ -470,6 +491,7 @@ EVENT_HANDLERS: dict[str, Callable[[_BatchContext, EventIn], None]] = {
     "interruption": _interruption,
     "sdc_suspected": _sdc_suspected,
     "note": _note,
+    "rank_timings": _rank_timings,
 }
 
 

@@ -33,7 +33,10 @@ def interruption_record(
     manual_intervention: bool = False,
     lost_steps: int | None = None,
     step: int | None = None,
+    ends_attempt: bool = True,
 ) -> Interruption:
+    """Record (once per source key) an interruption; unless `ends_attempt` is false (a hang
+    is only suspected: the job may still be alive), the attempt it hit is ended."""
     existing = Interruption.objects.filter(run=run, source_key=source_key).first()
     if existing is not None:
         return existing
@@ -60,7 +63,7 @@ def interruption_record(
         message=message,
         source_key=source_key,
     )
-    if attempt is not None and attempt.status == Attempt.Status.RUNNING:
+    if ends_attempt and attempt is not None and attempt.status == Attempt.Status.RUNNING:
         # An interruption stops the job: the attempt it hit is over, whether or not the job
         # lived to send its own attempt_ended (which, if it comes, has the last word).
         telemetry_services.attempt_end(
