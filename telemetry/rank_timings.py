@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
 from telemetry.models import Attempt, RankBucket, RankStepStats
-from telemetry.services import run_data_version_bump
+from telemetry.services import fleet_version_bump, hosts_ensure, run_data_version_bump
 from telemetry.straggler_scores import percentiles
 
 RAW_TABLE = "telemetry_ranktiming_raw"
@@ -82,6 +82,12 @@ def rank_timings_record(
                     list(devices) if devices is not None else [""] * len(ranks),
                 ],
             )
+            changed = cursor.rowcount
+        if hosts and changed:
+            # New or moved placements: the hosts join the attempt's, as attempt_started's
+            # would (the fleet pages find a host through the attempts it served).
+            attempt.hosts.add(*hosts_ensure(names=sorted({name for name in hosts if name})))
+            fleet_version_bump(project_id=attempt.run.project_id)
 
 
 def bucket_start(moment: datetime, bucket_s: int) -> datetime:

@@ -201,3 +201,54 @@ def rank_spread(*, run: Run, section: str, max_points: int = 2000) -> list[Sprea
         )
         for attempt_id, step, low, median, p90, p99, high, rank in rows
     ]
+
+
+# --- A host's ranks --------------------------------------------------------------------------
+
+HOST_SCORE_BUCKETS = 300
+
+
+def host_rank_scores(*, host_name: str, runs: list[int], section: str = "step") -> list[dict]:
+    """The relative score over time of every rank that ran on the host, in the given runs:
+    rows of {time, run, attempt, rank, score}, the latest HOST_SCORE_BUCKETS buckets per
+    attempt. The score needs the bucket's fastest rank, so each bucket is read whole."""
+    placed: dict[int, list[int]] = {}
+    for attempt_id, rank in RankPlacement.objects.filter(
+        host=host_name, attempt__run_id__in=runs
+    ).values_list("attempt_id", "rank"):
+        placed.setdefault(attempt_id, []).append(rank)
+    if not placed:
+        return []
+    labels = {
+        pk: (run_name, number)
+        for pk, run_name, number in Attempt.objects.filter(pk__in=placed).values_list(
+            "pk", "run__name", "number"
+        )
+    }
+    rows = []
+    for attempt_id, ranks in placed.items():
+        buckets = RankBucket.objects.filter(
+            attempt_id=attempt_id, section=section, bucket_s=settings.RANK_BUCKET_S
+        ).order_by("-bucket_start")[:HOST_SCORE_BUCKETS]
+        for start, bucket_ranks, means in buckets.values_list("bucket_start", "ranks", "means_s"):
+            values = np.asarray(means)
+            positive = values[values > 0]
+            if not positive.size:
+                continue
+            best = positive.min()
+            index = {rank: i for i, rank in enumerate(bucket_ranks)}
+            for rank in ranks:
+                i = index.get(rank)
+                if i is not None and values[i] > 0:
+                    run_name, number = labels[attempt_id]
+                    rows.append(
+                        {
+                            "time": start,
+                            "run": run_name,
+                            "attempt": number,
+                            "rank": rank,
+                            "score": float(best / values[i]),
+                        }
+                    )
+    rows.sort(key=lambda row: (row["run"], row["attempt"], row["rank"], row["time"]))
+    return rows
