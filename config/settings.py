@@ -243,6 +243,9 @@ RANK_BUCKET_S = env_int("RANK_BUCKET_S", 600)
 # noise has averaged out, so a rank 20% slower (score 0.83) is already a clear signal.
 RANK_STRAGGLER_THRESHOLD = env_float("RANK_STRAGGLER_THRESHOLD", 0.9)
 RANK_STRAGGLER_WINDOWS = env_int("RANK_STRAGGLER_WINDOWS", 3)
+# Sections not scored: time spent waiting for the others. In synchronous training the ranks
+# that wait longest are the victims of a straggler, not stragglers themselves.
+RANK_SCORE_EXCLUDE = env_list("RANK_SCORE_EXCLUDE", ["collective_wait"])
 
 # --- Cache (throttles, backlog gauge) ----------------------------------------------------------
 # Redis when there is one, so limits hold across web processes; a database number apart from

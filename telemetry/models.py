@@ -564,6 +564,9 @@ class RankBucket(models.Model):
     bucket_start = models.DateTimeField()
     ranks = ArrayField(models.IntegerField())
     means_s = ArrayField(models.FloatField())
+    # Each rank's median over the bucket: what the straggler scores compare, as NVRx does
+    # (a median shrugs off the odd slow step that a mean would carry).
+    medians_s = ArrayField(models.FloatField())
     counts = ArrayField(models.IntegerField())
 
     class Meta:

@@ -171,14 +171,16 @@ def _bucket_refresh(attempt_id: int, section: str, start: datetime, bucket_s: in
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT coalesce(array_agg(r ORDER BY r), '{}'),"
-            " coalesce(array_agg(m ORDER BY r), '{}'), coalesce(array_agg(n ORDER BY r), '{}')"
-            " FROM (SELECT u.r, avg(u.v) AS m, count(*)::integer AS n"
+            " coalesce(array_agg(m ORDER BY r), '{}'), coalesce(array_agg(d ORDER BY r), '{}'),"
+            " coalesce(array_agg(n ORDER BY r), '{}')"
+            " FROM (SELECT u.r, avg(u.v) AS m,"
+            " percentile_cont(0.5) WITHIN GROUP (ORDER BY u.v) AS d, count(*)::integer AS n"
             f" FROM {RAW_TABLE}, unnest(ranks, values_s) AS u(r, v)"
             " WHERE attempt_id = %s AND section = %s AND recorded_at >= %s AND recorded_at < %s"
             " GROUP BY u.r) per_rank",
             [attempt_id, section, start, start + timedelta(seconds=bucket_s)],
         )
-        ranks, means, counts = cursor.fetchone()
+        ranks, means, medians, counts = cursor.fetchone()
     if not ranks:
         return
     RankBucket.objects.update_or_create(
@@ -186,7 +188,12 @@ def _bucket_refresh(attempt_id: int, section: str, start: datetime, bucket_s: in
         section=section,
         bucket_s=bucket_s,
         bucket_start=start,
-        defaults={"ranks": ranks, "means_s": [float(m) for m in means], "counts": counts},
+        defaults={
+            "ranks": ranks,
+            "means_s": [float(m) for m in means],
+            "medians_s": [float(m) for m in medians],
+            "counts": counts,
+        },
     )
 
 

@@ -43,14 +43,6 @@ def individual_scores(
     return scores
 
 
-def relative_scores_array(means_s: np.ndarray) -> np.ndarray:
-    """`relative_scores` over a column of the heat map (NaN where a rank has no value)."""
-    values = np.where(means_s > 0, means_s, np.nan)
-    if np.all(np.isnan(values)):
-        return values
-    return np.nanmin(values) / values
-
-
 def stragglers(
     windows: Sequence[Mapping[int, float]], *, threshold: float, windows_needed: int
 ) -> dict[int, float]:

@@ -19,6 +19,8 @@ from telemetry.straggler_scores import individual_scores, relative_scores, strag
 # Windows of history the individual score's "own best so far" looks back over (a day of
 # 10-minute buckets): the whole attempt would mean reading every bucket on every pass.
 INDIVIDUAL_HISTORY_WINDOWS = 144
+# Above this share of ranks, low individual scores are the job slowing down, not stragglers.
+JOB_WIDE_SHARE = 0.5
 
 
 @transaction.atomic
@@ -31,6 +33,8 @@ def stragglers_detect(*, attempt_id: int) -> list[StragglerRecord]:
     threshold = settings.RANK_STRAGGLER_THRESHOLD
     found: dict[int, dict] = {}
     for section in rank_selectors.rank_timing_sections_for_attempt(attempt_id=attempt_id):
+        if section in settings.RANK_SCORE_EXCLUDE:
+            continue
         history = rank_selectors.rank_windows(
             attempt_id=attempt_id, section=section, count=INDIVIDUAL_HISTORY_WINDOWS + needed
         )
@@ -47,6 +51,10 @@ def stragglers_detect(*, attempt_id: int) -> list[StragglerRecord]:
                 individual_windows.append(individual_scores(means, best))
         slow_relative = stragglers(relative_windows, threshold=threshold, windows_needed=needed)
         slow_individual = stragglers(individual_windows, threshold=threshold, windows_needed=needed)
+        if len(slow_individual) > len(history[-1][1]) * JOB_WIDE_SHARE:
+            # Most ranks slower than their own best at once: the job slowed (data, network,
+            # a checkpoint), not a rank. The relative score is what points at one.
+            slow_individual = {}
         window_times = [start for start, _ in history[-needed:]]
         for rank in set(slow_relative) | set(slow_individual):
             entry = found.setdefault(

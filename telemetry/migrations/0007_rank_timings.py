@@ -53,6 +53,12 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 (
+                    "medians_s",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.FloatField(), size=None
+                    ),
+                ),
+                (
                     "counts",
                     django.contrib.postgres.fields.ArrayField(
                         base_field=models.IntegerField(), size=None

@@ -34,15 +34,15 @@ def rank_windows(
     *, attempt_id: int, section: str, count: int
 ) -> list[tuple[datetime, dict[int, float]]]:
     """The attempt's last `count` buckets of one section, oldest first: (bucket start,
-    rank -> mean seconds). These are the straggler scores' report windows."""
+    rank -> median seconds). These are the straggler scores' report windows."""
     rows = list(
         RankBucket.objects.filter(
             attempt_id=attempt_id, section=section, bucket_s=settings.RANK_BUCKET_S
         )
         .order_by("-bucket_start")
-        .values_list("bucket_start", "ranks", "means_s")[:count]
+        .values_list("bucket_start", "ranks", "medians_s")[:count]
     )
-    return [(start, dict(zip(ranks, means, strict=True))) for start, ranks, means in reversed(rows)]
+    return [(start, dict(zip(ranks, meds, strict=True))) for start, ranks, meds in reversed(rows)]
 
 
 def rank_timing_sections_for_attempt(*, attempt_id: int) -> list[str]:
@@ -230,7 +230,7 @@ def host_rank_scores(*, host_name: str, runs: list[int], section: str = "step") 
         buckets = RankBucket.objects.filter(
             attempt_id=attempt_id, section=section, bucket_s=settings.RANK_BUCKET_S
         ).order_by("-bucket_start")[:HOST_SCORE_BUCKETS]
-        for start, bucket_ranks, means in buckets.values_list("bucket_start", "ranks", "means_s"):
+        for start, bucket_ranks, means in buckets.values_list("bucket_start", "ranks", "medians_s"):
             values = np.asarray(means)
             positive = values[values > 0]
             if not positive.size:

@@ -9,7 +9,6 @@ from telemetry.straggler_scores import (
     individual_scores,
     percentiles,
     relative_scores,
-    relative_scores_array,
     stragglers,
 )
 
@@ -22,12 +21,6 @@ def test_relative_score_is_the_fastest_ranks_time_over_the_ranks() -> None:
 def test_relative_score_leaves_out_ranks_without_a_positive_time() -> None:
     assert relative_scores({0: 0.0, 1: 2.0, 2: float("nan")}) == {1: 1.0}
     assert relative_scores({}) == {}
-
-
-def test_relative_scores_array_matches_the_mapping_form() -> None:
-    values = np.array([1.0, 1.25, 2.0, np.nan])
-    scores = relative_scores_array(values)
-    assert scores[:3].tolist() == [1.0, 0.8, 0.5] and np.isnan(scores[3])
 
 
 def test_individual_score_is_the_ranks_own_best_over_its_time_now() -> None:
