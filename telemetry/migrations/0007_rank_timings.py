@@ -4,6 +4,8 @@ import django.contrib.postgres.fields
 import django.db.models.deletion
 from django.db import migrations, models
 
+import telemetry.models
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -49,13 +51,13 @@ class Migration(migrations.Migration):
                 (
                     "means_s",
                     django.contrib.postgres.fields.ArrayField(
-                        base_field=models.FloatField(), size=None
+                        base_field=telemetry.models.RealField(), size=None
                     ),
                 ),
                 (
                     "medians_s",
                     django.contrib.postgres.fields.ArrayField(
-                        base_field=models.FloatField(), size=None
+                        base_field=telemetry.models.RealField(), size=None
                     ),
                 ),
                 (
