@@ -294,11 +294,13 @@ def chronicle_ingest(
     form: str = "rows",
     batch_prefix: str | None = None,
     drain_timeout_s: float = 600,
+    address: tuple[str, int] | None = None,
 ) -> IngestFigure:
+    """`address`: the gunicorn pool to send to (default: the stack's web pool)."""
     bodies = chronicle_bodies(load, run, form=form, batch_prefix=batch_prefix)
     start = time.monotonic()
     sent = send_all(
-        app.base_url,
+        address or app.base_url,
         "/api/v1/ingest",
         bodies,
         clients=clients,
@@ -317,10 +319,29 @@ def chronicle_ingest(
     return _figure(system, clients, load, len(bodies), time.monotonic() - start, sent)
 
 
+def chronicle_mlflow_ingest(
+    app: Chronicle, token: str, load: Workload, *, clients: int, experiment: str
+) -> IngestFigure:
+    """The same log-batch bodies as `mlflow_ingest`, sent to Chronicle's MLflow-compatible
+    API (/mlflow, the token as MLflow's Bearer). Each answer comes after its points are
+    stored and processed (MLflow's read-after-write), so nothing is left to drain."""
+    from bench import mlflow_side
+
+    headers = {"Authorization": f"Bearer {token}"}
+    run_id = mlflow_side.create_run(app.base_url, experiment, prefix="/mlflow", headers=headers)
+    bodies = mlflow_bodies(load, run_id)
+    start = time.monotonic()
+    sent = send_all(
+        app.base_url, "/mlflow/api/2.0/mlflow/runs/log-batch", bodies, clients=clients,
+        headers=headers,
+    )  # fmt: skip
+    return _figure("chronicle-mlflow", clients, load, len(bodies), time.monotonic() - start, sent)
+
+
 def mlflow_ingest(server: Any, load: Workload, *, clients: int, experiment: str) -> IngestFigure:
     from bench import mlflow_side
 
-    run_id = mlflow_side.create_run(server, experiment)
+    run_id = mlflow_side.create_run(server.address, experiment)
     bodies = mlflow_bodies(load, run_id)
     start = time.monotonic()
     sent = send_all(

@@ -26,6 +26,8 @@ CHART_1M_P95_MS = 100.0
 CHART_100K_P95_MS = 30.0
 PAGE_P95_MS = 300.0
 RSS_MB = 300.0
+# Issue 17: pages while ingest saturates the server, against the same pages idle.
+PAGES_UNDER_INGEST_RATIO = 1.5
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,15 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 bool(page["p95_ms"] <= PAGE_P95_MS) and not page["errors"],
             )
         )
+    for layout in results.get("isolation", []):
+        found.append(
+            Target(
+                f"pages under ingest, {layout['layout']} pools: p95 busy/idle",
+                layout["ratio_p95"],
+                f"<= {PAGES_UNDER_INGEST_RATIO}",
+                bool(layout["ratio_p95"] <= PAGES_UNDER_INGEST_RATIO) and not layout["page_errors"],
+            )
+        )
     for role, peak in (results.get("rss_peak_process") or {}).items():
         found.append(
             Target(
@@ -217,6 +228,16 @@ def table(results: dict[str, Any]) -> str:
             lines.append(_page_row(page["label"], str(page["requests"]), str(page["errors"]),
                                    _fmt(page["first_ms"]), _fmt(page["p50_ms"]),
                                    _fmt(page["p95_ms"]), _fmt(page["max_ms"])))  # fmt: skip
+    if results.get("isolation"):
+        lines += ["", "Pages under ingest (idle, then while ingest clients flood the server)",
+                  _page_row("layout", "idle p50", "idle p95", "busy p50", "busy p95",
+                            "busy/idle", "ingest/s", "errors")]  # fmt: skip
+        for layout in results["isolation"]:
+            lines.append(_page_row(layout["layout"], _fmt(layout["idle_p50_ms"]),
+                                   _fmt(layout["idle_p95_ms"]), _fmt(layout["busy_p50_ms"]),
+                                   _fmt(layout["busy_p95_ms"]), _fmt(layout["ratio_p95"]),
+                                   _fmt(layout["ingest_points_per_s"]),
+                                   str(layout["page_errors"])))  # fmt: skip
     if results.get("rss_peak_process"):
         totals = results["rss_peak_total"]
         lines += ["", "Peak RSS during ingest: " + ", ".join(
