@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from bench import charts, copy_ceiling, isolation, load, mlflow_side, pages, report
+from bench import charts, copy_ceiling, floor, isolation, load, mlflow_side, pages, report
 from stack.chronicle import Chronicle, chronicle_stack
 
 
@@ -88,6 +88,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         app.manage("collectstatic", "--noinput", "-v", "0")
         token = app.create_token("bench")
         workload = load.workload(args.points)
+        floor_server = floor.start(app.pg, app.root, workers=args.mlflow_workers)
+        cleanup.callback(floor_server.stop)
 
         log(f"COPY ceiling: {workload.points:,} rows")
         results["copy_ceiling"] = copy_ceiling.measure(app.pg, workload).as_dict()
@@ -115,10 +117,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     results["ingest"].append(figure.as_dict())
                     if server is not None:
                         theirs = load.mlflow_ingest(
-                            server, workload, clients=clients, experiment=f"bench-{stamp}"
-                        )
+                            server, app.pg.pid, workload, clients=clients,
+                            experiment=f"bench-{stamp}", system="mlflow",
+                        )  # fmt: skip
                         log(f"mlflow {clients} client(s): {theirs.points_per_s:,.0f} points/s")
                         results["ingest"].append(theirs.as_dict())
+                    before = floor_server.stored(app.pg)
+                    least = load.mlflow_ingest(
+                        floor_server, app.pg.pid, workload, clients=clients,
+                        experiment="floor", system="floor",
+                    )  # fmt: skip
+                    if floor_server.stored(app.pg) - before != workload.points:
+                        least.failures.append("the floor stored a different number of points")
+                    log(f"floor {clients} client(s): {least.points_per_s:,.0f} points/s")
+                    results["ingest"].append(least.as_dict())
         results["rss_peak_process"] = sampler.peak_process
         results["rss_peak_total"] = sampler.peak_total
 

@@ -86,8 +86,10 @@ def rank_timings_record(
         if hosts and changed:
             # New or moved placements: the hosts join the attempt's, as attempt_started's
             # would (the fleet pages find a host through the attempts it served).
-            attempt.hosts.add(*hosts_ensure(names=sorted({name for name in hosts if name})))
-            fleet_version_bump(project_id=attempt.run.project_id)
+            project_id = attempt.run.project_id
+            names = sorted({name for name in hosts if name})
+            attempt.hosts.add(*hosts_ensure(project=project_id, names=names))
+            fleet_version_bump(project_id=project_id)
 
 
 def bucket_start(moment: datetime, bucket_s: int) -> datetime:

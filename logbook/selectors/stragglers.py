@@ -51,7 +51,7 @@ def straggler_incidents(
     ):
         incident = Incident(
             "straggler", pk, at, run_id, run_name, project, f"Straggler rank {rank}", status, None,
-            VIA_NAMED,
+            VIA_NAMED, names_device=device is not None,
         )  # fmt: skip
         if step_host is not None:
             found.append(("host", step_host, incident))

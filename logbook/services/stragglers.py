@@ -77,8 +77,17 @@ def stragglers_detect(*, attempt_id: int) -> list[StragglerRecord]:
     records = []
     for rank, entry in sorted(found.items()):
         host_name, device_uuid = placements.get(rank, ("", ""))
-        host = telemetry_services.hosts_ensure(names=[host_name])[0] if host_name else None
-        device = telemetry_services.devices_ensure(uuids=[device_uuid])[0] if device_uuid else None
+        project_id = attempt.run.project_id
+        host = (
+            telemetry_services.hosts_ensure(project=project_id, names=[host_name])[0]
+            if host_name
+            else None
+        )
+        device = (
+            telemetry_services.devices_ensure(project=project_id, uuids=[device_uuid])[0]
+            if device_uuid
+            else None
+        )
         record, created = StragglerRecord.objects.get_or_create(
             attempt=attempt,
             rank=rank,

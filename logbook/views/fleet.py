@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from typing import Any
+from urllib.parse import urlencode
 
 import pandas as pd
 from django import forms
@@ -14,6 +15,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.safestring import SafeString
 
 from logbook import charts, fleet_charts
@@ -26,7 +28,7 @@ from logbook.services import quarantine as quarantine_services
 from logbook.views.sdc import filter_menus
 from telemetry import rank_charts, run_cache
 from telemetry.models import Device, Host, Membership, Run
-from telemetry.selectors import projects_for_user, user_has_role
+from telemetry.selectors import user_has_role
 from telemetry.selectors.dcgm import (
     dcgm_device_health,
     dcgm_missing_counters,
@@ -54,6 +56,7 @@ def hosts_frame(hosts: list[fleet_selectors.HardwareHealth]) -> pd.DataFrame:
             "sdc": [one.sdc for one in hosts],
             "in_window": [one.in_window for one in hosts],
             "repeat_offender": [one.repeat_offender for one in hosts],
+            "rank": list(range(len(hosts))),  # the selector's order: most suspect first
         }
     )
 
@@ -118,16 +121,21 @@ class QuarantineForm(forms.Form):
 
 @login_required
 def host_detail(request: HttpRequest, name: str) -> HttpResponse:
-    host = fleet_selectors.host_get_for_user(user=request.user, name=name)
-    # Hosts are shared between projects: on-call in any project may quarantine one.
-    can_quarantine = user_has_role(user=request.user, at_least=Membership.Role.ONCALL)
+    host = fleet_selectors.host_get_for_user(
+        user=request.user, name=name, project=request.GET.get("project")
+    )
+    # The host belongs to one project: its on-call engineers and admins may quarantine it.
+    can_quarantine = user_has_role(
+        user=request.user, at_least=Membership.Role.ONCALL, project_id=host.project_id
+    )
     form = QuarantineForm()
     if request.method == "POST":
         if not can_quarantine:
             return HttpResponseForbidden("Only on-call engineers and admins may quarantine.")
         form = QuarantineForm(request.POST)
         if form.is_valid() and _quarantine_apply(request, host, form):
-            return redirect("logbook:host-detail", name=host.name)
+            target = reverse("logbook:host-detail", kwargs={"name": host.name})
+            return redirect(f"{target}?{urlencode({'project': host.project.slug})}")
     filters, rule, error = _filters(request)
     fleet = fleet_selectors.fleet_health(user=request.user, filters=filters, rule=rule, host=host)
     health = fleet.hosts[0] if fleet.hosts else fleet_selectors.HardwareHealth("host", host)
@@ -142,7 +150,7 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
     figure = fleet_charts.host_timeline_figure(timeline)
     payload = [{"id": "chart-host-timeline", "figure": charts.as_payload(figure)}]
     # --- ranks hook (issue 16): the relative scores over time of the ranks that ran here.
-    visible_runs = Run.objects.filter(project__in=projects_for_user(user=request.user))
+    visible_runs = Run.objects.filter(project_id=host.project_id)  # hosts are per project
     rank_scores = host_rank_scores(
         host_name=host.name, runs=list(visible_runs.values_list("pk", flat=True))
     )

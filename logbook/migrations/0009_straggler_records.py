@@ -6,8 +6,8 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("logbook", "0006_audit_sdc_verdicts_and_quarantine"),
-        ("telemetry", "0007_rank_timings"),
+        ("logbook", "0008_sdc_divergence_step_range"),
+        ("telemetry", "0008_rank_timings"),
     ]
 
     operations = [

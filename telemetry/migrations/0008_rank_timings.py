@@ -9,7 +9,7 @@ import telemetry.models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0006_run_data_version_project_fleet_version"),
+        ("telemetry", "0007_per_project_hardware"),
     ]
 
     operations = [
