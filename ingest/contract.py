@@ -18,7 +18,13 @@ from django.db import models
 from django.db.backends.base.operations import BaseDatabaseOperations
 
 from ingest.models import IngestBatch
-from logbook.choices import CheckpointStatus, CheckpointTier, LogbookEntryKind, SdcDetection
+from logbook.choices import (
+    CheckpointStatus,
+    CheckpointTier,
+    LogbookEntryKind,
+    SdcDetection,
+    TimePrecision,
+)
 from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
 from telemetry.choices import AttemptStatus, JobIntervalKind
 from telemetry.models import (
@@ -195,6 +201,8 @@ EVENTS: dict[str, Event] = {
             "attempt": ATTEMPT,
             "resumed_from_step": integer(Attempt, "resumed_from_step"),
             "hosts": names(Host, "name"),
+            # When the attempt runs on a different count than the run (a resized cluster).
+            "accelerator_count": integer(Attempt, "accelerator_count", minimum=1),
         },
         "A launch of the job; its points may follow in the same batch.",
     ),
@@ -240,6 +248,10 @@ EVENTS: dict[str, Event] = {
             "recovered_at": TIME,
             "manual_intervention": BOOLEAN,
             "lost_steps": integer(Interruption, "lost_steps"),
+            "lost_s": Field("non_negative", "Lost time as the source reported it, in seconds."),
+            "time_precision": choice(TimePrecision),
+            "time_until": TIME,
+            "local_time": text(Interruption, "local_time"),
             "step": integer(Interruption, "step"),
         },
         "The job stopped: opens an incident for triage.",

@@ -27,6 +27,7 @@ from django.utils import timezone
 from ingest.models import IngestBatch, IngestToken
 from ingest.schema import BatchIn, EventIn, parse_json, validate_batch
 from ingest.selectors import TOKEN_PREFIX, batches_pending_before, token_hash
+from logbook.choices import TimePrecision
 from logbook.services import checkpoints as checkpoint_services
 from logbook.services import drafts as draft_services
 from logbook.services import entries as entry_services
@@ -353,6 +354,7 @@ def _attempt_started(context: _BatchContext, event: EventIn) -> None:
         started_at=event.time,
         resumed_from_step=event.fields.get("resumed_from_step"),
         hosts=event.fields.get("hosts", ()),
+        accelerator_count=event.fields.get("accelerator_count"),
     )
 
 
@@ -403,6 +405,10 @@ def _interruption(context: _BatchContext, event: EventIn) -> None:
         manual_intervention=fields.get("manual_intervention", False),
         lost_steps=fields.get("lost_steps"),
         step=fields.get("step"),
+        reported_lost_s=fields.get("lost_s"),
+        time_precision=fields.get("time_precision", TimePrecision.EXACT),
+        occurred_until=fields.get("time_until"),
+        local_time=fields.get("local_time", ""),
     )
 
 

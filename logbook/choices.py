@@ -41,3 +41,14 @@ class LogbookEntryKind(models.TextChoices):
     ANALYSIS = "analysis", "Analysis"
     DEBRIEF = "debrief", "Debrief"
     MILESTONE = "milestone", "Milestone"
+    # Nodes swapped out and in, spares (buffer hosts) brought in, the cluster resized.
+    HARDWARE_SWAP = "hardware_swap", "Hardware swap"
+
+
+class TimePrecision(models.TextChoices):
+    """How well a chronicle knows when something happened: to the minute or second, to a
+    day only, or within a window (start and end)."""
+
+    EXACT = "exact", "Exact"
+    DAY = "day", "Day"
+    WINDOW = "window", "Window"

@@ -1,7 +1,8 @@
 """A run's logbook as Markdown that reads like the OPT-175B chronicles, and back.
 
 Pure: no ORM. Export writes one `## <UTC time> [<role>: <author>] <title>` heading per entry,
-newest first, a short list of facts (kind, attempt, steps, links, "Corrected by"), the config
+newest first (or oldest first, the order the public chronicles read in), a short list of
+facts (kind, attempt, steps, links, "Corrected by"), the config
 changes as a before → after table, then the Markdown body. Import reads the same layout back,
 so exporting and importing keeps every entry and field.
 
@@ -12,12 +13,16 @@ line, so the body that follows can be any Markdown):
 
     - **Kind:** restart, drafted automatically
     - **Time:** 2021-11-30T19:24:07+00:00          (only when seconds are not zero)
+    - **Local time:** 7:24pm PST                   (as the source wrote it)
     - **Attempt:** 37
     - **Steps:** 12,000<en dash>12,345
     - **Checkpoint:** step 12,000
-    - **Incident:** #45
+    - **Incident:** #45                            (the run-local incident number)
     - **SDC record:** #3
     - **Corrected by:** the debrief of 2021-12-02 10:00 UTC: what really happened
+    - **Count:** ~90 restarts                      (a counted entry; "~": approximate)
+    - **Hosts out:** node-12, node-40              (a hardware swap)
+    - **Hosts in:** spare-3
     - **Config changes:** 1 (before → after below)
 
     | Setting | Before | After |
@@ -25,6 +30,9 @@ line, so the body that follows can be any Markdown):
     | lr | 3e-4 | 1.5e-4 |
 
     The body, in Markdown.
+
+A time known to a day only is written `## 2021-11-30 [on-call: ...]`; one known within a
+window `## 2021-11-30 18:00 UTC <en dash> 2021-12-01 06:00 UTC [on-call: ...]`.
 """
 
 from __future__ import annotations
@@ -52,7 +60,8 @@ AUTOMATIC_SUFFIX = ", drafted automatically"
 # never silently taken for body text.
 _ENTRY_START = re.compile(r"^## \d{4}-\d{2}-\d{2} ")
 _HEADING = re.compile(
-    r"^## (?P<at>\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC "
+    r"^## (?P<day>\d{4}-\d{2}-\d{2})(?: (?P<hm>\d{2}:\d{2}) UTC)?"
+    r"(?: \u2013 (?P<until>\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC)? "
     r"\[(?P<role>[a-z -]+): (?P<author>(?:\\.|[^\]\\])*)\] (?P<rest>.+)$"
 )
 # Body lines that would read as an entry heading get one more leading backslash on export
@@ -64,15 +73,21 @@ _STEPS = re.compile(r"^(?P<start>[\d,]+)(?:\s*[\u2013-]\s*(?P<end>[\d,]+))?$")
 _CORRECTION = re.compile(
     r"^the (?P<kind>[a-z ]+) of (?P<at>\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC: (?P<title>.+)$"
 )
+_COUNT = re.compile(r"^(?P<approx>~)?(?P<count>[\d,]+)(?:\s+(?P<unit>.+))?$")
+EXACT, DAY, WINDOW = "exact", "day", "window"
 FACT_KEYS = (
     "Kind",
     "Time",
+    "Local time",
     "Attempt",
     "Steps",
     "Checkpoint",
     "Incident",
     "SDC record",
     "Corrected by",
+    "Count",
+    "Hosts out",
+    "Hosts in",
     "Config changes",
 )
 
@@ -107,10 +122,19 @@ class ChronicleEntry:
     step: int | None = None
     step_end: int | None = None
     checkpoint_step: int | None = None
-    interruption_id: int | None = None
+    # The incident's run-local number (the same on every instance), not its database id.
+    interruption_number: int | None = None
     sdc_replay_id: int | None = None
     config_changes: list[dict[str, str]] = field(default_factory=list)
     corrected_by: CorrectionRef | None = None
+    time_precision: str = EXACT
+    occurred_until: datetime | None = None
+    local_time: str = ""
+    count: int | None = None
+    count_approximate: bool = False
+    count_unit: str = ""
+    hosts_out: list[str] = field(default_factory=list)
+    hosts_in: list[str] = field(default_factory=list)
 
 
 # --- Export ----------------------------------------------------------------------------------
@@ -122,6 +146,21 @@ def kind_label(kind: str) -> str:
 
 def heading_time(moment: datetime) -> str:
     return f"{moment.astimezone(UTC).strftime(HEADING_TIME_FORMAT)} UTC"
+
+
+def when_text(occurred_at: datetime, precision: str = EXACT, until: datetime | None = None) -> str:
+    """The time as precisely as it is known: '2021-11-30 19:24 UTC', '2021-11-30' (the day,
+    UTC) or '2021-11-30 18:00 UTC <en dash> 2021-12-01 06:00 UTC' (a window).
+    Pages show the same."""
+    if precision == DAY:
+        return occurred_at.astimezone(UTC).strftime("%Y-%m-%d")
+    if precision == WINDOW and until is not None:
+        return f"{heading_time(occurred_at)} {EN_DASH} {heading_time(until)}"
+    return heading_time(occurred_at)
+
+
+def count_text(count: int, *, approximate: bool = False, unit: str = "") -> str:
+    return f"{'~' if approximate else ''}{count:,}{' ' + unit if unit else ''}"
 
 
 def correction_text(ref: CorrectionRef) -> str:
@@ -154,23 +193,35 @@ def entry_to_markdown(entry: ChronicleEntry) -> str:
     author = _escape_author(entry.author_name or "unknown")
     title = " ".join(entry.title.split())
     prefix = f"Attempt {entry.attempt}: " if entry.attempt is not None else ""
-    lines = [f"## {heading_time(entry.occurred_at)} [{role}: {author}] {prefix}{title}", ""]
+    when = when_text(entry.occurred_at, entry.time_precision, entry.occurred_until)
+    lines = [f"## {when} [{role}: {author}] {prefix}{title}", ""]
     facts = [("Kind", kind_label(entry.kind) + (AUTOMATIC_SUFFIX if entry.is_automatic else ""))]
     moment = entry.occurred_at.astimezone(UTC)
-    if moment.second or moment.microsecond:
+    if entry.time_precision == EXACT and (moment.second or moment.microsecond):
         facts.append(("Time", moment.isoformat()))
+    if entry.local_time:
+        facts.append(("Local time", " ".join(entry.local_time.split())))
     if entry.attempt is not None:
         facts.append(("Attempt", str(entry.attempt)))
     if entry.step is not None:
         facts.append(("Steps", _steps_text(entry.step, entry.step_end)))
     if entry.checkpoint_step is not None:
         facts.append(("Checkpoint", f"step {entry.checkpoint_step:,}"))
-    if entry.interruption_id is not None:
-        facts.append(("Incident", f"#{entry.interruption_id}"))
+    if entry.interruption_number is not None:
+        facts.append(("Incident", f"#{entry.interruption_number}"))
     if entry.sdc_replay_id is not None:
         facts.append(("SDC record", f"#{entry.sdc_replay_id}"))
     if entry.corrected_by is not None:
         facts.append(("Corrected by", correction_text(entry.corrected_by)))
+    if entry.count is not None:
+        unit = " ".join(entry.count_unit.split())
+        facts.append(
+            ("Count", count_text(entry.count, approximate=entry.count_approximate, unit=unit))
+        )
+    if entry.hosts_out:
+        facts.append(("Hosts out", ", ".join(entry.hosts_out)))
+    if entry.hosts_in:
+        facts.append(("Hosts in", ", ".join(entry.hosts_in)))
     if entry.config_changes:
         facts.append(("Config changes", f"{len(entry.config_changes)} (before → after below)"))
     lines += [f"- **{key}:** {value}" for key, value in facts]
@@ -189,9 +240,12 @@ def entry_to_markdown(entry: ChronicleEntry) -> str:
     return "\n".join(lines)
 
 
-def logbook_to_markdown(entries: Iterable[ChronicleEntry], *, title: str = "") -> str:
-    """The whole logbook, newest entry first (ties: the order given)."""
-    ordered = sorted(entries, key=lambda entry: entry.occurred_at, reverse=True)
+def logbook_to_markdown(
+    entries: Iterable[ChronicleEntry], *, title: str = "", oldest_first: bool = False
+) -> str:
+    """The whole logbook, newest entry first, or oldest first as the public chronicles read
+    (ties: the order given). Import reads either order."""
+    ordered = sorted(entries, key=lambda entry: entry.occurred_at, reverse=not oldest_first)
     parts = [f"# {title}\n"] if title else []
     parts += [entry_to_markdown(entry) for entry in ordered]
     return "\n".join(parts)
@@ -219,7 +273,9 @@ def _parse_entry(lines: Sequence[str], start: int, end: int) -> ChronicleEntry:
     heading = _HEADING.match(lines[start])
     if heading is None:
         raise ChronicleError(
-            "an entry heading must read '## YYYY-MM-DD HH:MM UTC [role: author] title'.",
+            "an entry heading must read '## YYYY-MM-DD HH:MM UTC [role: author] title' "
+            "(or '## YYYY-MM-DD [...' for a day, "
+            f"'## YYYY-MM-DD HH:MM UTC {EN_DASH} YYYY-MM-DD HH:MM UTC [...' for a window).",
             line=start + 1,
         )
     role = _ROLE_BY_LABEL.get(heading["role"])
@@ -228,7 +284,7 @@ def _parse_entry(lines: Sequence[str], start: int, end: int) -> ChronicleEntry:
             f"unknown role {heading['role']!r}; expected one of {', '.join(_ROLE_BY_LABEL)}.",
             line=start + 1,
         )
-    occurred_at = datetime.strptime(heading["at"], HEADING_TIME_FORMAT).replace(tzinfo=UTC)
+    precision, occurred_at, until = _heading_when(heading, line=start + 1)
     author = re.sub(r"\\(.)", r"\1", heading["author"])
     index = start + 1
     while index < end and not lines[index].strip():
@@ -260,7 +316,9 @@ def _parse_entry(lines: Sequence[str], start: int, end: int) -> ChronicleEntry:
         for line in lines[index:end]
     ]
     return ChronicleEntry(
-        occurred_at=values["time"] or occurred_at,
+        occurred_at=values["time"] if precision == EXACT and values["time"] else occurred_at,
+        time_precision=precision,
+        occurred_until=until,
         author_name=author,
         role=role,
         title=title,
@@ -268,6 +326,29 @@ def _parse_entry(lines: Sequence[str], start: int, end: int) -> ChronicleEntry:
         config_changes=config_changes,
         **{key: value for key, value in values.items() if key != "time"},
     )
+
+
+def _heading_when(heading: re.Match[str], *, line: int) -> tuple[str, datetime, datetime | None]:
+    try:
+        if heading["hm"] is None:
+            if heading["until"] is not None:
+                raise ChronicleError("a window gives its start time too.", line=line)
+            day = datetime.strptime(heading["day"], "%Y-%m-%d").replace(tzinfo=UTC)
+            return DAY, day, None
+        start = datetime.strptime(f"{heading['day']} {heading['hm']}", HEADING_TIME_FORMAT)
+        start = start.replace(tzinfo=UTC)
+        if heading["until"] is None:
+            return EXACT, start, None
+        until = datetime.strptime(heading["until"], HEADING_TIME_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        raise ChronicleError("the heading's date or time does not exist.", line=line) from None
+    if until < start:
+        raise ChronicleError("the time window ends before it starts.", line=line)
+    return WINDOW, start, until
+
+
+def _host_names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _parse_facts(facts: dict[str, tuple[str, int]]) -> dict[str, Any]:
@@ -283,10 +364,27 @@ def _parse_facts(facts: dict[str, tuple[str, int]]) -> dict[str, Any]:
         "step": None,
         "step_end": None,
         "checkpoint_step": None,
-        "interruption_id": None,
+        "interruption_number": None,
         "sdc_replay_id": None,
         "corrected_by": None,
+        "local_time": facts.get("Local time", ("", 0))[0][:64],
+        "count": None,
+        "count_approximate": False,
+        "count_unit": "",
+        "hosts_out": _host_names(facts.get("Hosts out", ("", 0))[0]),
+        "hosts_in": _host_names(facts.get("Hosts in", ("", 0))[0]),
     }
+    if "Count" in facts:
+        text, line = facts["Count"]
+        counted = _COUNT.match(text)
+        if counted is None:
+            raise ChronicleError(
+                f"count {text!r}: expected a number and what it counts, like '~90 restarts'.",
+                line=line,
+            )
+        values["count"] = _integer(counted["count"], line)
+        values["count_approximate"] = counted["approx"] is not None
+        values["count_unit"] = (counted["unit"] or "").strip()[:100]
     if "Time" in facts:
         text, line = facts["Time"]
         try:
@@ -314,7 +412,8 @@ def _parse_facts(facts: dict[str, tuple[str, int]]) -> dict[str, Any]:
         text, line = facts["Checkpoint"]
         values["checkpoint_step"] = _integer(text.removeprefix("step").strip(), line)
     if "Incident" in facts:
-        values["interruption_id"] = _integer(facts["Incident"][0].lstrip("#"), facts["Incident"][1])
+        text, line = facts["Incident"]
+        values["interruption_number"] = _integer(text.lstrip("#"), line)
     if "SDC record" in facts:
         text, line = facts["SDC record"]
         values["sdc_replay_id"] = _integer(text.lstrip("#"), line)

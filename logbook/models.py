@@ -6,7 +6,13 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from logbook.choices import CheckpointStatus, CheckpointTier, LogbookEntryKind, SdcDetection
+from logbook.choices import (
+    CheckpointStatus,
+    CheckpointTier,
+    LogbookEntryKind,
+    SdcDetection,
+    TimePrecision,
+)
 from telemetry.models import Attempt, Device, Host, Run
 
 
@@ -47,6 +53,20 @@ class Interruption(models.Model):
     devices = models.ManyToManyField(Device, blank=True, related_name="interruptions")
     manual_intervention = models.BooleanField(default=False)
     lost_steps = models.BigIntegerField(null=True, blank=True)
+    # Lost time as the source reported it ("~18 h lost"), shown beside the downtime computed
+    # from the recovery time; neither replaces the other.
+    reported_lost_s = models.FloatField(null=True, blank=True)
+    # The run-local incident number ("#3" in a logbook), the same on every instance the
+    # logbook is exported to; pk differs between instances.
+    number = models.PositiveIntegerField(null=True, blank=True)
+    # How well the time is known (the public chronicles often give a day or a window only):
+    # for DAY, occurred_at is that day's 00:00 UTC; for WINDOW, occurred_at..occurred_until.
+    time_precision = models.CharField(
+        max_length=8, choices=TimePrecision.choices, default=TimePrecision.EXACT
+    )
+    occurred_until = models.DateTimeField(null=True, blank=True)
+    # The time as the source wrote it ("7:24pm PST", "cluster local 03:10"), beside UTC.
+    local_time = models.CharField(max_length=64, blank=True)
     message = models.TextField(blank=True)
     details = models.JSONField(default=dict, blank=True)
     # Idempotency key from ingest: the event's own "id" or "<batch pk>:<event index>".
@@ -92,6 +112,21 @@ class Interruption(models.Model):
                 name="interruption_lost_steps_non_negative",
             ),
             models.CheckConstraint(
+                condition=Q(reported_lost_s__isnull=True) | Q(reported_lost_s__gte=0),
+                name="interruption_reported_lost_non_negative",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "number"], name="interruption_unique_number_in_run"
+            ),
+            models.CheckConstraint(
+                condition=Q(occurred_until__isnull=True) | Q(occurred_until__gte=F("occurred_at")),
+                name="interruption_window_ordered",
+            ),
+            models.CheckConstraint(
+                condition=~Q(time_precision="window") | Q(occurred_until__isnull=False),
+                name="interruption_window_has_end",
+            ),
+            models.CheckConstraint(
                 condition=Q(detected_at__isnull=True) | Q(detected_at__gte=F("occurred_at")),
                 name="interruption_detected_after_occurred",
             ),
@@ -113,6 +148,13 @@ class Interruption(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run} {self.occurred_at:%Y-%m-%d %H:%M} {self.root_cause}"
+
+    @property
+    def downtime_s(self) -> float | None:
+        """Occurrence to recovery, computed from the recorded times (None without both)."""
+        if self.recovered_at is None:
+            return None
+        return (self.recovered_at - self.occurred_at).total_seconds()
 
 
 class Checkpoint(models.Model):
@@ -287,6 +329,22 @@ class LogbookEntry(models.Model):
     )
     # Config changes: [{"key": "lr", "before": "3e-4", "after": "1.5e-4"}, ...]
     config_changes = models.JSONField(default=list, blank=True)
+    # How well the time is known (the public chronicles often give a day or a window only):
+    # for DAY, occurred_at is that day's 00:00 UTC; for WINDOW, occurred_at..occurred_until.
+    time_precision = models.CharField(
+        max_length=8, choices=TimePrecision.choices, default=TimePrecision.EXACT
+    )
+    occurred_until = models.DateTimeField(null=True, blank=True)
+    # The time as the source wrote it ("7:24pm PST", "cluster local 03:10"), beside UTC.
+    local_time = models.CharField(max_length=64, blank=True)
+    # A counted entry ("~90 restarts", "8 auto-recovered failures"): the number, whether the
+    # source gave it as approximate, and what was counted.
+    count = models.PositiveIntegerField(null=True, blank=True)
+    count_approximate = models.BooleanField(default=False)
+    count_unit = models.CharField(max_length=100, blank=True)
+    # A hardware swap: host names taken out and brought in (spares too), as written.
+    hosts_out = models.JSONField(default=list, blank=True)
+    hosts_in = models.JSONField(default=list, blank=True)
     version = models.PositiveIntegerField(default=1)
 
     class Meta:
@@ -297,6 +355,14 @@ class LogbookEntry(models.Model):
                 fields=["run", "source_key"],
                 condition=~Q(source_key=""),
                 name="logbook_unique_source_key",
+            ),
+            models.CheckConstraint(
+                condition=Q(occurred_until__isnull=True) | Q(occurred_until__gte=F("occurred_at")),
+                name="logbook_window_ordered",
+            ),
+            models.CheckConstraint(
+                condition=~Q(time_precision="window") | Q(occurred_until__isnull=False),
+                name="logbook_window_has_end",
             ),
         ]
         indexes = [

@@ -212,6 +212,13 @@ class IncidentOut(serializers.Serializer):
     severity = serializers.CharField()
     manual_intervention = serializers.BooleanField()
     lost_steps = serializers.IntegerField(allow_null=True)
+    # The run-local number logbooks link by; the same after export and import elsewhere.
+    number = serializers.IntegerField(allow_null=True)
+    time_precision = serializers.CharField()
+    occurred_until = Time(allow_null=True)
+    local_time = serializers.CharField()
+    reported_lost_s = serializers.FloatField(allow_null=True)
+    downtime_s = serializers.FloatField(allow_null=True)
     message = serializers.CharField()
     notes = serializers.CharField()
     notes_html = serializers.SerializerMethodField()

@@ -124,7 +124,10 @@ class Marks:
                                     "x0": x, "x1": x, "y0": 0, "y1": 1, "line": line})  # fmt: skip
                 if labels is not None:
                     self.annotations.append(
-                        {"x": x, "xref": "x", "y": 1, "yref": "y domain", "text": labels[index],
+                        # Staggered down in three rows, so labels of nearby marks do not
+                        # print over each other.
+                        {"x": x, "xref": "x", "y": 1 - 0.08 * (index % 3), "yref": "y domain",
+                         "text": labels[index],
                          "showarrow": False, "xanchor": "right", "yanchor": "top",
                          "font": {"size": 10}}
                     )  # fmt: skip
@@ -195,6 +198,7 @@ def metric_figure(
     interruptions: pd.DataFrame | None = None,
     downtime: pd.DataFrame | None = None,
     notes: pd.DataFrame | None = None,
+    y_title: str = "",
 ) -> go.Figure:
     """One metric, a line per attempt, over steps or wall-clock time. SVG traces, not WebGL:
     series arrive downsampled to a few thousand points, and WebGL contexts are a scarce
@@ -306,11 +310,39 @@ def metric_figure(
         # Explicit: an axis with no points would otherwise guess "linear" and misdraw the
         # date-valued marks.
         xaxis_type="linear" if axis == "step" else "date",
-        legend={"orientation": "h", "y": -0.25},
+        # Steps are whole numbers: no "1.5k" or "2,500.5" ticks.
+        xaxis_tickformat="d" if axis == "step" else None,
+        yaxis_title=y_title,
+        # The legend sits below the x axis title, with room for both.
+        legend={"orientation": "h", "y": -0.3, "yanchor": "top"},
         template="plotly_white",
-        hovermode="closest",
+        # A crosshair: the hover lists every attempt's value at the step under the cursor.
+        hovermode="x unified",
+        xaxis_showspikes=True,
+        xaxis_spikemode="across",
+        xaxis_spikethickness=1,
     )
     return figure
+
+
+# Units by a metric name's last path part, exact or by suffix: what jobs conventionally send.
+_UNITS = {"loss": "", "lr": "learning rate", "learning_rate": "learning rate", "mfu": "MFU",
+          "tokens_per_s": "tokens/s", "tokens_per_second": "tokens/s", "samples_per_s": "samples/s",
+          "grad_norm": "L2 norm"}  # fmt: skip
+_SUFFIX_UNITS = (("_s", "s"), ("_ms", "ms"), ("_bytes", "bytes"), ("_gb", "GB"),
+                 ("_w", "W"), ("_c", "°C"), ("_pct", "%"), ("_percent", "%"))  # fmt: skip
+
+
+def metric_unit_title(name: str) -> str:
+    """A y axis title for a metric: its unit where the name tells it ("step_time_s" -> "s"),
+    else nothing (a guess would mislead)."""
+    last = name.rsplit("/", 1)[-1].lower()
+    if last in _UNITS:
+        return _UNITS[last]
+    for suffix, unit in _SUFFIX_UNITS:
+        if last.endswith(suffix):
+            return unit
+    return ""
 
 
 NOTE_COLOURS = {"annotation": "#1f6feb", "logbook": "#2e7d32"}

@@ -237,6 +237,9 @@ class Attempt(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
     end_reason = models.TextField(blank=True)
     hosts = models.ManyToManyField(Host, blank=True, related_name="attempts")
+    # Accelerators this attempt ran on, when it differs from the run's (BLOOM-176B resumed on
+    # 24 nodes instead of 48); MFU and failure rates prefer it to run.accelerator_count.
+    accelerator_count = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "number"]

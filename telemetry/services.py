@@ -140,6 +140,7 @@ def attempt_ensure(
     started_at: datetime | None = None,
     resumed_from_step: int | None = None,
     hosts: Sequence[str] = (),
+    accelerator_count: int | None = None,
 ) -> Attempt:
     """Attempt `number` of `run`, created if needed. Start details fill in blanks only, so a
     late or repeated attempt_started event never moves a known start."""
@@ -151,6 +152,10 @@ def attempt_ensure(
     if resumed_from_step is not None and attempt.resumed_from_step != resumed_from_step:
         attempt.resumed_from_step = resumed_from_step
         changed.append("resumed_from_step")
+    if accelerator_count and attempt.accelerator_count != accelerator_count:
+        # A resized cluster (spares out, fewer nodes): this attempt's own count.
+        attempt.accelerator_count = accelerator_count
+        changed.append("accelerator_count")
     if changed:
         attempt.save(update_fields=changed)
     if hosts:

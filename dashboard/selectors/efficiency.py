@@ -167,12 +167,18 @@ def run_mfu(*, run: Run, window: Window | None = None) -> MfuReport:
         )
     table[TOKENS_PER_S] = throughput
     if inputs is not None:
-        table["mfu"] = mf.mfu_array(
-            throughput,
-            flops_per_token=inputs.flops_per_token,
-            n_accelerators=inputs.n_accelerators,
-            peak_flops=inputs.peak_flops,
-        )
+        # Each attempt on its own accelerator count when it has one (a cluster resized
+        # between attempts: BLOOM-176B went from 48 to 24 nodes), else the run's.
+        counts = {a.number: a.accelerator_count for a in attempts if a.accelerator_count}
+        mfu = np.full(len(table), np.nan)
+        for number, rows in table.groupby("attempt", sort=False).indices.items():
+            mfu[rows] = mf.mfu_array(
+                throughput[rows],
+                flops_per_token=inputs.flops_per_token,
+                n_accelerators=counts.get(int(number), inputs.n_accelerators),
+                peak_flops=inputs.peak_flops,
+            )
+        table["mfu"] = mfu
     else:
         table["mfu"] = np.nan
     weights = table[STEP_TIME_S].to_numpy(dtype=float) if len(table) else None

@@ -6,9 +6,10 @@ fixed number of queries whatever the run's size."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import connection
-from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models import Count, IntegerField, Min, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from logbook.models import Annotation, Checkpoint, Interruption, LogbookEntry
@@ -132,3 +133,13 @@ def run_chart_entries(*, run: Run) -> list[LogbookEntry]:
     for entry in entries:
         entry.run = run
     return entries
+
+
+def run_step_reached_at(*, run: Run) -> datetime | None:
+    """When the run's latest step was first seen: the earliest wall time among its series'
+    points at that step (one primary-key probe per series)."""
+    if run.last_step is None:
+        return None
+    return MetricPoint.objects.filter(series__run=run, step=run.last_step).aggregate(
+        at=Min("wall_time")
+    )["at"]

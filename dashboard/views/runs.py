@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from itertools import pairwise
@@ -10,19 +11,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.db.models import Count, Sum
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from dashboard import charts as marks_charts
+from dashboard import liveness, metric_sections
 from dashboard.selectors import runs as run_selectors
 from logbook.selectors import fleet as fleet_selectors
+from logbook.services.webhooks import RUN_STALL_AFTER
 from telemetry import charts, run_cache, selectors
-from telemetry.models import Membership, Run
+from telemetry.models import Attempt, Membership, Project, Run
 from telemetry.selectors import series as series_selectors
 
 CHART_MAX_POINTS = 1500
-MAX_CHARTS = 12
 
 
 @login_required
@@ -40,6 +45,10 @@ ROWS_SHOWN = 20
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.run_get_for_user(user=request.user, run_id=run_id)
     axis: charts.Axis = "time" if request.GET.get("axis") == "time" else "step"
+    names = series_selectors.run_metric_names(run=run)
+    pinned = metric_sections.pinned_from_query(request.GET.get("metrics", ""))
+    drawn = metric_sections.shown(names, pinned)
+    drawn_key = hashlib.sha1("\n".join(drawn).encode()).hexdigest()[:16]
     shown = None if request.GET.get("rows") == "all" else ROWS_SHOWN
     tables = run_selectors.run_page_tables(run=run, rows=shown)
     annotations = run_selectors.run_annotations(run=run)
@@ -49,8 +58,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     # Cached as the <script> element itself: a megabyte of figures costs tens of
     # milliseconds to unpickle and encode again on every request, a string almost nothing.
     charts_block = run_cache.cached(
-        f"run-page-charts:{run_cache.run_version_key(run=run)}:{axis}",
-        lambda: _charts_block(_figures(run, axis, annotations)),
+        f"run-page-charts:{run_cache.run_version_key(run=run)}:{axis}:{drawn_key}",
+        lambda: _charts_block(_figures(run, axis, annotations, drawn)),
     )
     return render(
         request,
@@ -58,6 +67,12 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         {
             "run": run,
             "axis": axis,
+            "live": _liveness(run, tables.attempts[-1] if tables.attempts else None),
+            "live_url": reverse("dashboard:run-version", args=[run.pk]),
+            "metric_count": len(names),
+            "metric_sections": metric_sections.sections(names),
+            "drawn": drawn,
+            "pinned": ",".join(drawn) if pinned else "",
             "tables": tables,
             "attempts": tables.attempts,
             "interruptions": tables.interruptions,
@@ -72,6 +87,17 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     )
 
 
+def _liveness(run: Run, latest: Attempt | None) -> liveness.Liveness:
+    return liveness.liveness(
+        status=latest.status if latest else None,
+        status_label=latest.get_status_display() if latest else "no attempt yet",
+        last_seen_at=run.last_seen_at,
+        step_reached_at=run_selectors.run_step_reached_at(run=run) if latest else None,
+        now=timezone.now(),
+        stall_after=RUN_STALL_AFTER,
+    )
+
+
 def _charts_block(figures: list[dict[str, Any]]) -> dict[str, Any]:
     """The charts' <figure> facts and the escaped #charts-data script the page embeds."""
     payload = [{"id": f["id"], "figure": f["figure"]} for f in figures]
@@ -81,7 +107,9 @@ def _charts_block(figures: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _figures(run: Run, axis: charts.Axis, annotations: list[Any]) -> list[dict[str, Any]]:
+def _figures(
+    run: Run, axis: charts.Axis, annotations: list[Any], names: list[str]
+) -> list[dict[str, Any]]:
     """Every chart of the run page (computed when the run's data changed: see run_cache)."""
     attempts = list(run.attempts.order_by("number"))
     interruptions = run_selectors.run_chart_interruptions(run=run)
@@ -89,7 +117,7 @@ def _figures(run: Run, axis: charts.Axis, annotations: list[Any]) -> list[dict[s
     entries = run_selectors.run_chart_entries(run=run)
     notes = marks_charts.chart_marks(annotations, entries, axis)
     figures: list[dict[str, Any]] = []
-    for name in series_selectors.run_metric_names(run=run)[:MAX_CHARTS]:
+    for name in names:
         per_attempt = series_selectors.series_for_run(
             run=run, name=name, max_points=CHART_MAX_POINTS
         )
@@ -110,6 +138,7 @@ def _figures(run: Run, axis: charts.Axis, annotations: list[Any]) -> list[dict[s
             frame,
             title=name,
             axis=axis,
+            y_title=charts.metric_unit_title(name),
             restarts=marks.restarts,
             interruptions=marks.interruptions if name == "loss" else None,
             downtime=marks.downtime,
@@ -157,3 +186,22 @@ def _chart_marks(attempts: list[Any], interruptions: list[Any], axis: charts.Axi
         pd.DataFrame(stops, columns=["x", "label"]),
         pd.DataFrame(downtime, columns=["x0", "x1"]),
     )
+
+
+@login_required
+def run_version(request: HttpRequest, run_id: int) -> JsonResponse:
+    """What the run page polls: the run's data version (bumped in the transaction of every
+    change to what the page shows), so an unchanged page costs one small query."""
+    run = selectors.run_get_for_user(user=request.user, run_id=run_id)
+    return JsonResponse({"version": str(run.data_version)})
+
+
+@login_required
+def projects_version(request: HttpRequest) -> JsonResponse:
+    """What the run list, triage queue and fleet health poll: one figure that changes when any
+    run or the fleet of the user's projects changes (a new run adds to the count)."""
+    projects = selectors.projects_for_user(user=request.user).values("pk")
+    fleet = Project.objects.filter(pk__in=projects).aggregate(v=Sum("fleet_version"))["v"]
+    runs = Run.objects.filter(project__in=projects).aggregate(n=Count("pk"), v=Sum("data_version"))
+    version = f"{fleet or 0}.{runs['n']}.{runs['v'] or 0}"
+    return JsonResponse({"version": version})

@@ -119,22 +119,39 @@ def run_spans(
 ) -> list[RunSpan]:
     """Each run's observed time, cut to the window: first attempt start to last activity
     (the later of run.last_seen_at and the last attempt end; now for a running run that has
-    reported nothing yet). One query."""
+    reported nothing yet). One query, and one more when an attempt has its own accelerator
+    count (a resized cluster)."""
     now = now or timezone.now()
     latest = Attempt.objects.filter(run=OuterRef("pk")).order_by("-number").values("status")[:1]
-    rows = (
+    rows = list(
         runs.annotate(
             first_start=Min("attempts__started_at"),
             last_end=Max("attempts__ended_at"),
             latest_status=Subquery(latest),
+            resized=Exists(
+                Attempt.objects.filter(run=OuterRef("pk"), accelerator_count__isnull=False)
+            ),
         )
         .order_by("pk")
         .values_list(
-            "pk", "first_start", "last_end", "last_seen_at", "latest_status", "accelerator_count"
+            "pk",
+            "first_start",
+            "last_end",
+            "last_seen_at",
+            "latest_status",
+            "accelerator_count",
+            "resized",
         )
     )
+    resized_ids = [row[0] for row in rows if row[-1]]
+    resized = (
+        _attempt_weighted_accelerators(run_ids=resized_ids, filters=filters, now=now)
+        if resized_ids
+        else {}
+    )
     spans = []
-    for run_id, first_start, last_end, last_seen, status, accelerators in rows:
+    for run_id, first_start, last_end, last_seen, status, run_accelerators, _ in rows:
+        accelerators = resized.get(run_id, run_accelerators)
         if first_start is None:
             continue  # never started: no observed time
         ends = [t for t in (last_end, last_seen) if t is not None]
@@ -145,6 +162,33 @@ def run_spans(
         end = max([first_start, *ends])
         spans.append(RunSpan(run_id, first_start, end, accelerators))
     return observed_spans(spans, filters.start, filters.end)
+
+
+def _attempt_weighted_accelerators(
+    *, run_ids: list[int], filters: FailureFilters, now: datetime
+) -> dict[int, int]:
+    """For runs where an attempt has its own accelerator count (a resized cluster), the
+    count weighted by each attempt's time in the window, attempts without one taking the
+    run's: {run id: weighted count} (one query). Rounded: the spans carry whole counts."""
+    rows = (
+        Attempt.objects.filter(run_id__in=run_ids, started_at__isnull=False)
+        .order_by("run_id", "number")
+        .values_list(
+            "run_id", "started_at", "ended_at", "accelerator_count", "run__accelerator_count"
+        )
+    )
+    totals: dict[int, list[float]] = {}
+    for run_id, started, ended, own, run_count in rows:
+        start = max(started, filters.start) if filters.start else started
+        end = ended or now
+        end = min(end, filters.end) if filters.end else end
+        count = own or run_count
+        seconds = max(0.0, (end - start).total_seconds())
+        if not count or not seconds:
+            continue
+        weighted, total = totals.setdefault(run_id, [0.0, 0.0])
+        totals[run_id] = [weighted + count * seconds, total + seconds]
+    return {run_id: round(weighted / total) for run_id, (weighted, total) in totals.items()}
 
 
 def failure_report_for_user(

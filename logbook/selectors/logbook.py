@@ -46,7 +46,9 @@ def correction_choices(*, run: Run, after: LogbookEntry | None = None) -> QueryS
     entries = LogbookEntry.objects.filter(run=run).order_by("-occurred_at", "-pk")
     if after is not None:
         entries = entries.filter(occurred_at__gte=after.occurred_at).exclude(pk=after.pk)
-    return entries.only("pk", "occurred_at", "kind", "title")[:CORRECTION_CHOICES_LIMIT]
+    return entries.only("pk", "occurred_at", "time_precision", "occurred_until", "kind", "title")[
+        :CORRECTION_CHOICES_LIMIT
+    ]
 
 
 def chronicle_entry(entry: LogbookEntry) -> ChronicleEntry:
@@ -65,9 +67,17 @@ def chronicle_entry(entry: LogbookEntry) -> ChronicleEntry:
         step=entry.step,
         step_end=entry.step_end,
         checkpoint_step=entry.checkpoint.step if entry.checkpoint is not None else None,
-        interruption_id=entry.interruption_id,
+        interruption_number=entry.interruption.number if entry.interruption is not None else None,
         sdc_replay_id=entry.sdc_replay_id,
         config_changes=list(entry.config_changes or []),
+        time_precision=entry.time_precision,
+        occurred_until=entry.occurred_until,
+        local_time=entry.local_time,
+        count=entry.count,
+        count_approximate=entry.count_approximate,
+        count_unit=entry.count_unit,
+        hosts_out=list(entry.hosts_out or []),
+        hosts_in=list(entry.hosts_in or []),
         corrected_by=(
             CorrectionRef(kind=target.kind, occurred_at=target.occurred_at, title=target.title)
             if target is not None

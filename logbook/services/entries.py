@@ -4,7 +4,7 @@ automation. Every edit is optimistic-locked on LogbookEntry.version and audited.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from logbook.audit import audit_record, diff_fields
+from logbook.choices import TimePrecision
 from logbook.models import AuditEvent, Checkpoint, Interruption, LogbookEntry, SdcReplay
 from logbook.services import versioned
 from telemetry import services as telemetry_services
@@ -33,7 +34,27 @@ ENTRY_EDITABLE_FIELDS: tuple[str, ...] = (
     "sdc_replay",
     "corrected_by",
     "config_changes",
+    "time_precision",
+    "occurred_until",
+    "local_time",
+    "count",
+    "count_approximate",
+    "count_unit",
+    "hosts_out",
+    "hosts_in",
 )
+# Written by create when not given (an entry known to the minute, not counted, no swap).
+ENTRY_DEFAULTS: dict[str, Any] = {
+    "time_precision": TimePrecision.EXACT,
+    "occurred_until": None,
+    "local_time": "",
+    "count": None,
+    "count_approximate": False,
+    "count_unit": "",
+    "hosts_out": [],
+    "hosts_in": [],
+}
+HOSTS_PER_SWAP_MAX = 1_000
 ENTRY_BODY_MAX_LENGTH = 100_000
 CONFIG_VALUE_MAX_LENGTH = 500
 RESTART_DRAFT_AUTHOR = "Chronicle"
@@ -69,6 +90,14 @@ def logbook_entry_snapshot(entry: LogbookEntry) -> dict[str, Any]:
         "sdc_replay": entry.sdc_replay_id,
         "corrected_by": entry.corrected_by_id,
         "config_changes": list(entry.config_changes or []),
+        "time_precision": entry.time_precision,
+        "occurred_until": entry.occurred_until,
+        "local_time": entry.local_time,
+        "count": entry.count,
+        "count_approximate": entry.count_approximate,
+        "count_unit": entry.count_unit,
+        "hosts_out": list(entry.hosts_out or []),
+        "hosts_in": list(entry.hosts_in or []),
     }
 
 
@@ -128,6 +157,32 @@ def _entry_value_clean(*, run: Run, name: str, raw: Any) -> Any:
         if not isinstance(raw, datetime) or timezone.is_naive(raw):
             raise ValueError("A time with its time zone is required.")
         return raw
+    if name == "occurred_until":
+        if raw is not None and (not isinstance(raw, datetime) or timezone.is_naive(raw)):
+            raise ValueError("The window's end needs its time zone.")
+        return raw
+    if name == "time_precision":
+        if raw not in TimePrecision.values:
+            raise ValueError(f"Unknown time precision {raw!r}: exact, day or window.")
+        return raw
+    if name in ("local_time", "count_unit"):
+        text = " ".join(str(raw or "").split())
+        limit = LogbookEntry._meta.get_field(name).max_length or 0
+        if len(text) > limit:
+            raise ValueError(f"At most {limit} characters.")
+        return text
+    if name == "count":
+        if raw is not None and (isinstance(raw, bool) or not isinstance(raw, int) or raw < 0):
+            raise ValueError("A count is a whole number ≥ 0.")
+        return raw
+    if name == "count_approximate":
+        return bool(raw)
+    if name in ("hosts_out", "hosts_in"):
+        names = [" ".join(str(host).split()) for host in (raw or [])]
+        names = [host for host in names if host]
+        if len(names) > HOSTS_PER_SWAP_MAX or any(len(host) > 255 for host in names):
+            raise ValueError(f"At most {HOSTS_PER_SWAP_MAX} host names of 255 characters.")
+        return names
     if name in ("step", "step_end"):
         if raw is None:
             return None
@@ -146,6 +201,19 @@ def _entry_invariants_check(entry: LogbookEntry) -> None:
     errors: dict[str, str] = {}
     if entry.step_end is not None and (entry.step is None or entry.step_end < entry.step):
         errors["step_end"] = "The step range ends before it starts (or has no start)."
+    if entry.time_precision == TimePrecision.WINDOW:
+        if entry.occurred_until is None:
+            errors["occurred_until"] = "A time window needs its end."
+        elif entry.occurred_until < entry.occurred_at:
+            errors["occurred_until"] = "The time window ends before it starts."
+    elif entry.occurred_until is not None:
+        entry.occurred_until = None  # only a window has an end
+    if entry.time_precision == TimePrecision.DAY:
+        # A day is stored as its 00:00 UTC, so sorting and the export agree on it.
+        day = entry.occurred_at.astimezone(UTC)
+        entry.occurred_at = day.replace(hour=0, minute=0, second=0, microsecond=0)
+    if entry.count is None:
+        entry.count_approximate = False
     target = entry.corrected_by
     if target is not None:
         if entry.pk is not None and target.pk == entry.pk:
@@ -177,10 +245,16 @@ def logbook_entry_create(
     config_changes: Sequence[Mapping[str, Any]] = (),
     is_automatic: bool = False,
     source_key: str = "",
+    **chronicle: Any,
 ) -> LogbookEntry:
     """Write one entry and its "create" audit event. `user` is the author (None: automation);
-    `author_name` overrides the name shown (imports keep the file's author). With a
-    `source_key` already used in the run, returns that entry and writes nothing."""
+    `author_name` overrides the name shown (imports keep the file's author). `chronicle`
+    takes the fields of ENTRY_DEFAULTS (time precision and window end, local time label,
+    count, hosts of a swap). With a `source_key` already used in the run, returns that entry
+    and writes nothing."""
+    unknown = set(chronicle) - set(ENTRY_DEFAULTS)
+    if unknown:
+        raise TypeError(f"logbook_entry_create: unexpected {', '.join(sorted(unknown))}")
     if source_key:
         existing = LogbookEntry.objects.filter(run=run, source_key=source_key).first()
         if existing is not None:
@@ -201,6 +275,7 @@ def logbook_entry_create(
             "sdc_replay": sdc_replay,
             "corrected_by": corrected_by,
             "config_changes": list(config_changes),
+            **{**ENTRY_DEFAULTS, **chronicle},
         },
     )
     authenticated = user is not None and getattr(user, "is_authenticated", False)

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Max
 
+from logbook.choices import TimePrecision
 from logbook.models import Interruption
 from logbook.services import webhooks
 from logbook.services.taxonomy import root_cause_resolve
@@ -33,6 +35,10 @@ def interruption_record(
     manual_intervention: bool = False,
     lost_steps: int | None = None,
     step: int | None = None,
+    reported_lost_s: float | None = None,
+    time_precision: str = TimePrecision.EXACT,
+    occurred_until: datetime | None = None,
+    local_time: str = "",
     ends_attempt: bool = True,
 ) -> Interruption:
     """Record (once per source key) an interruption; unless `ends_attempt` is false (a hang
@@ -40,6 +46,10 @@ def interruption_record(
     existing = Interruption.objects.filter(run=run, source_key=source_key).first()
     if existing is not None:
         return existing
+    # The run-local number is the next after the run's highest; the run row's lock makes two
+    # concurrent recordings of one run take turns instead of colliding on the constraint.
+    Run.objects.select_for_update().filter(pk=run.pk).first()
+    number = (run.interruptions.aggregate(highest=Max("number"))["highest"] or 0) + 1
     root_cause = root_cause_resolve(category=category)
     # Times out of order (a detector clock behind the job's) would break the named
     # constraints; clamp to the occurrence rather than reject a real incident.
@@ -47,6 +57,14 @@ def interruption_record(
         detected_at = occurred_at
     if recovered_at is not None and recovered_at < occurred_at:
         recovered_at = occurred_at
+    # Only a window has an end, and one that ends before it starts is known to the minute at
+    # best: keep the incident, as exact.
+    if time_precision != TimePrecision.WINDOW or occurred_until is None:
+        occurred_until = None
+        if time_precision == TimePrecision.WINDOW:
+            time_precision = TimePrecision.EXACT
+    elif occurred_until < occurred_at:
+        occurred_until, time_precision = None, TimePrecision.EXACT
     interruption = Interruption.objects.create(
         run=run,
         attempt=attempt,
@@ -60,6 +78,11 @@ def interruption_record(
         step=step,
         manual_intervention=manual_intervention,
         lost_steps=lost_steps,
+        reported_lost_s=reported_lost_s,
+        number=number,
+        time_precision=time_precision,
+        occurred_until=occurred_until,
+        local_time=local_time[:64],
         message=message,
         source_key=source_key,
     )

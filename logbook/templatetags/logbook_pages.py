@@ -30,3 +30,16 @@ def fixed(value: float | None, digits: int = 1) -> str:
     if value is None or isinstance(value, bool):
         return ""
     return f"{float(value):.{int(digits)}f}"
+
+
+@register.filter
+def span_s(seconds: float | None) -> str:
+    """A duration at a readable unit: '9 s', '42 min', '18.0 h' ("" for None)."""
+    if seconds is None or isinstance(seconds, bool):
+        return ""
+    value = float(seconds)
+    if value < 120:
+        return f"{value:.0f} s"
+    if value < 2 * 3600:
+        return f"{value / 60:.0f} min"
+    return f"{value / 3600:.1f} h"

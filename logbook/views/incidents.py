@@ -243,8 +243,23 @@ def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "error": error,
             "history": history_rows(history),
             "next_statuses": sorted(triage.TRANSITIONS.get(incident.status, ())),
+            "run_at_step": _run_at_step(incident),
         },
     )
+
+
+# The run page's charts around an interruption: this many steps either side of it, or the
+# steps it lost when that is more.
+AROUND_STEPS = 200
+
+
+def _run_at_step(incident: Any) -> str:
+    """A link to the run page zoomed on the interruption's step (the charts mark it)."""
+    here = reverse("dashboard:run-detail", args=[incident.run_id])
+    if incident.step is None:
+        return here
+    around = max(AROUND_STEPS, incident.lost_steps or 0)
+    return f"{here}?x0={max(incident.step - around, 0)}&x1={incident.step + around}"
 
 
 def _conflict(stale: triage.StaleEdit, form: IncidentForm | None) -> dict[str, Any]:

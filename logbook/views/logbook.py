@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
-from logbook.chronicles import ChronicleError, logbook_to_markdown
+from logbook.choices import TimePrecision
+from logbook.chronicles import ChronicleError, logbook_to_markdown, when_text
 from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
 from logbook.selectors import logbook as selectors
 from logbook.services import entries as entry_services
@@ -26,6 +27,7 @@ from telemetry.models import Attempt, Membership, Run
 from telemetry.selectors import run_get_for_user, user_has_role
 
 IMPORT_MAX_BYTES = 5 * 1024 * 1024
+IMPORT_UNLINKED_SHOWN = 20  # messages; past that, one line says how many more
 CONFIG_ROWS_BLANK = 3
 LINK_FIELDS = ("attempt", "checkpoint", "incident", "sdc_record")
 
@@ -38,12 +40,47 @@ class EntryForm(forms.Form):
     occurred_at = forms.DateTimeField(
         required=False, label="Time (UTC)", help_text="YYYY-MM-DD HH:MM; empty: now."
     )
+    time_precision = forms.ChoiceField(
+        choices=TimePrecision.choices,
+        initial=TimePrecision.EXACT,
+        required=False,
+        label="Time known",
+        help_text="Exact, to the day only, or within a window.",
+    )
+    occurred_until = forms.DateTimeField(
+        required=False, label="Window end (UTC)", help_text="Only for a window."
+    )
+    local_time = forms.CharField(
+        max_length=64,
+        required=False,
+        label="Local time as written",
+        help_text="e.g. 7:24pm PST; kept beside UTC.",
+    )
     step = forms.IntegerField(min_value=0, required=False)
     step_end = forms.IntegerField(min_value=0, required=False, label="to step")
     attempt = forms.IntegerField(min_value=1, required=False, label="Attempt number")
     checkpoint = forms.IntegerField(min_value=0, required=False, label="Checkpoint step")
-    incident = forms.IntegerField(min_value=1, required=False, label="Incident #")
+    incident = forms.IntegerField(min_value=1, required=False, label="Incident # (of this run)")
     sdc_record = forms.IntegerField(min_value=1, required=False, label="SDC record #")
+    count = forms.IntegerField(
+        min_value=0, required=False, label="Count", help_text="A counted entry: ~90 restarts."
+    )
+    count_unit = forms.CharField(
+        max_length=100, required=False, label="What was counted", help_text="e.g. restarts"
+    )
+    count_approximate = forms.BooleanField(required=False, label="Count is approximate (~)")
+    hosts_out = forms.CharField(
+        max_length=10_000,
+        required=False,
+        label="Hosts out",
+        help_text="A hardware swap: names, comma-separated.",
+    )
+    hosts_in = forms.CharField(
+        max_length=10_000,
+        required=False,
+        label="Hosts in (spares too)",
+        help_text="Names, comma-separated.",
+    )
     corrected_by = forms.TypedChoiceField(
         coerce=int, empty_value=None, required=False, label="Corrected by (a later entry)"
     )
@@ -68,7 +105,11 @@ class EntryForm(forms.Form):
 
 def _entry_choices(entries: Any) -> list[tuple[Any, str]]:
     return [("", "—")] + [
-        (e.pk, f"{e.occurred_at:%Y-%m-%d %H:%M} UTC · {e.get_kind_display()} · {e.title[:80]}")
+        (
+            e.pk,
+            f"{when_text(e.occurred_at, e.time_precision, e.occurred_until)}"
+            f" · {e.get_kind_display()} · {e.title[:80]}",
+        )
         for e in entries
     ]
 
@@ -91,7 +132,7 @@ def _links_resolve(form: EntryForm) -> dict[str, Any]:
     lookups: dict[str, tuple[str, Any, dict[str, Any]]] = {
         "attempt": ("attempt", Attempt, {"number": data.get("attempt")}),
         "checkpoint": ("checkpoint", Checkpoint, {"step": data.get("checkpoint")}),
-        "incident": ("interruption", Interruption, {"pk": data.get("incident")}),
+        "incident": ("interruption", Interruption, {"number": data.get("incident")}),
         "sdc_record": ("sdc_replay", SdcReplay, {"pk": data.get("sdc_record")}),
     }
     values: dict[str, Any] = {}
@@ -136,6 +177,14 @@ def _form_changes(form: EntryForm, request: HttpRequest) -> dict[str, Any] | Non
         "step": data["step"],
         "step_end": data["step_end"],
         "config_changes": _config_rows(request),
+        "time_precision": data["time_precision"] or TimePrecision.EXACT,
+        "occurred_until": data["occurred_until"],
+        "local_time": data["local_time"],
+        "count": data["count"],
+        "count_unit": data["count_unit"],
+        "count_approximate": data["count_approximate"],
+        "hosts_out": _names(data["hosts_out"]),
+        "hosts_in": _names(data["hosts_in"]),
         **{name: value for name, value in links.items() if name != "corrects"},
     }
     if data.get("occurred_at") is not None:
@@ -143,6 +192,10 @@ def _form_changes(form: EntryForm, request: HttpRequest) -> dict[str, Any] | Non
     if "corrects" in links:
         changes["corrects"] = links["corrects"]
     return changes
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _require_writer(request: HttpRequest, run: Run) -> None:
@@ -234,7 +287,9 @@ def _entry_initial(entry: LogbookEntry) -> dict[str, Any]:
     snapshot = entry_services.logbook_entry_snapshot(entry)
     return {
         **{key: value for key, value in snapshot.items() if key != "config_changes"},
-        "incident": snapshot.pop("interruption"),
+        "incident": entry.interruption.number if entry.interruption is not None else None,
+        "hosts_out": ", ".join(snapshot["hosts_out"]),
+        "hosts_in": ", ".join(snapshot["hosts_in"]),
         "sdc_record": snapshot.pop("sdc_replay"),
         "version": entry.version,
     }
@@ -324,8 +379,11 @@ def _posted_version(request: HttpRequest) -> int | None:
 @login_required
 def logbook_export(request: HttpRequest, run_id: int) -> HttpResponse:
     run = run_get_for_user(user=request.user, run_id=run_id)
+    # ?order=oldest reads like the public chronicles, top to bottom in time.
     text = logbook_to_markdown(
-        selectors.run_chronicle(run=run), title=f"Logbook of {run.project.slug}/{run.name}"
+        selectors.run_chronicle(run=run),
+        title=f"Logbook of {run.project.slug}/{run.name}",
+        oldest_first=request.GET.get("order") == "oldest",
     )
     response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
     filename = f"{slugify(run.name) or 'run'}-logbook.md"
@@ -347,7 +405,7 @@ def logbook_import(request: HttpRequest, run_id: int) -> HttpResponse:
     else:
         try:
             text = upload.read().decode("utf-8-sig")
-            created = import_services.logbook_import(run=run, user=request.user, text=text)
+            result = import_services.logbook_import(run=run, user=request.user, text=text)
         except UnicodeDecodeError:
             error = "The file is not UTF-8 text."
         except ChronicleError as exc:
@@ -355,11 +413,20 @@ def logbook_import(request: HttpRequest, run_id: int) -> HttpResponse:
         except ValidationError as exc:
             error = f"Nothing was imported. {'; '.join(exc.messages)}"
         else:
+            created = result.created
             messages.success(
                 request,
                 f"Imported {created} new entr{'y' if created == 1 else 'ies'}"
                 + (" (the others were already in the logbook)." if created == 0 else "."),
             )
+            # Each link the run lacks, by entry; the entry's text keeps the reference.
+            for line in result.unlinked[:IMPORT_UNLINKED_SHOWN]:
+                messages.warning(request, line[:1].upper() + line[1:] + ".")
+            if len(result.unlinked) > IMPORT_UNLINKED_SHOWN:
+                hidden = len(result.unlinked) - IMPORT_UNLINKED_SHOWN
+                messages.warning(
+                    request, f"{hidden} more links not found; each entry's text names them."
+                )
             return redirect("logbook:run-logbook", run_id=run.pk)
     messages.error(request, error)
     return redirect("logbook:run-logbook", run_id=run.pk)

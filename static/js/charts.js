@@ -1,13 +1,225 @@
 // Draws a page's Plotly charts from the figures the server embedded (telemetry.charts.charts_script:
 // a list of {"id", "figure"} in #charts-data). Every chart page uses this one file.
+//
+// Charts marked [data-linked-x] (the run page's metrics) share one x range: zooming one zooms
+// all, each y axis rescales to the points in view, one legend (the first chart's) stands for
+// all, and the view (x0, x1, ylog, smooth) is kept in the URL so a link reproduces it.
 (function () {
   "use strict";
-  var node = document.getElementById("charts-data");
-  if (!node || typeof Plotly === "undefined") { return; }
-  JSON.parse(node.textContent).forEach(function (chart) {
-    var target = document.getElementById(chart.id);
-    if (!target) { return; }
-    Plotly.newPlot(target, chart.figure.data, chart.figure.layout,
-      { responsive: true, displaylogo: false });
-  });
+  if (typeof Plotly === "undefined") { return; }
+  // No "share"/"edit in Chart Studio" button and no link off the site: training data stays here.
+  var CONFIG = {
+    responsive: true, displaylogo: false, showLink: false, showSendToCloud: false,
+    showEditInChartStudio: false, modeBarButtonsToRemove: ["sendDataToCloud", "editInChartStudio"]
+  };
+  var figures = {};
+  var syncing = false;
+  var view = { x: null, log: false, smooth: 0 };
+
+  function linked() {
+    return Array.prototype.filter.call(document.querySelectorAll("[data-linked-x]"),
+      function (el) { return el.data && figures[el.id]; });
+  }
+  function isDate(gd) { return gd.layout.xaxis.type === "date"; }
+  // Date axes hold naive UTC strings ("2026-01-02 03:04:05"); compare them as UTC ms.
+  function toNumber(v, date) {
+    if (v === null || v === undefined) { return NaN; }
+    return date ? Date.parse(String(v).replace(" ", "T").replace(/Z?$/, "Z")) : Number(v);
+  }
+  function fromNumber(v, date) {
+    return date ? new Date(v).toISOString().replace("T", " ").replace("Z", "") : v;
+  }
+  function dataTraces(gd) {
+    // _fullData: the traces with base64-encoded arrays (plotly's JSON) decoded.
+    return (gd._fullData || []).filter(function (t) {
+      return (t.yaxis || "y") === "y" && t.visible !== "legendonly" && t.visible !== false;
+    });
+  }
+  function xExtent(gd) {
+    var date = isDate(gd), lo = Infinity, hi = -Infinity;
+    dataTraces(gd).forEach(function (t) {
+      var xs = t.x || [];
+      for (var i = 0; i < xs.length; i++) {
+        var v = toNumber(xs[i], date);
+        if (isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+      }
+    });
+    return lo <= hi ? [lo, hi] : null;
+  }
+  // The y range of the points whose x is inside [x0, x1] (numbers), padded; null if none.
+  function yRange(gd, x0, x1) {
+    var date = isDate(gd), log = gd.layout.yaxis.type === "log", lo = Infinity, hi = -Infinity;
+    dataTraces(gd).forEach(function (t) {
+      var xs = t.x || [], ys = t.y || [];
+      for (var i = 0; i < xs.length; i++) {
+        var x = toNumber(xs[i], date), y = ys[i];
+        if (y === null || !isFinite(y) || x < x0 || x > x1 || (log && y <= 0)) { continue; }
+        lo = Math.min(lo, y); hi = Math.max(hi, y);
+      }
+    });
+    if (!(lo <= hi)) { return null; }
+    if (log) { lo = Math.log10(lo); hi = Math.log10(hi); }
+    var pad = (hi - lo) * 0.05 || Math.abs(hi) * 0.05 || 1;
+    return [lo - pad, hi + pad];
+  }
+  function sharedExtent(charts) {
+    var lo = Infinity, hi = -Infinity;
+    charts.forEach(function (gd) {
+      var e = xExtent(gd);
+      if (e) { lo = Math.min(lo, e[0]); hi = Math.max(hi, e[1]); }
+    });
+    return lo <= hi ? [lo, hi] : null;
+  }
+
+  function keepInUrl() {
+    var params = new URLSearchParams(window.location.search);
+    function set(key, value) { if (value === null || value === "" ) { params.delete(key); } else { params.set(key, value); } }
+    set("x0", view.x ? String(view.x[0]) : null);
+    set("x1", view.x ? String(view.x[1]) : null);
+    set("ylog", view.log ? "1" : null);
+    set("smooth", view.smooth ? String(view.smooth) : null);
+    var query = params.toString();
+    window.history.replaceState(null, "", window.location.pathname + (query ? "?" + query : "") + window.location.hash);
+  }
+
+  // Every linked chart to x range `range` (numbers; null: the whole shared range), y fitted.
+  function applyX(range) {
+    var charts = linked();
+    if (!charts.length) { return Promise.resolve(); }
+    view.x = range;
+    var shown = range || sharedExtent(charts);
+    if (!shown) { return Promise.resolve(); }
+    syncing = true;
+    return Promise.all(charts.map(function (gd) {
+      var date = isDate(gd), update = {
+        "xaxis.range": [fromNumber(shown[0], date), fromNumber(shown[1], date)],
+        "xaxis.autorange": false
+      };
+      var y = yRange(gd, shown[0], shown[1]);
+      if (y) { update["yaxis.range"] = y; update["yaxis.autorange"] = false; } else { update["yaxis.autorange"] = true; }
+      return Plotly.relayout(gd, update);
+    })).then(function () { syncing = false; keepInUrl(); }, function () { syncing = false; });
+  }
+
+  function onRelayout(gd, event) {
+    if (syncing) { return; }
+    var date = isDate(gd);
+    // A double click resets the zoom; a resize (autosize) keeps it.
+    if (event["xaxis.autorange"]) { applyX(null); return; }
+    if (event.autosize) { applyX(view.x); return; }
+    var a = event["xaxis.range[0]"], b = event["xaxis.range[1]"];
+    if (a === undefined && event["xaxis.range"]) { a = event["xaxis.range"][0]; b = event["xaxis.range"][1]; }
+    if (a === undefined) { return; }
+    applyX([toNumber(a, date), toNumber(b, date)]);
+  }
+
+  function ema(ys, alpha) {
+    var out = [], last = null;
+    for (var i = 0; i < ys.length; i++) {
+      var y = ys[i];
+      if (y === null || !isFinite(y)) { out.push(y); last = null; continue; }
+      last = last === null ? y : alpha * last + (1 - alpha) * y;
+      out.push(last);
+    }
+    return out;
+  }
+  // plotly.py writes numpy arrays as {dtype, bdata} (base64); smoothing needs the numbers.
+  var TYPED = { f8: Float64Array, f4: Float32Array, i4: Int32Array, i2: Int16Array, i1: Int8Array,
+                u4: Uint32Array, u2: Uint16Array, u1: Uint8Array };
+  function decoded(values) {
+    if (!values || Array.isArray(values) || !values.bdata) { return values || []; }
+    var bytes = Uint8Array.from(atob(values.bdata), function (c) { return c.charCodeAt(0); });
+    return Array.from(new TYPED[values.dtype](bytes.buffer));
+  }
+  function smoothable(t) {
+    return (t.yaxis || "y") === "y" && t.mode === "lines" && /^attempts? /.test(t.name || "");
+  }
+  // The figure's traces with smoothing applied: each line smoothed, its raw line kept faint.
+  function traces(figure) {
+    var data = JSON.parse(JSON.stringify(figure.data));
+    if (!view.smooth) { return data; }
+    var out = [];
+    data.forEach(function (t) {
+      if (!smoothable(t)) { out.push(t); return; }
+      var raw = JSON.parse(JSON.stringify(t));
+      raw.opacity = 0.25; raw.showlegend = false; raw.hoverinfo = "skip"; delete raw.hovertemplate;
+      raw.legendgroup = t.name; t.legendgroup = t.name;
+      t.y = ema(decoded(t.y), view.smooth);
+      out.push(raw, t);
+    });
+    return out;
+  }
+
+  function render(gd, first) {
+    var figure = figures[gd.id];
+    var layout = first ? figure.figure.layout : gd.layout;
+    if (gd.hasAttribute("data-linked-x")) {
+      layout.yaxis = layout.yaxis || {};
+      layout.yaxis.type = view.log ? "log" : "linear";
+      // One legend per page: the first linked chart's.
+      layout.showlegend = gd === document.querySelector("[data-linked-x]");
+      if (first && layout.showlegend) {
+        // Taller, with room under the x axis title for the page's legend (several rows).
+        layout.height = (layout.height || 300) + 90;
+        layout.margin = Object.assign({}, layout.margin, { b: 130 });
+        layout.legend = Object.assign({}, layout.legend, { y: -0.32, yanchor: "top" });
+      }
+    }
+    return Plotly.react(gd, traces(figure.figure), layout, CONFIG);
+  }
+
+  function restyleAll() {
+    return Promise.all(linked().map(function (gd) { return render(gd, false); }))
+      .then(function () { return applyX(view.x); });
+  }
+
+  function draw() {
+    var node = document.getElementById("charts-data");
+    if (!node) { return Promise.resolve(); }
+    figures = {};
+    var params = new URLSearchParams(window.location.search);
+    view.log = params.get("ylog") === "1";
+    view.smooth = Math.min(Math.max(Number(params.get("smooth")) || 0, 0), 0.99);
+    var x0 = params.get("x0"), x1 = params.get("x1");
+    var drawn = JSON.parse(node.textContent).map(function (chart) {
+      var target = document.getElementById(chart.id);
+      if (!target) { return null; }
+      figures[chart.id] = chart;
+      return render(target, true).then(function () {
+        if (!target.hasAttribute("data-linked-x") || target.dataset.chronicleBound) { return; }
+        target.dataset.chronicleBound = "1";
+        target.on("plotly_relayout", function (event) { onRelayout(target, event); });
+        target.on("plotly_legendclick", function (event) {
+          // The page's one legend shows or hides that attempt on every chart.
+          var name = event.data[event.curveNumber].name;
+          var visible = event.data[event.curveNumber].visible === "legendonly" ? true : "legendonly";
+          linked().forEach(function (gd) {
+            if (gd === target) { return; }
+            var idx = [];
+            gd.data.forEach(function (t, i) { if (t.name === name) { idx.push(i); } });
+            if (idx.length) { Plotly.restyle(gd, { visible: visible }, idx); }
+          });
+          return true;
+        });
+      });
+    });
+    return Promise.all(drawn).then(function () {
+      var charts = linked();
+      if (!charts.length) { return; }
+      // Kept as numbers: steps, or UTC milliseconds on the time axis.
+      var range = x0 !== null && x1 !== null ? [Number(x0), Number(x1)] : null;
+      if (range && !(isFinite(range[0]) && isFinite(range[1]) && range[0] < range[1])) { range = null; }
+      return applyX(range);
+    }).then(function () { document.dispatchEvent(new CustomEvent("chronicle:drawn")); });
+  }
+
+  window.ChronicleCharts = {
+    draw: draw,
+    applyX: applyX,
+    setLog: function (on) { view.log = on; return restyleAll(); },
+    setSmoothing: function (alpha) { view.smooth = alpha; return restyleAll(); },
+    view: view
+  };
+  document.addEventListener("chronicle:swapped", draw);
+  draw();
 })();

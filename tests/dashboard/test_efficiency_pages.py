@@ -256,6 +256,20 @@ def test_mfu_from_model_shape_and_catalog(client, bob, project):
 
 
 @pytest.mark.django_db
+def test_mfu_of_a_resized_attempt_uses_its_own_accelerator_count(client, bob, project):
+    # given the 8-GPU run whose attempt 2 ran on 4 GPUs (a cluster resized between attempts)
+    run = _mfu_run(project)
+    telemetry_services.attempt_ensure(run=run, number=2, accelerator_count=4)
+    client.force_login(bob)
+
+    body = client.get(mfu_url(run)).json()
+
+    # then attempt 2's throughput is divided by 4 accelerators, not the run's 8
+    assert [a["mean"] for a in body["attempts"]] == pytest.approx([0.5, 0.5])
+    assert body["mean"] == pytest.approx(0.5)
+
+
+@pytest.mark.django_db
 def test_mfu_window_covers_one_attempt(client, bob, project):
     run = _mfu_run(project)
     client.force_login(bob)

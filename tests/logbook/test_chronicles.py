@@ -35,7 +35,7 @@ REQUEUE = ChronicleEntry(
     step=12_000,
     step_end=12_345,
     checkpoint_step=12_000,
-    interruption_id=45,
+    interruption_number=45,
     corrected_by=CorrectionRef(
         kind="debrief", occurred_at=T0 + timedelta(days=2), title="what really happened"
     ),
@@ -199,8 +199,8 @@ def test_import_creates_every_entry_links_corrections_and_is_idempotent(run, ali
     text = logbook_to_markdown(varied_entries(), title="Logbook")
 
     # when alice imports it twice
-    first = import_services.logbook_import(run=run, user=alice, text=text)
-    second = import_services.logbook_import(run=run, user=alice, text=text)
+    first = import_services.logbook_import(run=run, user=alice, text=text).created
+    second = import_services.logbook_import(run=run, user=alice, text=text).created
 
     # then five entries exist once each, with links to the run's own records
     assert (first, second) == (5, 0)
@@ -226,7 +226,7 @@ def test_export_of_an_imported_logbook_gives_back_the_same_entries(run, alice):
         ChronicleEntry(
             **{
                 **asdict(e),
-                "interruption_id": None,
+                "interruption_number": None,
                 "sdc_replay_id": None,
                 "checkpoint_step": None,
                 "corrected_by": e.corrected_by,

@@ -96,8 +96,10 @@ def test_posted_batch_shows_up_on_the_run_page(
 
     # and the same charts switch to wall-clock time, with the downtime shaded
     errors = console_errors(page)
-    page.click("#axis-switch a")
-    page.wait_for_selector('[data-metric="loss"] .main-svg')
+    page.click("#axis-switch a[data-axis=time]")
+    page.wait_for_function(
+        "() => document.querySelector('[data-metric=loss]').layout.xaxis.type === 'date'"
+    )
     layout = page.evaluate("document.querySelector('[data-metric=loss]').layout")
     assert layout["xaxis"]["type"] == "date"
     assert any(shape["type"] == "rect" for shape in layout["shapes"])

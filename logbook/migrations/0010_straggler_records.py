@@ -6,8 +6,8 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("logbook", "0008_sdc_divergence_step_range"),
-        ("telemetry", "0008_rank_timings"),
+        ("logbook", "0009_chronicle_precision_swaps_counts"),
+        ("telemetry", "0009_rank_timings"),
     ]
 
     operations = [

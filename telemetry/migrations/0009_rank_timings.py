@@ -9,7 +9,7 @@ import telemetry.models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0007_per_project_hardware"),
+        ("telemetry", "0008_attempt_accelerator_count"),
     ]
 
     operations = [

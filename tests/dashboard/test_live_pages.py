@@ -1,0 +1,168 @@
+"""The run page in a browser: it updates itself after a new batch, its charts zoom together,
+its picker reaches every metric, its controls do not reload the page, and no request leaves
+this machine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from django.db import transaction
+
+from telemetry import services as telemetry_services
+from telemetry.models import Attempt, Run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+START = datetime(2026, 11, 20, tzinfo=UTC)
+
+
+def _points(names: list[str], steps: range) -> list[tuple[str, int, float, datetime | None]]:
+    return [
+        (name, step, 10.0 - step / 50 + index, START + timedelta(seconds=30 * step))
+        for index, name in enumerate(names)
+        for step in steps
+    ]
+
+
+@pytest.fixture
+def add_points(run: Run) -> Callable[[list[str], range], None]:
+    attempt = Attempt.objects.create(run=run, number=1, started_at=START)
+
+    def add(names: list[str], steps: range) -> None:
+        with transaction.atomic():
+            telemetry_services.metric_points_insert(
+                run=run, attempt=attempt, points=_points(names, steps)
+            )
+
+    return add
+
+
+def _open(browser: Any, live_server: Any, login_page: Any, path: str) -> Any:
+    page = browser.new_page()
+    login_page(page, live_server.url, "alice")
+    page.goto(f"{live_server.url}{path}")
+    page.wait_for_selector("#chart-0 .main-svg")
+    page.wait_for_function(
+        "() => window.ChronicleCharts && document.querySelector('#chart-0').layout"
+    )
+    return page
+
+
+def test_the_run_page_updates_itself_after_a_new_batch(
+    browser, live_server, login_page, alice, run, add_points
+):
+    # given a run page open on 100 steps of loss
+    add_points(["loss"], range(0, 100))
+    page = _open(browser, live_server, login_page, f"/runs/{run.pk}/")
+    page.evaluate("window.__notReloaded = true")
+    assert "updated" in page.locator("#live").inner_text()
+
+    # when a new batch brings steps 100 to 199
+    add_points(["loss"], range(100, 200))
+
+    # then within the 5 s poll interval (and a margin) the chart shows them, without a reload
+    page.wait_for_function(
+        "() => Math.max(...Array.from("
+        "document.querySelector('[data-metric=loss]')._fullData[0].x)) >= 199",
+        timeout=9000,
+    )
+    assert page.evaluate("window.__notReloaded") is True
+    assert "199" in page.locator("#run-head").inner_text()
+
+
+def test_zooming_one_chart_zooms_all_and_keeps_the_view_in_the_url(
+    browser, live_server, login_page, alice, run, add_points
+):
+    # given two metrics over 200 steps
+    add_points(["loss", "grad_norm"], range(0, 200))
+    page = _open(browser, live_server, login_page, f"/runs/{run.pk}/")
+    # both panels share one step range and have no legend of their own but the first
+    first = page.evaluate("document.querySelector('#chart-0').layout")
+    second = page.evaluate("document.querySelector('#chart-1').layout")
+    assert first["xaxis"]["range"] == second["xaxis"]["range"] == [0, 199]
+    assert first["showlegend"] is True and second["showlegend"] is False
+    assert first["hovermode"] == "x unified" and first["xaxis"]["tickformat"] == "d"
+
+    # when the loss chart is zoomed to steps 50..60
+    page.evaluate("Plotly.relayout(document.querySelector('#chart-0'), {'xaxis.range': [50, 60]})")
+
+    # then the grad norm chart follows, its y axis fitted to the points in view
+    page.wait_for_function(
+        "() => JSON.stringify(document.querySelector('#chart-1').layout.xaxis.range) === '[50,60]'"
+    )
+    y0, y1 = page.evaluate("document.querySelector('#chart-1').layout.yaxis.range")
+    # grad_norm = 11 - step/50: 9.8 at step 60, 10 at step 50 (5% padding)
+    assert 9.7 < y0 < 9.8 and 10.0 < y1 < 10.1
+    page.wait_for_function("() => location.search.includes('x0=50')")
+
+    # and the link reproduces the view
+    again = _open(browser, live_server, login_page, f"/runs/{run.pk}/?x0=50&x1=60")
+    again.wait_for_function(
+        "() => JSON.stringify(document.querySelector('#chart-1').layout.xaxis.range) === '[50,60]'"
+    )
+
+
+def test_the_picker_finds_metric_150_of_200(
+    browser, live_server, login_page, alice, run, add_points
+):
+    # given a run with 200 metrics, of which the page draws the first 12
+    names = [f"train/metric_{index:03d}" for index in range(200)]
+    add_points(names, range(0, 5))
+    page = _open(browser, live_server, login_page, f"/runs/{run.pk}/")
+    assert page.locator("#charts-area figure.chart").count() == 12
+    assert "12 of 200" in page.locator("#metric-picker summary").first.inner_text()
+    page.evaluate("window.__notReloaded = true")
+
+    # when the user searches for metric 150 and ticks it
+    page.click("#metric-picker > summary")
+    page.fill("#metric-search", "metric_150")
+    box = page.locator("input[name=metric][value='train/metric_150']")
+    assert box.is_visible()
+    assert page.locator("input[name=metric]:visible").count() == 1
+    box.check()
+
+    # then its chart is drawn, the URL pins it, and the page was not reloaded
+    page.wait_for_selector("[data-metric='train/metric_150'] .main-svg")
+    assert "train%2Fmetric_150" in page.url or "train/metric_150" in page.url
+    assert page.evaluate("window.__notReloaded") is True
+
+
+def test_switching_to_wall_clock_time_does_not_reload_the_page(
+    browser, live_server, login_page, alice, run, add_points
+):
+    add_points(["loss"], range(0, 50))
+    page = _open(browser, live_server, login_page, f"/runs/{run.pk}/")
+    page.evaluate("window.__notReloaded = true")
+
+    page.click("#axis-switch a[data-axis=time]")
+
+    page.wait_for_function("() => document.querySelector('#chart-0').layout.xaxis.type === 'date'")
+    assert page.evaluate("window.__notReloaded") is True
+    assert "axis=time" in page.url
+
+
+def test_no_request_leaves_this_machine_and_no_share_button(
+    browser, live_server, login_page, alice, run, add_points
+):
+    # given a page that records the host of every request it makes
+    add_points(["loss", "grad_norm"], range(0, 50))
+    page = browser.new_page()
+    hosts: set[str] = set()
+    page.on("request", lambda request: hosts.add(urlparse(request.url).hostname or ""))
+
+    # when on-call browses the run list, the run page, triage and fleet health
+    login_page(page, live_server.url, "alice")
+    for path in ("/", f"/runs/{run.pk}/", "/incidents/", "/fleet/"):
+        page.goto(f"{live_server.url}{path}")
+        page.wait_for_load_state("networkidle")
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    page.wait_for_selector("#chart-0 .modebar", state="attached")
+
+    # then every request went to the test server, and no chart offers to send data away
+    assert hosts <= {"127.0.0.1", "localhost"}, hosts
+    assert page.locator("[data-title*='Chart Studio'], [data-title*='cloud']").count() == 0
+    links = page.evaluate("[...document.querySelectorAll('a[href]')].map(a => a.href)")
+    assert all(urlparse(link).hostname in {"127.0.0.1", "localhost"} for link in links), links
