@@ -205,7 +205,9 @@ def attempts_with_new_timings(*, since: datetime) -> list[int]:
         cursor.execute(
             f"SELECT DISTINCT attempt_id FROM {RAW_TABLE} WHERE received_at >= %s", [since]
         )
-        return [row[0] for row in cursor.fetchall()]
+        found = [row[0] for row in cursor.fetchall()]
+    # Raw rows have no foreign key: a deleted attempt's rows linger until their partition goes.
+    return list(Attempt.objects.filter(pk__in=found).order_by("pk").values_list("pk", flat=True))
 
 
 # --- Partitions ------------------------------------------------------------------------------
