@@ -331,7 +331,7 @@ EVENTS: dict[str, Event] = {
                 column="telemetry.RankPlacement.rank",
             ),
             "hosts": Field(
-                "names",
+                "url_names",
                 "Host of each rank (parallel to ranks); send it once per attempt or when it "
                 "changes.",
                 max_length=RANK_HOST.max_length,
@@ -339,7 +339,7 @@ EVENTS: dict[str, Event] = {
                 column=RANK_HOST.column,
             ),
             "devices": Field(
-                "names",
+                "url_names",
                 "Accelerator UUID of each rank (parallel to ranks), optional.",
                 max_length=RANK_DEVICE.max_length,
                 max_items=MAX_RANKS_PER_EVENT,
