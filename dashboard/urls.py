@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.views import compare, efficiency, runs
+from dashboard.views import compare, efficiency, ranks, runs
 
 app_name = "dashboard"
 
@@ -12,4 +12,5 @@ urlpatterns = [
     path("runs/<int:run_id>/version/", runs.run_version, name="run-version"),
     path("runs/<int:run_id>/mfu/", efficiency.run_mfu, name="run-mfu"),
     path("runs/<int:run_id>/goodput/", efficiency.run_goodput, name="run-goodput"),
+    path("runs/<int:run_id>/ranks/", ranks.run_ranks, name="run-ranks"),
 ]
