@@ -226,6 +226,7 @@ def metric_figure(
     notes: pd.DataFrame | None = None,
     y_title: str = "",
     attempt_name: Callable[[Any], str] = lambda attempt: f"attempt {attempt}",
+    attempt_dash: Callable[[Any], str] = lambda attempt: "solid",
 ) -> go.Figure:
     """One metric, a line per attempt, over steps or wall-clock time. SVG traces, not WebGL:
     series arrive downsampled to a few thousand points, and WebGL contexts are a scarce
@@ -238,8 +239,8 @@ def metric_figure(
     downtime: columns x0, x1: wall time between attempts (shaded).
     notes: columns x0, x1 (None for a point), label, kind: annotations and logbook entries
         (a range is shaded, a point is a line; both have a hover marker at the bottom).
-    attempt_name: a line's name from its attempt value (the compare page's attempt values
-        are "<run> · attempt N" already).
+    attempt_name, attempt_dash: a line's name and dash from its attempt value (the compare
+        page names lines "<run> · attempt N" and dashes each run's lines its own way).
     """
     figure = go.Figure()
     groups = list(points.groupby("attempt", sort=True))
@@ -277,7 +278,7 @@ def metric_figure(
                     y=group["value"][finite],
                     mode="lines",
                     name=attempt_name(attempt),
-                    line={"color": colour, "width": 1.2},
+                    line={"color": colour, "width": 1.2, "dash": attempt_dash(attempt)},
                     # The name is escaped with the figure's text, the template is not.
                     hovertemplate="%{x}<br>%{y:.4g}<extra>%{fullData.name}</extra>",
                 )

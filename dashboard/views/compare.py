@@ -41,7 +41,11 @@ def compare(request: HttpRequest) -> HttpResponse:
     # 404 for a run the user may not see, as the run page does.
     runs = [selectors.run_get_for_user(user=request.user, run_id=run_id) for run_id in ids]
     axis: charts.Axis = "time" if request.GET.get("axis") == "time" else "step"
-    names = sorted({n for run in runs for n in series_selectors.run_metric_names(run=run)})
+    # Every run's metrics, the loss first as on the run page.
+    names = sorted(
+        {n for run in runs for n in series_selectors.run_metric_names(run=run)},
+        key=lambda name: (name != "loss", name),
+    )
     pinned = metric_sections.pinned_from_query(request.GET.get("metrics", ""))
     drawn = metric_sections.shown(names, pinned)
     figures = [_figure(runs, name, axis, f"chart-{index}") for index, name in enumerate(drawn)]
@@ -66,6 +70,7 @@ def compare(request: HttpRequest) -> HttpResponse:
 # Each line's key in the attempt column: the run's position times this plus the attempt
 # number, so lines sort by the order the runs were chosen in, then by attempt.
 _RUN_STRIDE = 10**7
+_DASHES = ["solid", "dash", "dot", "dashdot"]
 
 
 def _figure(runs: list[Run], name: str, axis: charts.Axis, chart_id: str) -> dict[str, Any]:
@@ -84,7 +89,13 @@ def _figure(runs: list[Run], name: str, axis: charts.Axis, chart_id: str) -> dic
         title=name,
         axis=axis,
         y_title=charts.metric_unit_title(name),
-        attempt_name=lambda key: f"{runs[key // _RUN_STRIDE].name} · attempt {key % _RUN_STRIDE}",
+        # int(): a run without this metric adds an empty frame, and pandas then makes the
+        # column float.
+        attempt_name=lambda key: (
+            f"{runs[int(key) // _RUN_STRIDE].name} · attempt {int(key) % _RUN_STRIDE}"
+        ),
+        # Colours go round after eight lines: each run's lines keep a dash of their own.
+        attempt_dash=lambda key: _DASHES[int(key) // _RUN_STRIDE % len(_DASHES)],
     )
     return {
         "id": chart_id,

@@ -68,9 +68,29 @@ def test_compare_overlays_each_runs_attempts_and_shows_config_differences(client
     (loss,) = [c for c in _charts(html) if c["id"] == "chart-0"]
     names = [t["name"] for t in loss["figure"]["data"]]
     assert names == ["lr-3e-4 · attempt 1", "lr-3e-4 · attempt 2", "lr-1e-4 · attempt 1"]
+    dashes = [t["line"]["dash"] for t in loss["figure"]["data"]]
+    assert dashes == ["solid", "solid", "dash"]
     # and the configs' one difference, not the shared seed
     assert '<td>lr</td><td class="before">3e-4</td><td class="after">1e-4</td>' in html
     assert "<td>seed</td>" not in html
+
+
+@pytest.mark.django_db
+def test_a_metric_only_one_run_has_is_drawn_for_that_run(client, project, alice):
+    first = _run_with_loss(project, "with-mfu", {}, attempts=1)
+    second = _run_with_loss(project, "without", {}, attempts=1)
+    attempt = first.attempts.get()
+    with transaction.atomic():
+        telemetry_services.metric_points_insert(
+            run=first, attempt=attempt, points=[("mfu", step, 0.4, None) for step in range(5)]
+        )
+    client.force_login(alice)
+
+    response = client.get(f"/compare/?runs={second.pk},{first.pk}")
+
+    assert response.status_code == 200
+    (mfu,) = [c for c in _charts(response.content.decode()) if c["id"] == "chart-1"]
+    assert [t["name"] for t in mfu["figure"]["data"]] == ["with-mfu · attempt 1"]
 
 
 @pytest.mark.django_db
