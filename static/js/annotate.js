@@ -46,9 +46,10 @@
   }
 
   function epochMs(input) {
-    // datetime-local is the reader's local time; Date parses it as such.
+    // datetime-local is in the display zone the label names: UTC, or the browser's own
+    // (which Date assumes for a string without an offset).
     if (!input.value) { return null; }
-    var moment = new Date(input.value);
+    var moment = new Date(input.value + (form.dataset.utc ? "Z" : ""));
     return isNaN(moment.getTime()) ? NaN : moment.getTime();
   }
 
