@@ -69,10 +69,28 @@ def duration(seconds: float | int | None) -> str:
 
 
 def _short(value: float) -> str:
-    """Three significant digits at most, never an exponent: 9, 4.5, 31.7, 253."""
+    """One decimal at most, never an exponent: 9, 4.5, 31.7, 253, 0.25."""
     if value >= 100 or value == 0:
         return f"{round(value):,}"
+    if value >= 1:
+        return f"{value:.1f}".removesuffix(".0")
+    return significant(value, 2)
+
+
+def number(value: float | int | None) -> str:
+    """A computed figure as the pages show it: whole numbers with separators, others with
+    three significant digits (one decimal from 100 up): 1,024, 0.0123, 3.14, 1,234.5."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return DASH if value is None else str(value)
+    if isinstance(value, int) or float(value).is_integer():
+        return thousands(value)
+    if abs(value) >= 100:
+        return thousands(value, 1)
     return significant(value, 3)
+
+
+# Seconds in each time unit a computed figure may carry (logbook's Derived.unit).
+TIME_UNITS_S = {"s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "days": 86400.0}
 
 
 _BYTE_UNITS = ("B", "kB", "MB", "GB", "TB", "PB", "EB")

@@ -122,3 +122,41 @@ def test_the_switch_refuses_to_redirect_off_site(client):
     assert response.status_code == 302
     assert response["Location"] == "/"
     assert response.cookies["chronicle_tz"].value == "Europe/Paris"
+
+
+@pytest.mark.django_db
+def test_numbers_read_the_same_on_every_page(client, project, alice):
+    # given a run whose figures used to be written three ways
+    from logbook.services.checkpoints import checkpoint_record
+
+    run = telemetry_services.run_upsert(
+        project=project, name="numbers", info={"parameter_count": 70553706496}
+    )
+    checkpoint_record(
+        run=run,
+        step=12000,
+        saved_at=OCCURRED,
+        blocking_save_s=6.417400000000001,
+        size_bytes=39_600_000,
+        tier="object_store",
+    )
+    client.force_login(alice)
+
+    # when the run page and the checkpoint page are read
+    run_page = client.get(f"/runs/{run.pk}/").content.decode()
+    checkpoints = client.get(f"/runs/{run.pk}/checkpoints/").content.decode()
+
+    # then both separate thousands, write sizes in their unit and choices by their label
+    assert "70,553,706,496" in run_page
+    for html in (run_page, checkpoints):
+        assert ">12,000<" in html
+        assert "39.6 MB" in html and "0 GB" not in html
+        assert ">Object store<" in html and ">object_store<" not in html
+        assert ">6.4<" in html  # not 6.417400000000001 (the chart data keeps every digit)
+
+
+def test_a_short_downtime_reads_in_seconds():
+    from logbook.restart_drafts import duration_text
+
+    assert duration_text(9) == "9 s"  # was "0 min"
+    assert duration_text(253610.0) == "2.9 d"

@@ -56,7 +56,7 @@ def test_significant_digits_drop_float_noise(value, expected):
         (3600, "60 min"),
         (7200, "2 h"),
         (31 * 3600, "31 h"),
-        (253610.0, "2.94 d"),
+        (253610.0, "2.9 d"),
         (54 * 86400, "54 d"),
         (-90, "-90 s"),
         (None, "\u2013"),
@@ -79,6 +79,15 @@ def test_duration_picks_the_unit_that_fits(seconds, expected):
 )
 def test_size_in_decimal_units(size_bytes, expected):
     assert display.size(size_bytes) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(1024, "1,024"), (1024.0, "1,024"), (0.012345, "0.0123"), (3.14159, "3.14"),
+     (1234.56, "1,234.6"), (None, "\u2013"), ("n/a", "n/a")],
+)  # fmt: skip
+def test_number_for_computed_figures(value, expected):
+    assert display.number(value) == expected
 
 
 def test_percent():
@@ -130,6 +139,6 @@ def test_the_filters_are_builtins_of_every_template():
             )
         )
     assert text == (
-        "70,553,706,496 | 6.4174 | 6.42 | 2.94 d | 39.6 MB | 2026-11-23 21:17 IST"
+        "70,553,706,496 | 6.4174 | 6.42 | 2.9 d | 39.6 MB | 2026-11-23 21:17 IST"
         " | 2026-11-23 21:17:08 | none"
     )
