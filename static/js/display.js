@@ -12,3 +12,27 @@
   var button = form.querySelector("button");
   if (button) { button.hidden = true; }
 })();
+
+// The date-range picker's presets (templates/_date_range.html): fill From / To in the display
+// zone and apply; "whole run" clears both.
+(function () {
+  "use strict";
+  var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+  document.querySelectorAll("[data-date-range]").forEach(function (box) {
+    var utc = box.dataset.utc === "1";
+    var write = function (d) {
+      var p = utc ? [d.getUTCFullYear(), d.getUTCMonth() + 1, d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes()]
+                  : [d.getFullYear(), d.getMonth() + 1, d.getDate(), d.getHours(), d.getMinutes()];
+      return p[0] + "-" + pad(p[1]) + "-" + pad(p[2]) + " " + pad(p[3]) + ":" + pad(p[4]);
+    };
+    var inputs = box.querySelectorAll("input");
+    box.querySelectorAll("button[data-preset]").forEach(function (button) {
+      button.addEventListener("click", function () {
+        var hours = { "24h": 24, "7d": 168 }[button.dataset.preset];
+        inputs[0].value = hours ? write(new Date(Date.now() - hours * 3600e3)) : "";
+        inputs[1].value = "";
+        if (box.form) { box.form.submit(); }
+      });
+    });
+  });
+})();
