@@ -11,6 +11,7 @@ from django import template
 from django.db import models
 
 from logbook.choices import CheckpointStatus, CheckpointTier, LogbookEntryKind, SdcDetection
+from logbook.models import SdcReplay
 
 register = template.Library()
 
@@ -19,6 +20,7 @@ CHOICES: dict[str, type[models.TextChoices]] = {
     "checkpoint_status": CheckpointStatus,
     "sdc_detection": SdcDetection,
     "entry_kind": LogbookEntryKind,
+    "sdc_verdict": SdcReplay.Verdict,
 }
 
 

@@ -36,3 +36,11 @@
     });
   });
 })();
+
+// Destructive forms (remove a member, revoke a token) carry data-confirm: ask first.
+document.querySelectorAll("form[data-confirm]").forEach(function (form) {
+  "use strict";
+  form.addEventListener("submit", function (event) {
+    if (!window.confirm(form.dataset.confirm)) { event.preventDefault(); }
+  });
+});

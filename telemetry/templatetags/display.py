@@ -56,3 +56,12 @@ def when(value: datetime | None, flags: str = "") -> str:
         seconds="s" in flags.split(),
         label="cell" not in flags.split(),
     )
+
+
+@register.filter
+def elapsed(start: datetime | None, end: datetime | None) -> str:
+    """{{ a|elapsed:b }}: the duration from a to b as `duration` writes it (not timesince's
+    "23 minutes", which drops seconds and reads differently from every other duration)."""
+    if not isinstance(start, datetime) or not isinstance(end, datetime):
+        return display.DASH
+    return display.duration((end - start).total_seconds())

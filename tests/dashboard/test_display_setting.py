@@ -160,3 +160,29 @@ def test_a_short_downtime_reads_in_seconds():
 
     assert duration_text(9) == "9 s"  # was "0 min"
     assert duration_text(253610.0) == "2.9 d"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_revoking_a_token_asks_first(live_server, browser, login_page, project, dave, ingest_token):
+    from ingest.models import IngestToken
+
+    page = browser.new_page()
+    login_page(page, live_server.url, "dave")
+    page.goto(f"{live_server.url}/projects/{project.slug}/tokens/")
+    asked: list[str] = []
+
+    # when dave clicks Revoke and then thinks better of it
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.click("#tokens button:has-text('Revoke')")
+    page.wait_for_timeout(300)
+
+    # then he was asked, and nothing was revoked
+    assert asked and "Revoke the token" in asked[0]
+    assert not IngestToken.objects.filter(revoked_at__isnull=False).exists()
+
+    # and when he confirms, the token is revoked
+    page.once("dialog", lambda dialog: dialog.accept())
+    with page.expect_navigation():
+        page.click("#tokens button:has-text('Revoke')")
+    assert IngestToken.objects.filter(revoked_at__isnull=False).count() == 1
+    page.close()

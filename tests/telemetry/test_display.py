@@ -142,3 +142,9 @@ def test_the_filters_are_builtins_of_every_template():
         "70,553,706,496 | 6.4174 | 6.42 | 2.9 d | 39.6 MB | 2026-11-23 21:17 IST"
         " | 2026-11-23 21:17:08 | none"
     )
+
+
+def test_elapsed_between_two_moments():
+    start = datetime(2026, 11, 1, 10, 12, 0, tzinfo=UTC)
+    end = datetime(2026, 11, 1, 10, 35, 9, tzinfo=UTC)
+    assert Template("{{ a|elapsed:b }}").render(Context({"a": start, "b": end})) == "23.1 min"
