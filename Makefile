@@ -13,7 +13,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/chronicle
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-run demo web worker beat migrate test chaos bench lint format check-deploy clean
+.PHONY: help install install-run demo web web-ingest worker beat migrate test chaos bench lint format check-deploy clean
 
 help: ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -49,9 +49,12 @@ demo: $(RUN_STAMP) ## Run Chronicle locally (embedded PostgreSQL, eager Celery) 
 migrate: $(RUN_STAMP) ## Apply database migrations (DATABASE_URL; by default the demo's PostgreSQL, which must be running)
 	$(BIN)/python manage.py migrate --noinput
 
-web: $(RUN_STAMP) ## Serve with gunicorn (production settings: set SECRET_KEY, DATABASE_URL, REDIS_URL)
+web: $(RUN_STAMP) ## Serve pages (and anything else sent here) with gunicorn (production settings: SECRET_KEY, DATABASE_URL, REDIS_URL)
 	$(BIN)/python manage.py collectstatic --noinput -v 0
 	$(BIN)/gunicorn config.wsgi --bind $(HOST):$(PORT) --workers $${WEB_WORKERS:-4} --access-logfile -
+
+web-ingest: $(RUN_STAMP) ## A separate gunicorn pool for ingest on INGEST_PORT (route ingest paths to it: README, "Scaling out")
+	$(BIN)/gunicorn config.wsgi --bind $(HOST):$${INGEST_PORT:-8001} --workers $${INGEST_WORKERS:-2} --access-logfile -
 
 worker: $(RUN_STAMP) ## Run a Celery worker (needs REDIS_URL and DATABASE_URL)
 	$(BIN)/celery -A config worker --queues ingest,default --loglevel INFO

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from bench import charts, copy_ceiling, load, mlflow_side, pages, report
+from bench import charts, copy_ceiling, floor, isolation, load, mlflow_side, pages, report
 from stack.chronicle import Chronicle, chronicle_stack
 
 
@@ -37,6 +37,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mlflow-workers", type=int, default=4)
     parser.add_argument("--skip-charts", action="store_true")
     parser.add_argument("--skip-pages", action="store_true")
+    parser.add_argument(
+        "--skip-isolation", action="store_true", help="Skip pages-under-ingest (needs pages)."
+    )
     parser.add_argument("--no-write", action="store_true", help="Print only; no results file.")
     args = parser.parse_args(argv)
     quick = args.quick
@@ -85,6 +88,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         app.manage("collectstatic", "--noinput", "-v", "0")
         token = app.create_token("bench")
         workload = load.workload(args.points)
+        floor_server = floor.start(app.pg, app.root, workers=args.mlflow_workers)
+        cleanup.callback(floor_server.stop)
 
         log(f"COPY ceiling: {workload.points:,} rows")
         results["copy_ceiling"] = copy_ceiling.measure(app.pg, workload).as_dict()
@@ -104,12 +109,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                             f"{figure.points_per_s:,.0f} points/s"
                         )
                         results["ingest"].append(figure.as_dict())
+                    figure = load.chronicle_mlflow_ingest(
+                        app, token, workload, clients=clients,
+                        experiment=f"bench-{stamp}-c{clients}-r{round_no}",
+                    )  # fmt: skip
+                    log(f"{figure.system} {clients} client(s): {figure.points_per_s:,.0f} points/s")
+                    results["ingest"].append(figure.as_dict())
                     if server is not None:
                         theirs = load.mlflow_ingest(
-                            server, workload, clients=clients, experiment=f"bench-{stamp}"
-                        )
+                            server, app.pg.pid, workload, clients=clients,
+                            experiment=f"bench-{stamp}", system="mlflow",
+                        )  # fmt: skip
                         log(f"mlflow {clients} client(s): {theirs.points_per_s:,.0f} points/s")
                         results["ingest"].append(theirs.as_dict())
+                    before = floor_server.stored(app.pg)
+                    least = load.mlflow_ingest(
+                        floor_server, app.pg.pid, workload, clients=clients,
+                        experiment="floor", system="floor",
+                    )  # fmt: skip
+                    if floor_server.stored(app.pg) - before != workload.points:
+                        least.failures.append("the floor stored a different number of points")
+                    log(f"floor {clients} client(s): {least.points_per_s:,.0f} points/s")
+                    results["ingest"].append(least.as_dict())
         results["rss_peak_process"] = sampler.peak_process
         results["rss_peak_total"] = sampler.peak_total
 
@@ -120,6 +141,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             server.stop()
         if not args.skip_pages:
             _phase(results, "pages", lambda: _pages(app, token, args, stamp, workload))
+            if not args.skip_isolation and "llama_run_id" in results:
+                log("pages under ingest: shared pool, then split pools with a read replica")
+                _phase(
+                    results, "isolation", lambda: _isolation(app, token, results, stamp, workload)
+                )
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     if not args.no_write:
         path = report.write(results)
@@ -160,6 +186,16 @@ def _charts(
             for f in charts.mlflow_queries(server, sizes["bench_100k"], repeats=args.repeats)
         ]
     return found
+
+
+def _isolation(
+    app: Chronicle, token: str, results: dict[str, Any], stamp: str, workload: load.Workload
+) -> dict[str, Any]:
+    cookie = pages.reader_cookie(app)
+    figures = isolation.measure(
+        app, token, results["llama_run_id"], cookie, workload.later(10_000), stamp=stamp
+    )
+    return {"isolation": [f.as_dict() for f in figures]}
 
 
 def _pages(
@@ -207,6 +243,7 @@ def _pages(
         feeder.join(timeout=600)
     return {
         "llama_scale": {"scale": args.llama_scale, "summary": summary, "seconds": generated_s},
+        "llama_run_id": int(run_id),
         "pages": [f.as_dict() for f in figures],
         "pages_readers": args.readers,
         "pages_background_ingest": background,

@@ -169,7 +169,7 @@ def mlflow_queries(server: Any, size: int, *, repeats: int) -> list[QueryFigure]
     """Log the same series (as metric `loss`) with log-batch, then read it back both ways."""
     from bench import mlflow_side
 
-    run_id = mlflow_side.create_run(server, "bench-charts")
+    run_id = mlflow_side.create_run(server.address, "bench-charts")
     values = series_values(size).tolist()
     bodies = []
     for first in range(0, size, 1000):

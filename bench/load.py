@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from bench import llama_scale as ls
+from bench.cpu import CpuMeter
 from chaos.load import BASE_EPOCH
 from chaos.verify import backlog
 from stack.chronicle import Chronicle
@@ -252,6 +253,9 @@ class IngestFigure:
     p95_ms: float
     retries: int
     failures: list[str]
+    # CPU the servers used for these points (web, worker, PostgreSQL, Redis; bench.cpu).
+    server_cpu_s: float = float("nan")
+    points_per_cpu_s: float = float("nan")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -267,10 +271,18 @@ def percentile(samples: Sequence[float], q: float) -> float:
 
 
 def _figure(
-    system: str, clients: int, load: Workload, n_batches: int, seconds: float, sent: SendResult
+    system: str,
+    clients: int,
+    load: Workload,
+    n_batches: int,
+    seconds: float,
+    sent: SendResult,
+    cpu_s: float,
 ) -> IngestFigure:
     ms = [s * 1000 for s in sent.latencies_s]
     return IngestFigure(
+        server_cpu_s=round(cpu_s, 2),
+        points_per_cpu_s=round(load.points / cpu_s, 1) if cpu_s > 0 else float("nan"),
         system=system,
         clients=clients,
         points=load.points,
@@ -294,36 +306,77 @@ def chronicle_ingest(
     form: str = "rows",
     batch_prefix: str | None = None,
     drain_timeout_s: float = 600,
+    address: tuple[str, int] | None = None,
 ) -> IngestFigure:
+    """`address`: the gunicorn pool to send to (default: the stack's web pool)."""
     bodies = chronicle_bodies(load, run, form=form, batch_prefix=batch_prefix)
     start = time.monotonic()
-    sent = send_all(
-        app.base_url,
-        "/api/v1/ingest",
-        bodies,
-        clients=clients,
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    deadline = time.monotonic() + drain_timeout_s
-    while True:
-        total, pending = backlog(app.pg, run)
-        if total >= len(bodies) - len(sent.failures) and pending == 0:
-            break
-        if time.monotonic() > deadline:
-            sent.failures.append(f"backlog not drained: {pending} of {total} pending")
-            break
-        time.sleep(0.05)
+    with CpuMeter(lambda: chronicle_server_pids(app)) as cpu:
+        sent = send_all(
+            address or app.base_url,
+            "/api/v1/ingest",
+            bodies,
+            clients=clients,
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        deadline = time.monotonic() + drain_timeout_s
+        while True:
+            total, pending = backlog(app.pg, run)
+            if total >= len(bodies) - len(sent.failures) and pending == 0:
+                break
+            if time.monotonic() > deadline:
+                sent.failures.append(f"backlog not drained: {pending} of {total} pending")
+                break
+            time.sleep(0.05)
     system = "chronicle" if form == "rows" else f"chronicle-{form}"
-    return _figure(system, clients, load, len(bodies), time.monotonic() - start, sent)
+    seconds = time.monotonic() - start
+    return _figure(system, clients, load, len(bodies), seconds, sent, cpu.seconds)
 
 
-def mlflow_ingest(server: Any, load: Workload, *, clients: int, experiment: str) -> IngestFigure:
+def chronicle_server_pids(app: Chronicle) -> list[int]:
+    """Every server process tree of the stack: gunicorn pools, the Celery worker,
+    PostgreSQL (with a replica's, if any) and Redis."""
+    procs = [*app.pools, app.worker]
+    servers = [app.pg, app.redis, app.replica]
+    return [p.pid for p in procs if p is not None and p.alive()] + [
+        s.pid for s in servers if s is not None
+    ]
+
+
+def chronicle_mlflow_ingest(
+    app: Chronicle, token: str, load: Workload, *, clients: int, experiment: str
+) -> IngestFigure:
+    """The same log-batch bodies as `mlflow_ingest`, sent to Chronicle's MLflow-compatible
+    API (/mlflow, the token as MLflow's Bearer). Each answer comes after its points are
+    stored and processed (MLflow's read-after-write), so nothing is left to drain."""
     from bench import mlflow_side
 
-    run_id = mlflow_side.create_run(server, experiment)
+    headers = {"Authorization": f"Bearer {token}"}
+    run_id = mlflow_side.create_run(app.base_url, experiment, prefix="/mlflow", headers=headers)
     bodies = mlflow_bodies(load, run_id)
     start = time.monotonic()
-    sent = send_all(
-        server.address, "/api/2.0/mlflow/runs/log-batch", bodies, clients=clients, headers={}
-    )
-    return _figure("mlflow", clients, load, len(bodies), time.monotonic() - start, sent)
+    with CpuMeter(lambda: chronicle_server_pids(app)) as cpu:
+        sent = send_all(
+            app.base_url, "/mlflow/api/2.0/mlflow/runs/log-batch", bodies, clients=clients,
+            headers=headers,
+        )  # fmt: skip
+    seconds = time.monotonic() - start
+    return _figure("chronicle-mlflow", clients, load, len(bodies), seconds, sent, cpu.seconds)
+
+
+def mlflow_ingest(
+    server: Any, pg_pid: int, load: Workload, *, clients: int, experiment: str, system: str
+) -> IngestFigure:
+    """log-batch bodies to an MLflow tracking server (MLflow's own, or the floor's), whose
+    process tree and PostgreSQL's are the server CPU counted."""
+    from bench import mlflow_side
+
+    run_id = mlflow_side.create_run(server.address, experiment)
+    bodies = mlflow_bodies(load, run_id)
+    start = time.monotonic()
+    with CpuMeter(lambda: [server.proc.pid, pg_pid]) as cpu:
+        sent = send_all(
+            server.address, "/api/2.0/mlflow/runs/log-batch", bodies, clients=clients, headers={}
+        )
+    seconds = time.monotonic() - start
+    return _figure(system, clients, load, len(bodies), seconds, sent, cpu.seconds)

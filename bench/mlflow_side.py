@@ -85,7 +85,7 @@ def start(
     def ready() -> bool:
         if not proc.alive():
             raise RuntimeError(f"mlflow server exited:\n{proc.log_text()[-3000:]}")
-        status, _ = call(server, "GET", "/api/2.0/mlflow/experiments/search?max_results=1")
+        status, _ = call(server.address, "GET", "/api/2.0/mlflow/experiments/search?max_results=1")
         return status == 200
 
     # The first start creates MLflow's schema with alembic: slow.
@@ -102,12 +102,19 @@ def _env() -> dict[str, str]:
 
 
 def call(
-    server: MlflowServer, method: str, path: str, body: dict[str, Any] | None = None
+    address: tuple[str, int],
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    *,
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, Any]:
-    conn = http.client.HTTPConnection(*server.address, timeout=120)
+    """One request to a tracking server at `address`: MLflow's, or Chronicle's
+    MLflow-compatible API when `path` starts with /mlflow and `headers` carry the token."""
+    conn = http.client.HTTPConnection(*address, timeout=120)
     try:
-        headers = {"Content-Type": "application/json"}
-        conn.request(method, path, body=json.dumps(body) if body else None, headers=headers)
+        all_headers = {"Content-Type": "application/json", **(headers or {})}
+        conn.request(method, path, body=json.dumps(body) if body else None, headers=all_headers)
         response = conn.getresponse()
         payload = response.read()
         return response.status, json.loads(payload) if payload else None
@@ -115,21 +122,31 @@ def call(
         conn.close()
 
 
-def create_run(server: MlflowServer, experiment: str) -> str:
+def create_run(
+    address: tuple[str, int],
+    experiment: str,
+    *,
+    prefix: str = "",
+    headers: dict[str, str] | None = None,
+) -> str:
+    """A new run in `experiment` (created if missing), through the MLflow REST API at
+    `prefix` ("" on MLflow's server, "/mlflow" on Chronicle's)."""
+    api = f"{prefix}/api/2.0/mlflow"
     status, found = call(
-        server, "GET", f"/api/2.0/mlflow/experiments/get-by-name?experiment_name={experiment}"
-    )
+        address, "GET", f"{api}/experiments/get-by-name?experiment_name={experiment}",
+        headers=headers,
+    )  # fmt: skip
     if status == 200:
         experiment_id = found["experiment"]["experiment_id"]
     else:
         status, made = call(
-            server, "POST", "/api/2.0/mlflow/experiments/create", {"name": experiment}
+            address, "POST", f"{api}/experiments/create", {"name": experiment}, headers=headers
         )
         if status != 200:
             raise RuntimeError(f"MLflow experiments/create: {status} {made}")
         experiment_id = made["experiment_id"]
     status, run = call(
-        server, "POST", "/api/2.0/mlflow/runs/create", {"experiment_id": experiment_id}
+        address, "POST", f"{api}/runs/create", {"experiment_id": experiment_id}, headers=headers
     )
     if status != 200:
         raise RuntimeError(f"MLflow runs/create: {status} {run}")

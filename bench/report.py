@@ -26,6 +26,12 @@ CHART_1M_P95_MS = 100.0
 CHART_100K_P95_MS = 30.0
 PAGE_P95_MS = 300.0
 RSS_MB = 300.0
+# Issue 17: native ingest against the floor (bench.floor), the MLflow-compatible path
+# against native; pages while ingest saturates the server, against the same pages idle.
+FLOOR_SHARE = 0.60
+FLOOR_CPU_RATIO = 2.0
+MLFLOW_PATH_SHARE = 0.80
+PAGES_UNDER_INGEST_RATIO = 1.5
 
 
 @dataclass(frozen=True)
@@ -72,10 +78,12 @@ def _ingest(results: dict[str, Any], system: str, clients: int) -> dict[str, Any
     return found[len(found) // 2]
 
 
+NATIVE_FORMS = ("chronicle", "chronicle-columns")
+
+
 def _best_chronicle(results: dict[str, Any], clients: int) -> dict[str, Any] | None:
-    """Chronicle's faster batch form (rows or columns) at this concurrency."""
-    forms = {f["system"] for f in results.get("ingest", []) if f["system"].startswith("chronicle")}
-    found = [_ingest(results, system, clients) for system in sorted(forms)]
+    """Chronicle's faster native batch form (rows or columns) at this concurrency."""
+    found = [_ingest(results, system, clients) for system in NATIVE_FORMS]
     return max((f for f in found if f), key=lambda f: f["points_per_s"], default=None)
 
 
@@ -110,6 +118,7 @@ def targets(results: dict[str, Any]) -> list[Target]:
                     ours["p50_ms"] <= INGEST_P50_MS,
                 )
             )
+        found += _floor_targets(results, clients, ours)
     four = _best_chronicle(results, 4)
     found.append(
         Target(
@@ -153,6 +162,15 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 bool(page["p95_ms"] <= PAGE_P95_MS) and not page["errors"],
             )
         )
+    for layout in results.get("isolation", []):
+        found.append(
+            Target(
+                f"pages under ingest, {layout['layout']} pools: p95 busy/idle",
+                layout["ratio_p95"],
+                f"<= {PAGES_UNDER_INGEST_RATIO}",
+                bool(layout["ratio_p95"] <= PAGES_UNDER_INGEST_RATIO) and not layout["page_errors"],
+            )
+        )
     for role, peak in (results.get("rss_peak_process") or {}).items():
         found.append(
             Target(
@@ -163,6 +181,30 @@ def targets(results: dict[str, Any]) -> list[Target]:
             )
         )
     return found
+
+
+def _floor_targets(
+    results: dict[str, Any], clients: int, ours: dict[str, Any] | None
+) -> list[Target]:
+    """Issue 17: native ingest against the floor (throughput and CPU per point), and the
+    MLflow-compatible path against the native one, for the same points."""
+    floor = _ingest(results, "floor", clients)
+    via_mlflow = _ingest(results, "chronicle-mlflow", clients)
+    share = ours["points_per_s"] / floor["points_per_s"] if ours and floor else None
+    cpu = (floor["points_per_cpu_s"] / ours["points_per_cpu_s"]
+           if ours and floor and ours.get("points_per_cpu_s") else None)  # fmt: skip
+    mlflow_share = (
+        via_mlflow["points_per_s"] / ours["points_per_s"] if ours and via_mlflow else None
+    )
+    return [
+        Target(f"ingest / floor, {clients} client(s)", share, f">= {FLOOR_SHARE:.0%}",
+               None if share is None else share >= FLOOR_SHARE),
+        Target(f"server CPU per point x floor, {clients} client(s)", cpu,
+               f"<= {FLOOR_CPU_RATIO:.0f}x", None if cpu is None else cpu <= FLOOR_CPU_RATIO),
+        Target(f"/mlflow log-batch / native, {clients} client(s)", mlflow_share,
+               f">= {MLFLOW_PATH_SHARE:.0%}",
+               None if mlflow_share is None else mlflow_share >= MLFLOW_PATH_SHARE),
+    ]  # fmt: skip
 
 
 def _fmt(value: float | None) -> str:
@@ -189,7 +231,17 @@ def table(results: dict[str, Any]) -> str:
     lines += [
         "",
         "Ingest (points/s counted when queryable)",
-        _row("system", "clients", "points", "points/s", "p50 ms", "p95 ms", "x MLflow", "of COPY"),
+        _row(
+            "system",
+            "clients",
+            "points",
+            "points/s",
+            "p50 ms",
+            "p95 ms",
+            "x MLflow",
+            "of COPY",
+            "pts/CPU-s",
+        ),
     ]
     for figure in results.get("ingest", []):
         theirs = _ingest(results, "mlflow", figure["clients"])
@@ -200,6 +252,7 @@ def table(results: dict[str, Any]) -> str:
             figure["system"], str(figure["clients"]), f"{figure['points']:,}",
             _fmt(figure["points_per_s"]), _fmt(figure["p50_ms"]), _fmt(figure["p95_ms"]),
             _fmt(ratio) + ("x" if ratio else ""), f"{share:.0%}" if share else "-",
+            _fmt(figure.get("points_per_cpu_s")),
         ))  # fmt: skip
     if copy_rate:
         lines.append(f"  raw binary COPY ceiling: {copy_rate:,.0f} rows/s")
@@ -217,6 +270,16 @@ def table(results: dict[str, Any]) -> str:
             lines.append(_page_row(page["label"], str(page["requests"]), str(page["errors"]),
                                    _fmt(page["first_ms"]), _fmt(page["p50_ms"]),
                                    _fmt(page["p95_ms"]), _fmt(page["max_ms"])))  # fmt: skip
+    if results.get("isolation"):
+        lines += ["", "Pages under ingest (idle, then while ingest clients flood the server)",
+                  _page_row("layout", "idle p50", "idle p95", "busy p50", "busy p95",
+                            "busy/idle", "ingest/s", "errors")]  # fmt: skip
+        for layout in results["isolation"]:
+            lines.append(_page_row(layout["layout"], _fmt(layout["idle_p50_ms"]),
+                                   _fmt(layout["idle_p95_ms"]), _fmt(layout["busy_p50_ms"]),
+                                   _fmt(layout["busy_p95_ms"]), _fmt(layout["ratio_p95"]),
+                                   _fmt(layout["ingest_points_per_s"]),
+                                   str(layout["page_errors"])))  # fmt: skip
     if results.get("rss_peak_process"):
         totals = results["rss_peak_total"]
         lines += ["", "Peak RSS during ingest: " + ", ".join(
@@ -230,7 +293,7 @@ def table(results: dict[str, Any]) -> str:
 
 
 def _row(*cells: str) -> str:
-    widths = (19, 25, 10, 11, 9, 9, 9, 8)
+    widths = (19, 25, 10, 11, 9, 9, 9, 8, 10)
     return "  " + "".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False))
 
 

@@ -104,6 +104,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # First of the database users: it decides whether this request's reads may use the replica.
+    "config.replica.ReplicaReadsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -164,6 +166,16 @@ DATABASES["default"]["OPTIONS"] = {
     "options": f"-c statement_timeout={env_int('DATABASE_STATEMENT_TIMEOUT_MS', 30_000)} "
     "-c jit=off",
 }
+# A streaming read replica for pages (config/replica.py): GETs that tolerate its replay lag
+# read there; writes and everything else stay on the primary. See README, "Scaling out".
+DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL")
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = {
+        **dj_database_url.parse(DATABASE_REPLICA_URL, conn_max_age=60),
+        "OPTIONS": DATABASES["default"]["OPTIONS"],
+        "TEST": {"MIRROR": "default"},
+    }
+DATABASE_ROUTERS = ["config.replica.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

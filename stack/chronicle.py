@@ -56,6 +56,11 @@ class Chronicle:
         self.web: Proc | None = None
         self.worker: Proc | None = None
         self.beat: Proc | None = None
+        # One key for every process of the stack: a session signed by one gunicorn pool
+        # must be readable by the others.
+        self.secret_key = "chaos-" + secrets.token_urlsafe(32)
+        self.pools: list[Proc] = []  # every gunicorn started, `web` included
+        self.replica: PostgresServer | None = None
         self.worker_starts = 0
         self._sweeper_app: Any = None
 
@@ -70,7 +75,7 @@ class Chronicle:
             DJANGO_SETTINGS_MODULE="config.settings",
             DATABASE_URL=self.pg.url_for(DB_NAME),
             REDIS_URL=self.redis.url,
-            SECRET_KEY="chaos-" + secrets.token_urlsafe(32),
+            SECRET_KEY=self.secret_key,
             ALLOWED_HOSTS="127.0.0.1,localhost,testserver",
             SECURE_SSL_REDIRECT="0",
             SESSION_COOKIE_SECURE="0",
@@ -109,27 +114,44 @@ class Chronicle:
 
     # -- web
     def start_web(self, workers: int = 2) -> None:
+        self.web = self.start_pool("gunicorn", self.web_port, workers=workers)
+
+    def start_pool(
+        self, name: str, port: int, *, workers: int, nice: int = 0, **extra_env: str
+    ) -> Proc:
+        """A gunicorn pool of `workers` on `port`, serving every URL (which requests reach
+        it is the proxy's choice, as in production: README, "Scaling out"). `nice` lowers
+        its CPU priority; `extra_env` adds settings (DATABASE_REPLICA_URL, say)."""
         # fmt: off
         command = [
-            str(BIN / "gunicorn"), "config.wsgi", "--bind", f"127.0.0.1:{self.web_port}",
+            str(BIN / "gunicorn"), "config.wsgi", "--bind", f"127.0.0.1:{port}",
             "--workers", str(workers), "--timeout", "60", "--graceful-timeout", "5",
             "--no-control-socket",
         ]
         # fmt: on
-        self.web = start_proc(
-            "gunicorn",
-            command,
-            log_path=self.root / "gunicorn.log",
-            env=self.env(),
+        if nice:
+            command = ["nice", "-n", str(nice), *command]
+        proc = start_proc(
+            name, command, log_path=self.root / f"{name}.log", env=self.env(**extra_env)
         )
+        self.pools.append(proc)
         wait_until(
-            lambda: len(self.web_workers()) == workers and self._web_answers(),
+            lambda: len(children_of(proc.pid)) == workers and self._web_answers(port),
             timeout_s=READY_TIMEOUT_S,
-            what="gunicorn to serve",
+            what=f"{name} to serve",
         )
+        return proc
 
-    def _web_answers(self) -> bool:
-        conn = http.client.HTTPConnection("127.0.0.1", self.web_port, timeout=5)
+    def start_replica(self) -> PostgresServer:
+        """A streaming read replica of the stack's PostgreSQL (stopped with the stack)."""
+        if self.replica is None:
+            self.replica = postgres.start_replica(
+                self.pg, self.root / "pg-replica", settings=PG_SETTINGS
+            )
+        return self.replica
+
+    def _web_answers(self, port: int) -> bool:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
         try:
             conn.request("POST", "/api/v1/ingest", body=b"{}")
             return conn.getresponse().status == 401
@@ -206,9 +228,11 @@ class Chronicle:
             log(f"sweep publish failed ({exc!r}); next tick")
 
     def stop(self) -> None:
-        for proc in (self.beat, self.worker, self.web):
+        for proc in (self.beat, self.worker, *self.pools):
             if proc is not None:
                 proc.stop()
+        if self.replica is not None:
+            self.replica.stop()
 
 
 def _worker_ready(proc: Proc, concurrency: int) -> bool:

@@ -158,9 +158,47 @@ def start(
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     if not (data_dir / "PG_VERSION").exists():
         _initdb(bindir(), data_dir, log_path=log_path)
+    return _serve(data_dir, port, dict(settings or {}), log_path)
+
+
+def start_replica(
+    primary: PostgresServer,
+    data_dir: Path,
+    *,
+    port: int | None = 0,
+    settings: dict[str, str] | None = None,
+) -> PostgresServer:
+    """A streaming read replica of `primary` in `data_dir`: a base backup taken with
+    `pg_basebackup --write-recovery-conf` (which leaves standby.signal and the primary's
+    connection string in the new cluster), then started as a hot standby. `port` as for
+    `start`. The replica replays the primary's WAL continuously; reads on it lag by the
+    replay delay, writes are refused."""
+    data_dir = data_dir.resolve()
+    log_path = data_dir.with_name(f"{data_dir.name}.log")
+    account = unprivileged_account()
+    if not (data_dir / "PG_VERSION").exists():
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        chown_tree(data_dir, account)
+        command = [
+            str(bindir() / "pg_basebackup"), "-D", str(data_dir), "-d", primary.url,
+            "--write-recovery-conf", "--wal-method=stream", "--checkpoint=fast", "--no-sync",
+        ]  # fmt: skip
+        with log_path.open("ab") as log:
+            process = spawn(command, log=log, account=account, death_signal=signal.SIGKILL)
+            if process.wait() != 0:
+                raise RuntimeError(
+                    f"pg_basebackup of {primary.data_dir} failed:\n"
+                    f"{log_path.read_text(errors='replace')[-3000:]}"
+                )
+    return _serve(data_dir, port, {"hot_standby": "on", **(settings or {})}, log_path)
+
+
+def _serve(
+    data_dir: Path, port: int | None, settings: dict[str, str], log_path: Path
+) -> PostgresServer:
+    """The postmaster on an initialized `data_dir` (see `start` for `port`)."""
     socket_dir = _socket_dir(data_dir)
     tcp_port = free_port() if port == 0 else port
-    settings = dict(settings or {})
     process = _launch(data_dir, socket_dir, tcp_port, settings, log_path)
     return PostgresServer(
         data_dir=data_dir,
@@ -233,6 +271,8 @@ def _initdb(binaries: Path, data_dir: Path, *, log_path: Path) -> None:
     # Trust, but only over the socket (0700 directory) and loopback; nothing else may connect.
     (data_dir / "pg_hba.conf").write_text(
         "local all all trust\nhost all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\n"
+        # A streaming replica (start_replica) of this cluster, from the same places.
+        "local replication all trust\nhost replication all 127.0.0.1/32 trust\n"
     )
     chown_tree(data_dir, account)
 

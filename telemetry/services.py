@@ -162,6 +162,22 @@ def attempt_end(*, attempt: Attempt, status: str, ended_at: datetime, reason: st
     return attempt
 
 
+def attempt_end_if_running(
+    *, attempt: Attempt, status: str, ended_at: datetime, reason: str = ""
+) -> bool:
+    """End `attempt` only if it is still running, in one conditional UPDATE. An end the job
+    sent itself (attempt_ended) wins even when its batch commits while ours is in flight:
+    PostgreSQL re-checks the WHERE clause on the row it waited for, so there is no lost
+    update between reading "running" and writing "failed"."""
+    updated = Attempt.objects.filter(pk=attempt.pk, status=Attempt.Status.RUNNING).update(
+        status=status, ended_at=ended_at, end_reason=reason
+    )
+    attempt.refresh_from_db(fields=["status", "ended_at", "end_reason"])
+    if updated:
+        run_data_version_bump(run_id=attempt.run_id)
+    return bool(updated)
+
+
 def series_ensure(*, run: Run, attempt: Attempt, names: Iterable[str]) -> dict[str, int]:
     """Series ids by metric name for one attempt, created where missing."""
     wanted = set(names)

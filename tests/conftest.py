@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,8 @@ from urllib.parse import quote
 
 import pytest
 from django.conf import settings
+
+from stack.processes import spawn
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -142,8 +145,12 @@ def celery_worker(
         "--loglevel", "INFO", "--hostname", f"test-{os.getpid()}@%h",
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]  # fmt: skip
+    # With the parent-death signal, a pytest run killed by hand does not leave a worker
+    # behind consuming the test queues with old code against a dropped database.
     with log_path.open("wb") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
+        process = spawn(
+            command, log=log, account=None, death_signal=signal.SIGTERM, env=env, cwd=ROOT
+        )
     deadline = time.monotonic() + WORKER_READY_TIMEOUT_S
     while b"ready." not in log_path.read_bytes():
         if process.poll() is not None or time.monotonic() > deadline:

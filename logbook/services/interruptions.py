@@ -60,10 +60,10 @@ def interruption_record(
         message=message,
         source_key=source_key,
     )
-    if attempt is not None and attempt.status == Attempt.Status.RUNNING:
+    if attempt is not None:
         # An interruption stops the job: the attempt it hit is over, whether or not the job
-        # lived to send its own attempt_ended (which, if it comes, has the last word).
-        telemetry_services.attempt_end(
+        # lived to send its own attempt_ended (which, sent before or after, has the last word).
+        telemetry_services.attempt_end_if_running(
             attempt=attempt,
             status=Attempt.Status.KILLED if interruption.planned else Attempt.Status.FAILED,
             ended_at=occurred_at,

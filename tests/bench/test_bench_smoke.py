@@ -4,6 +4,9 @@ private server stack. The full benchmark is `make bench`, never part of `make te
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from collections import Counter
 
 import numpy as np
@@ -12,6 +15,7 @@ from django.core.management import call_command
 
 from bench import llama_scale as ls
 from bench import load, report
+from bench.cpu import CpuMeter, tree_cpu_s
 
 
 def test_full_scale_plan_has_table5_interruptions_and_a_million_steps():
@@ -147,3 +151,58 @@ def test_generate_llama_scale_at_a_tiny_scale_loads_the_plan(capsys):
     # and a second run without --replace refuses to overwrite
     with pytest.raises(Exception, match="exists"):
         call_command("generate_llama_scale", "--scale", "0.005")
+
+
+def test_floor_and_mlflow_path_targets_and_the_pages_under_ingest_ratio():
+    # given figures: native 30,000/s at 20,000 points per CPU-second, the floor 40,000/s at
+    # 50,000, the /mlflow path 21,000/s; pages 2.2x slower under ingest in one layout, 1.1x
+    # in the other
+    def figure(system: str, per_s: float, per_cpu: float) -> dict[str, object]:
+        return {"system": system, "clients": 4, "points_per_s": per_s, "p50_ms": 40.0,
+                "p95_ms": 60.0, "points": 1000, "points_per_cpu_s": per_cpu}  # fmt: skip
+
+    def layout(name: str, ratio: float) -> dict[str, object]:
+        return {"layout": name, "idle_p50_ms": 50.0, "idle_p95_ms": 100.0, "busy_p50_ms": 60.0,
+                "busy_p95_ms": 100.0 * ratio, "ratio_p95": ratio, "ingest_points_per_s": 1.0,
+                "page_requests": 10, "page_errors": 0}  # fmt: skip
+
+    results = {
+        "machine": report.machine(),
+        "ingest": [figure("chronicle", 30_000, 20_000), figure("floor", 40_000, 50_000),
+                   figure("chronicle-mlflow", 21_000, 15_000)],
+        "isolation": [layout("shared", 2.2), layout("split", 1.1)],
+    }  # fmt: skip
+
+    # when
+    verdicts = {t.name: (t.verdict, t.value) for t in report.targets(results)}
+
+    # then 75% of the floor passes 60%; 2.5x the floor's CPU per point misses 2x; the /mlflow
+    # path at 70% of native misses 80%; and the ratios are judged per layout
+    assert verdicts["ingest / floor, 4 client(s)"] == ("pass", 0.75)
+    assert verdicts["server CPU per point x floor, 4 client(s)"] == ("MISS", 2.5)
+    assert verdicts["/mlflow log-batch / native, 4 client(s)"] == ("MISS", 0.7)
+    assert verdicts["pages under ingest, shared pools: p95 busy/idle"][0] == "MISS"
+    assert verdicts["pages under ingest, split pools: p95 busy/idle"][0] == "pass"
+    assert "Pages under ingest" in report.table(results)
+
+
+def test_cpu_meter_counts_a_busy_child_and_its_reaped_children():
+    # given a process that burns about 0.4 s of CPU in a child it waits for
+    burn = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass"
+    spinner = (
+        "import subprocess, sys, time\n"
+        f"subprocess.run([sys.executable, '-c', {burn!r}])\n"
+        "time.sleep(30)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", spinner])
+    try:
+        # when it is metered while its child runs and is reaped
+        with CpuMeter(lambda: [process.pid]) as meter:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and tree_cpu_s(process.pid) < 0.4:
+                time.sleep(0.05)
+        # then the child's CPU, reaped into the parent's cutime, is counted
+        assert meter.seconds >= 0.3
+    finally:
+        process.kill()
+        process.wait()

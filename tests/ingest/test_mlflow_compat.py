@@ -25,7 +25,7 @@ from mlflow.tracking import MlflowClient
 
 from ingest import mlflow_services
 from ingest import services as ingest_services
-from ingest.models import IngestBatch, MlflowExperiment, MlflowRun
+from ingest.models import IngestBatch, IngestToken, MlflowExperiment, MlflowRun
 from logbook.models import Interruption
 from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
 
@@ -417,6 +417,41 @@ def test_invalid_metrics_are_400_in_mlflow_shape(tracking, ingest_token):
         timeout=30,
     )
     assert (missing.status_code, missing.json()["error_code"]) == (404, "RESOURCE_DOES_NOT_EXIST")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_log_batch_metrics_are_written_in_the_request_like_native_ones(
+    project, ingest_token, monkeypatch
+):
+    # given a run, and a batch processor that would fail if anything reached it
+    token = IngestToken.objects.get(project=project)
+    mlflow_run = mlflow_services.mlflow_run_create(
+        token=token, experiment_id="0", run_name="lean", start_time_ms=TS_MS
+    )
+
+    def no_processing(**_: Any) -> str:
+        raise AssertionError("log-batch metrics went through the batch processor")
+
+    monkeypatch.setattr(ingest_services, "batch_process", no_processing)
+
+    # when log-batch sends points, NaN among them
+    mlflow_services.mlflow_run_log(
+        token=token,
+        run_id=mlflow_run.run_uuid,
+        metrics=[
+            mlflow_services.MetricValue("loss", 2.5, TS_MS, 1),
+            mlflow_services.MetricValue("loss", math.nan, TS_MS + 1, 2),
+        ],
+    )
+
+    # then they are stored, in a batch that is done, the way a native metric-only batch is
+    batch = IngestBatch.objects.get(
+        batch_id__startswith=f"mlflow:{mlflow_run.run_uuid}:", metric_count=2
+    )
+    assert batch.status == IngestBatch.Status.DONE and batch.attempt_number == 1
+    points = chronicle_points(mlflow_run.run, "loss")
+    assert [(attempt, step) for attempt, step, _ in points] == [(1, 1), (1, 2)]
+    assert points[0][2] == 2.5 and (points[1][2] is None or math.isnan(points[1][2]))
 
 
 def _run_with_points(project: Any, token: Any, *, metrics: int, steps: int) -> MlflowRun:
