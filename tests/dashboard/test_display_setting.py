@@ -186,3 +186,23 @@ def test_revoking_a_token_asks_first(live_server, browser, login_page, project, 
         page.click("#tokens button:has-text('Revoke')")
     assert IngestToken.objects.filter(revoked_at__isnull=False).count() == 1
     page.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_annotation_form_speaks_its_own_words(live_server, browser, login_page, project, alice):
+    run = telemetry_services.run_upsert(project=project, name="words")
+    page = browser.new_page()
+    login_page(page, live_server.url, "alice")
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+
+    # when alice marks a step range that ends before it starts
+    page.fill("#annotate-text", "eval")
+    page.fill("#annotate-step", "10")
+    page.fill("#annotate-step-end", "5")
+    page.click("#annotate-submit")
+
+    # then the error names the form's field, not the API's
+    page.wait_for_selector("#annotate-error:not(:empty)")
+    error = page.text_content("#annotate-error")
+    assert error.startswith("To step: ") and "stepEnd" not in error
+    page.close()

@@ -113,6 +113,8 @@ def test_queue_filters(client, alice, project):
     ]  # fmt: skip
     assert queue_ids(client.get("/incidents/", {"category": "nic"})) == [ids[2]]
     assert queue_ids(client.get("/incidents/", {"host": "qh1"})) == [ids[6], ids[4], ids[1]]
+    # the host filter matches a prefix, each incident once
+    assert queue_ids(client.get("/incidents/", {"host": "qh"})) == [ids[6], ids[4], ids[2], ids[1]]
     assert queue_ids(
         client.get("/incidents/", {"host": "qh1", "category": "faulty-gpu", "status": "all"})
     ) == [ids[6], ids[3], ids[1]]
