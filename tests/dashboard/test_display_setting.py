@@ -206,3 +206,16 @@ def test_the_annotation_form_speaks_its_own_words(live_server, browser, login_pa
     error = page.text_content("#annotate-error")
     assert error.startswith("To step: ") and "stepEnd" not in error
     page.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pages_fit_a_390px_phone(live_server, browser, login_page, project, alice):
+    pages = _pages(project, alice)
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    login_page(page, live_server.url, "alice")
+    for name, path in {"run list": "/", **pages}.items():
+        page.goto(live_server.url + path)
+        # nothing wider than the screen: the navigation wraps and scrolls inside itself
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390, name
+        assert page.is_visible("header.topbar nav a:has-text('Runs')"), name
+    page.close()
