@@ -33,6 +33,13 @@ _FILTER_PARAMETERS = [
 ]  # fmt: skip
 
 
+# Hosts belong to a project; a user of several projects that name the same machine says
+# whose record (the first project by slug otherwise).
+_PROJECT_PARAMETER = OpenApiParameter(
+    "project", OpenApiTypes.STR, description="Slug of the project whose record of the host."
+)
+
+
 def _filters(request: Request) -> HardwareFilters:
     try:
         return sdc_selectors.filters_parse(user=request.user, params=request.query_params)
@@ -105,16 +112,22 @@ class FleetHostsApi(APIView):
 
 class HostQuarantineApi(APIView):
     """Quarantine (POST, with a reason) or release (DELETE) a host. On-call engineers and
-    admins only; a host that never touched one of the user's runs is a 404."""
+    admins of the host's project only; a host of no project of the user's is a 404 (another
+    project's record of the same machine included)."""
 
     def _host(self, request: Request, name: str) -> Host:
-        host = fleet_selectors.host_get_for_user(user=request.user, name=name)
-        if not user_has_role(user=request.user, at_least=Membership.Role.ONCALL):
+        host = fleet_selectors.host_get_for_user(
+            user=request.user, name=name, project=request.query_params.get("project")
+        )
+        if not user_has_role(
+            user=request.user, at_least=Membership.Role.ONCALL, project_id=host.project_id
+        ):
             raise PermissionDenied("Only on-call engineers and admins may quarantine hardware.")
         return host
 
     @extend_schema(
         operation_id="host_quarantine",
+        parameters=[_PROJECT_PARAMETER],
         request=inline_serializer("QuarantineIn", {"reason": serializers.CharField()}),
         responses={200: HostQuarantineOut},
     )
@@ -127,7 +140,11 @@ class HostQuarantineApi(APIView):
             raise ValidationError(exc.message_dict) from exc
         return Response(HostQuarantineOut(host).data)
 
-    @extend_schema(operation_id="host_release", responses={200: HostQuarantineOut})
+    @extend_schema(
+        operation_id="host_release",
+        parameters=[_PROJECT_PARAMETER],
+        responses={200: HostQuarantineOut},
+    )
     def delete(self, request: Request, name: str) -> Response:
         host = self._host(request, name)
         quarantine_services.host_release(host=host, user=request.user)

@@ -57,11 +57,14 @@ def weekly_sdc_figure(weekly: pd.DataFrame, *, per_week: float | None) -> go.Fig
 
 
 def incidents_per_host_figure(hosts: pd.DataFrame) -> go.Figure:
-    """Incidents per host, interruptions and SDC records stacked, the hosts with the most
-    incidents in the offender window first (at most MAX_HOSTS_CHARTED).
+    """Incidents per host, interruptions and SDC records stacked, in the fleet's ranking
+    (column rank, most suspect first; without it, most incidents in the offender window
+    first), at most MAX_HOSTS_CHARTED.
 
-    hosts: columns host, interruptions, sdc, in_window, repeat_offender."""
-    top = hosts.sort_values(["in_window", "host"], ascending=[False, True]).head(MAX_HOSTS_CHARTED)
+    hosts: columns host, interruptions, sdc, in_window, repeat_offender, optionally rank."""
+    order = ["rank"] if "rank" in hosts else ["in_window", "host"]
+    ascending = [True] if "rank" in hosts else [False, True]
+    top = hosts.sort_values(order, ascending=ascending).head(MAX_HOSTS_CHARTED)
     labels = [
         f"{name} ⚠" if flag else name
         for name, flag in zip(top["host"], top["repeat_offender"], strict=True)

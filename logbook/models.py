@@ -192,6 +192,9 @@ class SdcReplay(models.Model):
         Attempt, on_delete=models.SET_NULL, null=True, blank=True, related_name="sdc_replays"
     )
     step = models.BigIntegerField()
+    # An attempt-vs-attempt divergence over consecutive steps is one record: step is the
+    # first, last_step the last (null for a single step).
+    last_step = models.BigIntegerField(null=True, blank=True)
     detected_at = models.DateTimeField()
     device = models.ForeignKey(
         Device, on_delete=models.SET_NULL, null=True, blank=True, related_name="sdc_replays"
@@ -202,7 +205,8 @@ class SdcReplay(models.Model):
     detection = models.CharField(max_length=24, choices=Detection.choices, default=Detection.OTHER)
     observed_value = models.FloatField(null=True, blank=True)
     # Attempt-vs-attempt divergence: the metric compared, the attempt replayed against and
-    # the value it had there, and every host of both attempts.
+    # the value it had there, and every host of both attempts (where the job ran: context,
+    # not blame; fleet health charges a suspicion only to hardware it names).
     metric_name = models.CharField(max_length=200, blank=True)
     compared_attempt = models.ForeignKey(
         Attempt, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -226,6 +230,10 @@ class SdcReplay(models.Model):
                 name="sdc_unique_source_key",
             ),
             models.CheckConstraint(condition=Q(step__gte=0), name="sdc_step_non_negative"),
+            models.CheckConstraint(
+                condition=Q(last_step__isnull=True) | Q(last_step__gt=F("step")),
+                name="sdc_step_range_ordered",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -313,7 +321,8 @@ class AuditEvent(models.Model):
         HOST = "host", "Host"
         DEVICE = "device", "Device"
 
-    # Hosts and devices belong to no project: their quarantine events have none.
+    # Null only for quarantine events of hardware no project's data ever named (see
+    # telemetry.Host); every other event names its project.
     project = models.ForeignKey(
         "telemetry.Project",
         on_delete=models.CASCADE,

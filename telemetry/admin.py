@@ -121,14 +121,14 @@ class ClusterAdmin(FleetEditAdmin):
 
 @admin.register(Host)
 class HostAdmin(FleetEditAdmin):
-    list_display = ["name", "cluster"]
-    list_filter = ["cluster"]
+    list_display = ["name", "project", "cluster"]
+    list_filter = ["project", "cluster"]
     search_fields = ["name"]
 
 
 @admin.register(Device)
 class DeviceAdmin(FleetEditAdmin):
-    list_display = ["uuid", "serial", "host", "index_on_host", "accelerator_type"]
-    list_filter = ["accelerator_type"]
+    list_display = ["uuid", "project", "serial", "host", "index_on_host", "accelerator_type"]
+    list_filter = ["project", "accelerator_type"]
     search_fields = ["uuid", "serial", "host__name"]
     autocomplete_fields = ["host"]

@@ -78,10 +78,17 @@ class Cluster(models.Model):
 
 
 class Host(models.Model):
-    """A machine, named as the job reports it. Jobs may name hosts before anyone places them
-    in a cluster, so the cluster is optional."""
+    """A machine, named as the job reports it, in one project. Jobs may name hosts before
+    anyone places them in a cluster, so the cluster is optional. A host belongs to the
+    project whose data named it: another project naming the same machine gets its own record,
+    never a view into this one (its devices, readings, events and quarantine). Project is
+    null only for rows no project's data named when hardware stopped being shared (migration
+    telemetry 0007): nobody sees those but the Django admin."""
 
-    name = models.CharField(max_length=255, unique=True)
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, null=True, blank=True, related_name="hosts"
+    )
+    name = models.CharField(max_length=255)
     cluster = models.ForeignKey(
         Cluster, on_delete=models.SET_NULL, null=True, blank=True, related_name="hosts"
     )
@@ -93,15 +100,22 @@ class Host(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="host_unique_name_in_project"),
+        ]
 
     def __str__(self) -> str:
         return self.name
 
 
 class Device(models.Model):
-    """One accelerator, identified by its UUID or serial (what dcgm-exporter calls UUID)."""
+    """One accelerator, identified by its UUID or serial (what dcgm-exporter calls UUID), in
+    one project, like its host (see Host)."""
 
-    uuid = models.CharField(max_length=128, unique=True)
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, null=True, blank=True, related_name="devices"
+    )
+    uuid = models.CharField(max_length=128)
     serial = models.CharField(max_length=128, blank=True)
     host = models.ForeignKey(
         Host, on_delete=models.SET_NULL, null=True, blank=True, related_name="devices"
@@ -116,6 +130,11 @@ class Device(models.Model):
 
     class Meta:
         ordering = ["uuid"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "uuid"], name="device_unique_uuid_in_project"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.uuid

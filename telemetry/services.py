@@ -54,8 +54,7 @@ def run_data_version_bump(*, run_id: int) -> None:
 
 def fleet_version_bump(*, project_id: int | None) -> None:
     """Say that what the fleet pages list for the project's runs changed (an incident, the
-    hardware it names). None for every project: hardware is shared, so a quarantine shows in
-    every fleet that lists the host. In the transaction of the change."""
+    hardware it names). None for every project. In the transaction of the change."""
     pending = _deferred.get()
     if pending is not None:
         pending.projects.add(project_id)
@@ -108,20 +107,29 @@ def run_upsert(*, project: Project, name: str, info: dict[str, Any] | None = Non
     return run
 
 
-def hosts_ensure(*, names: Iterable[str]) -> list[Host]:
+def hosts_ensure(*, project: Project | int, names: Iterable[str]) -> list[Host]:
+    """The project's hosts of these names, created on first sight. Only the project's own:
+    a name another project uses is a new record here (hardware is not shared)."""
     wanted = sorted(set(names))
     if not wanted:
         return []
-    Host.objects.bulk_create([Host(name=name) for name in wanted], ignore_conflicts=True)
-    return list(Host.objects.filter(name__in=wanted))
+    project_id = project if isinstance(project, int) else project.pk
+    Host.objects.bulk_create(
+        [Host(project_id=project_id, name=name) for name in wanted], ignore_conflicts=True
+    )
+    return list(Host.objects.filter(project_id=project_id, name__in=wanted))
 
 
-def devices_ensure(*, uuids: Iterable[str]) -> list[Device]:
+def devices_ensure(*, project: Project | int, uuids: Iterable[str]) -> list[Device]:
+    """The project's devices of these UUIDs, created on first sight (see hosts_ensure)."""
     wanted = sorted(set(uuids))
     if not wanted:
         return []
-    Device.objects.bulk_create([Device(uuid=uuid) for uuid in wanted], ignore_conflicts=True)
-    return list(Device.objects.filter(uuid__in=wanted))
+    project_id = project if isinstance(project, int) else project.pk
+    Device.objects.bulk_create(
+        [Device(project_id=project_id, uuid=uuid) for uuid in wanted], ignore_conflicts=True
+    )
+    return list(Device.objects.filter(project_id=project_id, uuid__in=wanted))
 
 
 def attempt_ensure(
@@ -145,7 +153,7 @@ def attempt_ensure(
     if changed:
         attempt.save(update_fields=changed)
     if hosts:
-        attempt.hosts.add(*hosts_ensure(names=hosts))
+        attempt.hosts.add(*hosts_ensure(project=run.project_id, names=hosts))
         # A quarantined host is listed in the fleet of the runs that ran on it.
         fleet_version_bump(project_id=run.project_id)
     if created or changed or hosts:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
@@ -31,11 +32,13 @@ MAX_K = 1000
 MAX_WINDOW_DAYS = 3650
 
 # How an incident reaches a piece of hardware, most direct first (a host named by an
-# interruption and also through its device is listed once, as named).
+# interruption and also through its device is listed once, as named). An SDC suspicion
+# that names no hardware (an attempt-vs-attempt divergence) reaches none: it is listed as
+# unattributed until triage names a host or device, never charged to every host of the two
+# attempts (issue 13).
 VIA_NAMED = "named"
 VIA_DEVICE = "device"
-VIA_ATTEMPTS = "attempt hosts"
-_VIA_RANK = {VIA_NAMED: 0, VIA_DEVICE: 1, VIA_ATTEMPTS: 2}
+_VIA_RANK = {VIA_NAMED: 0, VIA_DEVICE: 1}
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,48 @@ class Incident:
     status: str  # planned/unexpected, or the SDC verdict
     step: int | None
     via: str
+    # How much of the blame falls on this piece of hardware: 1 when the incident names it
+    # alone or names one of its devices, 1/n when it names n hosts and none of their
+    # devices (a leaf switch's eight hosts share one link failure).
+    weight: float = 1.0
+    # The incident names one of this host's devices (a GPU-level fault pins the host).
+    names_device: bool = False
+    last_step: int | None = None  # an unattributed divergence's range: step..last_step
+
+
+class IncidentLike(Protocol):
+    """What the offender computation needs of a record that blames hardware. Interruptions
+    and SDC records are one source (Incident); another (a straggler ledger) can be added by
+    giving its records these attributes."""
+
+    occurred_at: datetime
+    weight: float
+    names_device: bool
+
+
+@dataclass(frozen=True)
+class OffenderScore:
+    in_window: int  # records in the offender window
+    blame: float  # their summed weight
+    device_named: int  # of them, those naming one of the hardware's devices
+    repeat_offender: bool
+
+    @property
+    def rank_key(self) -> tuple[float, ...]:
+        """Sort key, most suspect first: offenders, then the hardware incidents single out
+        (blame, then GPU-level evidence), then the plain count."""
+        return (-int(self.repeat_offender), -self.blame, -self.device_named, -self.in_window)
+
+
+def offender_score(*, records: Iterable[IncidentLike], rule: OffenderRule) -> OffenderScore:
+    """The one offender computation: whatever blames a piece of hardware, in the window."""
+    mine = [one for one in records if rule.in_window(one.occurred_at)]
+    return OffenderScore(
+        in_window=len(mine),
+        blame=round(sum(one.weight for one in mine), 6),
+        device_named=sum(1 for one in mine if one.names_device),
+        repeat_offender=len(mine) >= rule.k,
+    )
 
 
 @dataclass
@@ -98,6 +143,7 @@ class HardwareHealth:
     incidents: list[Incident] = field(default_factory=list)
     in_window: int = 0
     repeat_offender: bool = False
+    blame: float = 0.0
 
     @property
     def name(self) -> str:
@@ -132,12 +178,16 @@ class FleetHealth:
     hosts: list[HardwareHealth]
     devices: list[HardwareHealth]
     rule: OffenderRule
+    # SDC suspicions in the window that name no host or device, consecutive steps of one
+    # attempt pair and metric as one record (see _collapsed), newest first.
+    unattributed: list[Incident] = field(default_factory=list)
 
 
 def hosts_visible_to_user(*, user: User) -> QuerySet[Host]:
-    """Hosts that touched a run of the user's projects."""
-    runs = Run.objects.filter(project__in=projects_for_user(user=user))
-    return Host.objects.filter(_touching_runs(runs))
+    """The hosts of the user's projects. Hardware belongs to the project whose data named
+    it, so this is ownership, not "touched one of the user's runs": another project naming
+    the same machine has a record of its own (telemetry.services.hosts_ensure)."""
+    return Host.objects.filter(project__in=projects_for_user(user=user))
 
 
 def _touching_runs(runs: QuerySet[Run] | list[int], host: str = "pk") -> Q:
@@ -156,12 +206,18 @@ def _touching_runs(runs: QuerySet[Run] | list[int], host: str = "pk") -> Q:
     )
 
 
-def host_get_for_user(*, user: User, name: str) -> Host:
-    """The host, if it touched a run the user may see; 404 otherwise (never 403)."""
+def host_get_for_user(*, user: User, name: str, project: str | None = None) -> Host:
+    """The host of one of the user's projects (of the project with slug `project`, when
+    given); 404 otherwise (never 403). A user of two projects that both name the machine
+    gets the first project's record by slug unless `project` says which."""
+    if "\x00" in name or (project and "\x00" in project):
+        raise Http404("No such host.")  # PostgreSQL text cannot hold NUL: no host has one
+    hosts = hosts_visible_to_user(user=user).filter(name=name)
+    if project:
+        hosts = hosts.filter(project__slug=project)
     host = (
-        hosts_visible_to_user(user=user)
-        .filter(name=name)
-        .select_related("cluster__site", "quarantined_by")
+        hosts.select_related("project", "cluster__site", "quarantined_by")
+        .order_by("project__slug")
         .first()
     )
     if host is None:
@@ -187,7 +243,9 @@ def fleet_health(
     # Read back far enough for both the history window and the offender window.
     since = min(filters.since, rule.window_start) if filters.since else None
     if host is not None:
-        by_host, by_device, hosts, devices = _hardware(list(scope), since, filters, host)
+        by_host, by_device, hosts, devices, unattributed = _hardware(
+            list(scope), since, filters, host
+        )
     else:
         # The whole fleet's rows are most of the page's cost: read once per state of the
         # fleet's data (see _runs_and_version) for these runs and this window. What depends
@@ -195,8 +253,8 @@ def fleet_health(
         runs, version = _runs_and_version(scope)
         where = repr((runs, since, filters.until, filters.site, filters.cluster))
         digest = hashlib.sha256(where.encode()).hexdigest()[:32]
-        by_host, by_device, hosts, devices = run_cache.cached(
-            f"fleet-rows:{version}:{digest}", lambda: _hardware(runs, since, filters, None)
+        by_host, by_device, hosts, devices, unattributed = run_cache.cached(
+            f"fleet-rows:v2:{version}:{digest}", lambda: _hardware(runs, since, filters, None)
         )
     return FleetHealth(
         hosts=_health(
@@ -204,17 +262,27 @@ def fleet_health(
         ),
         devices=_health("device", devices, by_device, filters=filters, rule=rule),
         rule=rule,
+        unattributed=[
+            one
+            for one in unattributed
+            if (filters.since is None or one.occurred_at >= filters.since) and host is None
+        ],
     )
 
 
 def _hardware(
     runs: list[int], since: datetime | None, filters: HardwareFilters, host: Host | None
-) -> tuple[dict[int, list[Incident]], dict[int, list[Incident]], list[Host], list[Device]]:
-    """Incidents by host and device id, and the host and device rows to list."""
-    by_host, by_device = _incidents(runs=runs, since=since, until=filters.until, host=host)
+) -> _Hardware:
+    """Incidents by host and device id, the host and device rows to list, and the SDC
+    suspicions that name no hardware."""
+    by_host, by_device, unattributed = _incidents(
+        runs=runs, since=since, until=filters.until, host=host
+    )
 
-    hosts = Host.objects.select_related("cluster__site", "quarantined_by")
-    devices = Device.objects.select_related("host__cluster__site", "quarantined_by")
+    hosts = Host.objects.select_related("project", "cluster__site", "quarantined_by")
+    devices = Device.objects.select_related(
+        "host__project", "host__cluster__site", "quarantined_by"
+    )
     if host is not None:
         hosts = hosts.filter(pk=host.pk)
         devices = devices.filter(Q(host=host) | Q(pk__in=list(by_device)))
@@ -234,7 +302,7 @@ def _hardware(
         devices = devices.filter(host__in=place)
     host_rows, device_rows = list(hosts), list(devices)
     _share_related(host_rows, device_rows)
-    return by_host, by_device, host_rows, device_rows
+    return by_host, by_device, host_rows, device_rows, unattributed
 
 
 def _share_related(hosts: list[Host], devices: list[Device]) -> None:
@@ -277,7 +345,8 @@ def _health(
     rule: OffenderRule,
     keep_all: bool = False,
 ) -> list[HardwareHealth]:
-    result = []
+    result: list[HardwareHealth] = []
+    scores: dict[int, OffenderScore] = {}
     for row in rows:
         mine = incidents.get(row.pk, [])
         history = [
@@ -286,20 +355,27 @@ def _health(
             if (filters.since is None or one.occurred_at >= filters.since)
             and (filters.until is None or one.occurred_at < filters.until)
         ]
-        in_window = sum(1 for one in mine if rule.in_window(one.occurred_at))
         if not keep_all and not history and row.quarantined_at is None:
             continue
+        score = offender_score(records=mine, rule=rule)
         result.append(
             HardwareHealth(
                 kind=kind,
                 row=row,
                 incidents=history,
-                in_window=in_window,
-                repeat_offender=in_window >= rule.k,
+                in_window=score.in_window,
+                repeat_offender=score.repeat_offender,
+                blame=score.blame,
             )
         )
-    result.sort(key=lambda one: (-one.in_window, -len(one.incidents), one.name))
+        scores[id(result[-1])] = score
+    result.sort(key=lambda one: (*scores[id(one)].rank_key, -len(one.incidents), one.name))
     return result
+
+
+_Hardware = tuple[
+    dict[int, list[Incident]], dict[int, list[Incident]], list[Host], list[Device], list[Incident]
+]
 
 
 def _incidents(
@@ -308,9 +384,10 @@ def _incidents(
     since: datetime | None,
     until: datetime | None,
     host: Host | None = None,
-) -> tuple[dict[int, list[Incident]], dict[int, list[Incident]]]:
+) -> tuple[dict[int, list[Incident]], dict[int, list[Incident]], list[Incident]]:
     """Incidents by host id and by device id, newest first, each listed once per piece of
-    hardware (by its most direct link). Five queries."""
+    hardware (by its most direct link), and the SDC suspicions that name no hardware
+    (unattributed, consecutive steps collapsed). Four queries."""
     interruptions = Interruption.objects.filter(run__in=runs)
     records = SdcReplay.objects.filter(run__in=runs)
     if since is not None:
@@ -321,7 +398,7 @@ def _incidents(
         records = records.filter(detected_at__lt=until)
     if host is not None:
         interruptions = interruptions.filter(Q(hosts=host) | Q(devices__host=host)).distinct()
-        records = records.filter(Q(host=host) | Q(device__host=host) | Q(hosts=host)).distinct()
+        records = records.filter(Q(host=host) | Q(device__host=host)).distinct()
 
     facts: dict[tuple[str, int], tuple[datetime, int, str, str, str, str, int | None]] = {}
     for pk, at, run_id, run_name, project, cause, planned, step in interruptions.values_list(
@@ -336,7 +413,9 @@ def _incidents(
     ):
         status = "planned" if planned else "unexpected"
         facts[("interruption", pk)] = (at, run_id, run_name, project, cause, status, step)
-    links: list[tuple[str, int, int, str]] = []  # (hardware kind, hardware id, ...)
+    # (incident kind, hardware kind, hardware id, incident pk, via, weight, names a device)
+    typed: list[tuple[str, str, int, int, str, float, bool]] = []
+    unattributed: list[tuple[Incident, tuple[int, str, int | None, int | None]]] = []
     sdc_rows = records.values_list(
         "pk",
         "detected_at",
@@ -349,52 +428,107 @@ def _incidents(
         "host_id",
         "device_id",
         "device__host_id",
+        "metric_name",
+        "attempt_id",
+        "compared_attempt_id",
+        "last_step",
     )
     detections = dict(SdcReplay.Detection.choices)
-    for pk, at, run_id, run_name, project, detection, verdict, step, h, d, dh in sdc_rows:
-        facts[("sdc", pk)] = (at, run_id, run_name, project, detections.get(detection, detection),
-                              verdict, step)  # fmt: skip
+    for (pk, at, run_id, run_name, project, detection, verdict, step, h, d, dh, metric,
+         attempt_id, compared_id, last_step) in sdc_rows:  # fmt: skip
+        label = detections.get(detection, detection)
+        facts[("sdc", pk)] = (at, run_id, run_name, project, label, verdict, step)
         if h is not None:
-            links.append(("host", h, pk, VIA_NAMED))
+            typed.append(("sdc", "host", h, pk, VIA_NAMED, 1.0, False))
         if d is not None:
-            links.append(("device", d, pk, VIA_NAMED))
+            typed.append(("sdc", "device", d, pk, VIA_NAMED, 1.0, True))
         if dh is not None:
-            links.append(("host", dh, pk, VIA_DEVICE))
+            typed.append(("sdc", "host", dh, pk, VIA_DEVICE, 1.0, True))
+        if h is None and d is None:
+            one = Incident("sdc", pk, at, run_id, run_name, project, label, verdict, step, "",
+                           last_step=last_step)  # fmt: skip
+            unattributed.append((one, (run_id, metric, attempt_id, compared_id)))
     interruption_ids = interruptions.values("pk")
-    record_ids = records.values("pk")
-    host_links = Interruption.hosts.through.objects.filter(interruption__in=interruption_ids)
-    device_links = Interruption.devices.through.objects.filter(interruption__in=interruption_ids)
-    pair_links = SdcReplay.hosts.through.objects.filter(sdcreplay__in=record_ids)
-    typed: list[tuple[str, str, int, int, str]] = [
-        ("sdc", kind, hw, pk, via) for kind, hw, pk, via in links
-    ]
-    for h, pk in host_links.values_list("host_id", "interruption_id"):
-        typed.append(("interruption", "host", h, pk, VIA_NAMED))
-    for d, dh, pk in device_links.values_list("device_id", "device__host_id", "interruption_id"):
-        typed.append(("interruption", "device", d, pk, VIA_NAMED))
+    host_links = list(
+        Interruption.hosts.through.objects.filter(interruption__in=interruption_ids).values_list(
+            "host_id", "interruption_id"
+        )
+    )
+    device_links = list(
+        Interruption.devices.through.objects.filter(interruption__in=interruption_ids).values_list(
+            "device_id", "device__host_id", "interruption_id"
+        )
+    )
+    named_hosts: dict[int, int] = {}
+    device_hosts: dict[int, set[int]] = {}
+    for _, pk in host_links:
+        named_hosts[pk] = named_hosts.get(pk, 0) + 1
+    for _, dh, pk in device_links:
         if dh is not None:
-            typed.append(("interruption", "host", dh, pk, VIA_DEVICE))
-    for h, pk in pair_links.values_list("host_id", "sdcreplay_id"):
-        typed.append(("sdc", "host", h, pk, VIA_ATTEMPTS))
+            device_hosts.setdefault(pk, set()).add(dh)
+    for h, pk in host_links:
+        pinned = h in device_hosts.get(pk, ())
+        weight = 1.0 if pinned else 1.0 / named_hosts[pk]
+        typed.append(("interruption", "host", h, pk, VIA_NAMED, weight, pinned))
+    for d, dh, pk in device_links:
+        typed.append(("interruption", "device", d, pk, VIA_NAMED, 1.0, True))
+        if dh is not None:
+            typed.append(("interruption", "host", dh, pk, VIA_DEVICE, 1.0, True))
 
-    best: dict[tuple[str, int, str, int], str] = {}
-    for incident_kind, hardware_kind, hardware_id, pk, via in typed:
+    best: dict[tuple[str, int, str, int], tuple[str, float, bool]] = {}
+    for incident_kind, hardware_kind, hardware_id, pk, via, weight, pinned in typed:
         if (incident_kind, pk) not in facts:
             continue
         key = (hardware_kind, hardware_id, incident_kind, pk)
-        if key not in best or _VIA_RANK[via] < _VIA_RANK[best[key]]:
-            best[key] = via
+        if key in best:
+            seen_via, seen_weight, seen_pinned = best[key]
+            if _VIA_RANK[seen_via] < _VIA_RANK[via]:
+                via = seen_via
+            weight, pinned = max(weight, seen_weight), pinned or seen_pinned
+        best[key] = (via, weight, pinned)
     by_host: dict[int, list[Incident]] = {}
     by_device: dict[int, list[Incident]] = {}
-    for (hardware_kind, hardware_id, incident_kind, pk), via in best.items():
+    for (hardware_kind, hardware_id, incident_kind, pk), (via, weight, pinned) in best.items():
         at, run_id, run_name, project, label, status, step = facts[(incident_kind, pk)]
         target = by_host if hardware_kind == "host" else by_device
         target.setdefault(hardware_id, []).append(
-            Incident(incident_kind, pk, at, run_id, run_name, project, label, status, step, via)
-        )
+            Incident(incident_kind, pk, at, run_id, run_name, project, label, status, step, via,
+                     weight, pinned)
+        )  # fmt: skip
     for incidents in (*by_host.values(), *by_device.values()):
         incidents.sort(key=lambda one: (one.occurred_at, one.kind, one.pk), reverse=True)
-    return by_host, by_device
+    return by_host, by_device, _collapsed(unattributed)
+
+
+def _collapsed(
+    records: list[tuple[Incident, tuple[int, str, int | None, int | None]]],
+) -> list[Incident]:
+    """One record per run of consecutive steps of one metric and attempt pair (a divergence
+    over steps 3150-3155 is one suspicion, not six), newest first: the service records them
+    so (logbook.services.sdc), and this also joins the per-step records stored before it
+    did, and adjacent ranges two workers opened at once. Records without a metric (a job's
+    own report naming no hardware) stay as they are."""
+    collapsed: list[Incident] = []
+    runs: dict[tuple[int, str, int | None, int | None], Incident] = {}
+    for one, key in sorted(records, key=lambda pair: (repr(pair[1]), pair[0].step or 0)):
+        if not key[1]:
+            collapsed.append(one)
+            continue
+        current = runs.get(key)
+        end = None if current is None else (current.last_step or current.step)
+        if current is not None and end is not None and one.step == end + 1:
+            runs[key] = replace(
+                current,
+                last_step=one.last_step or one.step,
+                occurred_at=max(current.occurred_at, one.occurred_at),
+            )
+            continue
+        if current is not None:
+            collapsed.append(current)
+        runs[key] = one
+    collapsed += runs.values()
+    collapsed.sort(key=lambda one: (one.occurred_at, one.pk), reverse=True)
+    return collapsed
 
 
 def host_runs(*, user: User, host: Host) -> QuerySet[Run]:

@@ -92,11 +92,15 @@ def dcgm_push_record(
         return PushOutcome(devices=0, samples=0, events=[], interruptions=[])
     hosts = {
         host.name: host
-        for host in telemetry_services.hosts_ensure(names=[gpu.host for gpu in gpus])
+        for host in telemetry_services.hosts_ensure(
+            project=project, names=[gpu.host for gpu in gpus]
+        )
     }
     devices = {
         device.uuid: device
-        for device in telemetry_services.devices_ensure(uuids=[gpu.uuid for gpu in gpus])
+        for device in telemetry_services.devices_ensure(
+            project=project, uuids=[gpu.uuid for gpu in gpus]
+        )
     }
     _devices_place(gpus=gpus, hosts=hosts, devices=devices)
     DeviceHealthState.objects.bulk_create(

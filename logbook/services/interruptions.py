@@ -12,7 +12,7 @@ from logbook.models import Interruption
 from logbook.services import webhooks
 from logbook.services.taxonomy import root_cause_resolve
 from telemetry import services as telemetry_services
-from telemetry.models import Attempt, Run
+from telemetry.models import Attempt, Device, Run
 
 
 @transaction.atomic
@@ -69,10 +69,16 @@ def interruption_record(
             ended_at=occurred_at,
             reason=f"Interrupted: {root_cause.name}" + (f" ({message[:200]})" if message else ""),
         )
-    if hosts:
-        interruption.hosts.add(*telemetry_services.hosts_ensure(names=hosts))
-    if devices:
-        interruption.devices.add(*telemetry_services.devices_ensure(uuids=devices))
+    host_rows = telemetry_services.hosts_ensure(project=run.project_id, names=hosts)
+    device_rows = telemetry_services.devices_ensure(project=run.project_id, uuids=devices)
+    interruption.hosts.add(*host_rows)
+    interruption.devices.add(*device_rows)
+    if len(host_rows) == 1 and device_rows:
+        # A job naming one host and GPUs says they are on it, so the fleet page can show the
+        # device's host; a device already placed (by dcgm-exporter, which knows) stays put.
+        Device.objects.filter(pk__in=[d.pk for d in device_rows], host=None).update(
+            host=host_rows[0]
+        )
     if not interruption.planned:
         # Pages the project's webhooks after commit, once per interruption.
         webhooks.interruption_notify(interruption=interruption)

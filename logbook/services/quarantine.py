@@ -1,5 +1,5 @@
 """Taking hosts and devices out of service and returning them, with who did it and why.
-Each change is audited; hardware belongs to no project, so its audit events name none."""
+Each change is audited under the project the hardware belongs to."""
 
 from __future__ import annotations
 
@@ -51,8 +51,7 @@ def _quarantine(*, row: Host | Device, user: Any, reason: str) -> None:
     row.quarantined_by = user if getattr(user, "is_authenticated", False) else None
     row.save(update_fields=list(FIELDS))
     _audit(row=row, user=user, before=before)
-    # Hardware is shared: every project's fleet may list it.
-    telemetry_services.fleet_version_bump(project_id=None)
+    telemetry_services.fleet_version_bump(project_id=row.project_id)
 
 
 @transaction.atomic
@@ -63,8 +62,7 @@ def _release(*, row: Host | Device, user: Any) -> None:
     row.quarantined_by = None
     row.save(update_fields=list(FIELDS))
     _audit(row=row, user=user, before=before)
-    # Hardware is shared: every project's fleet may list it.
-    telemetry_services.fleet_version_bump(project_id=None)
+    telemetry_services.fleet_version_bump(project_id=row.project_id)
 
 
 def _snapshot(row: Host | Device) -> dict[str, Any]:
@@ -79,7 +77,7 @@ def _snapshot(row: Host | Device) -> dict[str, Any]:
 def _audit(*, row: Host | Device, user: Any, before: dict[str, Any]) -> None:
     """One audit event per change (none when nothing changed, e.g. releasing twice)."""
     audit_record(
-        project=None,
+        project=row.project,
         entity=AuditEvent.Entity.HOST if isinstance(row, Host) else AuditEvent.Entity.DEVICE,
         object_id=row.pk,
         user=user,

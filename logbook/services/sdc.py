@@ -15,7 +15,7 @@ from django.utils import timezone
 from logbook import sdc
 from logbook.audit import audit_record, diff_fields
 from logbook.models import AuditEvent, SdcReplay
-from logbook.services import webhooks
+from logbook.services import quarantine, webhooks
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
 
@@ -36,8 +36,14 @@ def sdc_record(
     existing = SdcReplay.objects.filter(run=run, source_key=source_key).first()
     if existing is not None:
         return existing
-    device_row = telemetry_services.devices_ensure(uuids=[device])[0] if device else None
-    host_row = telemetry_services.hosts_ensure(names=[host])[0] if host else None
+    device_row = (
+        telemetry_services.devices_ensure(project=run.project_id, uuids=[device])[0]
+        if device
+        else None
+    )
+    host_row = (
+        telemetry_services.hosts_ensure(project=run.project_id, names=[host])[0] if host else None
+    )
     telemetry_services.run_data_version_bump(run_id=run.pk)
     telemetry_services.fleet_version_bump(project_id=run.project_id)
     return SdcReplay.objects.create(
@@ -161,7 +167,15 @@ def _aware(moment: datetime) -> datetime:
     return moment if timezone.is_aware(moment) else timezone.make_aware(moment, UTC)
 
 
+_PairKey = tuple[str, int, int]  # (metric, replay attempt id, original attempt id)
+
+
+@transaction.atomic
 def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcReplay]:
+    """Open records for `found`, one per run of consecutive steps of one metric and attempt
+    pair (a divergence over steps 3150-3155 is one suspicion with a step range, not six). A
+    step inside a record's range opens nothing; a step right after one extends it. Returns
+    the records opened or extended."""
     by_key = {one.source_key: one for one in found}
     existing = set(
         SdcReplay.objects.filter(run=run, source_key__in=list(by_key)).values_list(
@@ -171,6 +185,52 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
     new = [one for key, one in by_key.items() if key not in existing]
     if not new:
         return []
+    # The pairs' records, locked: two workers extending one range take turns. (Two opening
+    # a pair's first record at once may leave two adjacent ranges; fleet health reads
+    # adjacent ranges as one.)
+    ranges: dict[_PairKey, list[SdcReplay]] = {}
+    for record in (
+        SdcReplay.objects.select_for_update()
+        .filter(
+            run=run,
+            detection=SdcReplay.Detection.ATTEMPT_DIVERGENCE,
+            metric_name__in={one.metric for one in new},
+            attempt_id__in={one.replay_attempt_id for one in new},
+        )
+        .order_by("step")
+    ):
+        key = (record.metric_name, record.attempt_id or 0, record.compared_attempt_id or 0)
+        ranges.setdefault(key, []).append(record)
+    new = [
+        one
+        for one in new
+        if not any(
+            record.step <= one.step <= (record.last_step or record.step)
+            for record in ranges.get(_pair_key(one), [])
+        )
+    ]
+    if not new:
+        return []
+    extended: list[SdcReplay] = []
+    firsts: list[tuple[_Divergence, int]] = []  # (first step's divergence, last step)
+    for key, steps in _consecutive(new):
+        first, last = steps[0], steps[-1].step
+        before = next(
+            (r for r in ranges.get(key, []) if (r.last_step or r.step) == first.step - 1), None
+        )
+        if before is not None:
+            before.last_step = last
+            extended.append(before)
+        else:
+            firsts.append((first, last))
+    if extended:
+        SdcReplay.objects.bulk_update(extended, ["last_step"])
+    new = [first for first, _ in firsts]
+    last_steps = {first.source_key: last for first, last in firsts}
+    if not new:
+        telemetry_services.run_data_version_bump(run_id=run.pk)
+        telemetry_services.fleet_version_bump(project_id=run.project_id)
+        return extended
     attempt_numbers = dict(
         Attempt.objects.filter(
             pk__in={one.replay_attempt_id for one in new} | {one.original_attempt_id for one in new}
@@ -185,6 +245,9 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
                 run=run,
                 attempt_id=one.replay_attempt_id,
                 step=one.step,
+                last_step=last_steps[one.source_key]
+                if last_steps[one.source_key] > one.step
+                else None,
                 detected_at=one.detected_at,
                 detection=SdcReplay.Detection.ATTEMPT_DIVERGENCE,
                 metric_name=one.metric,
@@ -193,7 +256,12 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
                 expected_value=one.original_value,
                 verdict=SdcReplay.Verdict.PENDING,
                 message=(
-                    f"{one.metric} at step {one.step}: attempt "
+                    (
+                        f"From step {one.step} through {last_steps[one.source_key]}; "
+                        if last_steps[one.source_key] > one.step
+                        else ""
+                    )
+                    + f"{one.metric} at step {one.step}: attempt "
                     f"{attempt_numbers[one.replay_attempt_id]} gave {one.replay_value!r}, "
                     f"attempt {attempt_numbers[one.original_attempt_id]} gave "
                     f"{one.original_value!r} (tolerance {tolerance!r})."
@@ -219,7 +287,35 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
     SdcReplay.hosts.through.objects.bulk_create(links, ignore_conflicts=True)
     telemetry_services.run_data_version_bump(run_id=run.pk)
     telemetry_services.fleet_version_bump(project_id=run.project_id)
-    return opened
+    return opened + extended
+
+
+def _pair_key(one: _Divergence) -> _PairKey:
+    return (one.metric, one.replay_attempt_id, one.original_attempt_id)
+
+
+def _consecutive(found: list[_Divergence]) -> list[tuple[_PairKey, list[_Divergence]]]:
+    """Runs of consecutive steps of one metric and attempt pair, in step order."""
+    groups: list[tuple[_PairKey, list[_Divergence]]] = []
+    for one in sorted(found, key=lambda one: (*_pair_key(one), one.step)):
+        key = _pair_key(one)
+        if groups and groups[-1][0] == key and groups[-1][1][-1].step == one.step - 1:
+            groups[-1][1].append(one)
+        else:
+            groups.append((key, [one]))
+    return groups
+
+
+def _quarantine_named_hardware(*, record: SdcReplay, user: Any) -> None:
+    """ "Device quarantined" decided on an SDC record is the fleet's quarantine, not a second
+    state beside it: the device the record names (its host when it names none) goes out of
+    service, through the quarantine service (audited, shown on the fleet page). A record
+    naming no hardware has nothing to quarantine yet."""
+    reason = f"SDC record {record.pk} (step {record.step}): {record.get_verdict_display()}"
+    if record.device is not None and record.device.quarantined_at is None:
+        quarantine.device_quarantine(device=record.device, user=user, reason=reason)
+    elif record.device is None and record.host is not None and record.host.quarantined_at is None:
+        quarantine.host_quarantine(host=record.host, user=user, reason=reason)
 
 
 # What a verdict decision may change (the rest of a record is what the job reported).
@@ -284,6 +380,8 @@ def sdc_verdict_set(
             action="update",
             changes=diff,
         )
+    if "action" in diff and current.action == SdcReplay.Action.QUARANTINED:
+        _quarantine_named_hardware(record=current, user=user)
     # Every time, as the admin did before this service: the delivery key makes it page once.
     webhooks.sdc_confirmed_notify(current)
     for name in VERDICT_FIELDS:

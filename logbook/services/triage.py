@@ -157,9 +157,15 @@ def incident_update(
     }
     EDITS.bump(current=current, version=version, values=scalars)
     if "hosts" in diff:
-        current.hosts.set(telemetry_services.hosts_ensure(names=values["hosts"]))
+        current.hosts.set(
+            telemetry_services.hosts_ensure(project=current.run.project_id, names=values["hosts"])
+        )
     if "devices" in diff:
-        current.devices.set(telemetry_services.devices_ensure(uuids=values["devices"]))
+        current.devices.set(
+            telemetry_services.devices_ensure(
+                project=current.run.project_id, uuids=values["devices"]
+            )
+        )
     EDITS.audit(
         project=current.run.project, object_id=current.pk, user=user, version=version, diff=diff
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from typing import Any
+from urllib.parse import urlencode
 
 import pandas as pd
 from django import forms
@@ -13,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.safestring import SafeString
 
 from logbook import charts, fleet_charts
@@ -52,6 +54,7 @@ def hosts_frame(hosts: list[fleet_selectors.HardwareHealth]) -> pd.DataFrame:
             "sdc": [one.sdc for one in hosts],
             "in_window": [one.in_window for one in hosts],
             "repeat_offender": [one.repeat_offender for one in hosts],
+            "rank": list(range(len(hosts))),  # the selector's order: most suspect first
         }
     )
 
@@ -116,16 +119,21 @@ class QuarantineForm(forms.Form):
 
 @login_required
 def host_detail(request: HttpRequest, name: str) -> HttpResponse:
-    host = fleet_selectors.host_get_for_user(user=request.user, name=name)
-    # Hosts are shared between projects: on-call in any project may quarantine one.
-    can_quarantine = user_has_role(user=request.user, at_least=Membership.Role.ONCALL)
+    host = fleet_selectors.host_get_for_user(
+        user=request.user, name=name, project=request.GET.get("project")
+    )
+    # The host belongs to one project: its on-call engineers and admins may quarantine it.
+    can_quarantine = user_has_role(
+        user=request.user, at_least=Membership.Role.ONCALL, project_id=host.project_id
+    )
     form = QuarantineForm()
     if request.method == "POST":
         if not can_quarantine:
             return HttpResponseForbidden("Only on-call engineers and admins may quarantine.")
         form = QuarantineForm(request.POST)
         if form.is_valid() and _quarantine_apply(request, host, form):
-            return redirect("logbook:host-detail", name=host.name)
+            target = reverse("logbook:host-detail", kwargs={"name": host.name})
+            return redirect(f"{target}?{urlencode({'project': host.project.slug})}")
     filters, rule, error = _filters(request)
     fleet = fleet_selectors.fleet_health(user=request.user, filters=filters, rule=rule, host=host)
     health = fleet.hosts[0] if fleet.hosts else fleet_selectors.HardwareHealth("host", host)

@@ -113,13 +113,14 @@ def test_every_kind_of_change_moves_the_versions_it_should(run, alice):
 
 
 @pytest.mark.django_db
-def test_a_quarantine_moves_every_projects_fleet(run, other_project, alice):
-    # hardware is shared: any project's fleet may list the host
+def test_a_quarantine_moves_only_its_projects_fleet(run, other_project, alice):
+    # hardware belongs to one project: only that project's fleet lists the host
     before = dict(Project.objects.values_list("pk", "fleet_version"))
     quarantine.host_quarantine(host=Host.objects.get(name="v-h0"), user=alice, reason="x")
     after = dict(Project.objects.values_list("pk", "fleet_version"))
     assert set(before) == {run.project_id, other_project.pk}
-    assert all(after[pk] == before[pk] + 1 for pk in before)
+    assert after[run.project_id] == before[run.project_id] + 1
+    assert after[other_project.pk] == before[other_project.pk]
 
 
 @pytest.mark.django_db

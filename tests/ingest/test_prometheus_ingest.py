@@ -362,7 +362,7 @@ def test_only_the_latest_running_attempt_of_the_pushing_project_is_interrupted(
     other = run_upsert(project=other_project, name="theirs")
     attempt_ensure(run=other, number=1, hosts=["node-a01"])
     Attempt.objects.filter(run=running_on_a01.run, number=1).first().hosts.add(
-        Host.objects.get(name="node-a01")
+        Host.objects.get(name="node-a01", project=project)
     )
     push(FIXTURE)
 

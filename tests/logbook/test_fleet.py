@@ -41,9 +41,9 @@ def _interruption(run: Run, key: str, at: datetime, *, hosts=(), devices=()) -> 
     )
 
 
-def _device_on(uuid: str, host: str) -> Device:
-    device = telemetry_services.devices_ensure(uuids=[uuid])[0]
-    device.host = telemetry_services.hosts_ensure(names=[host])[0]
+def _device_on(project: Any, uuid: str, host: str) -> Device:
+    device = telemetry_services.devices_ensure(project=project, uuids=[uuid])[0]
+    device.host = telemetry_services.hosts_ensure(project=project, names=[host])[0]
     device.save(update_fields=["host"])
     return device
 
@@ -135,11 +135,11 @@ def test_offender_window_ends_now_without_an_until():
 
 
 @pytest.mark.django_db
-def test_incidents_reach_a_host_through_its_devices_and_attempt_pairs(project, alice):
+def test_incidents_reach_a_host_through_its_devices_not_through_attempt_pairs(project, alice):
     # given an interruption naming a GPU of h5 (and h5 itself, to be counted once), an SDC
-    # record naming h6, and a divergence record implicating h7 among its attempts' hosts
+    # record naming h6, and a divergence record whose attempts ran on h7 (naming no host)
     run = _run(project, hosts=("h7",))
-    _device_on("GPU-5", "h5")
+    _device_on(project, "GPU-5", "h5")
     _interruption(run, "xid", T - DAY, hosts=["h5"], devices=["GPU-5"])
     _interruption(run, "xid-2", T - 2 * DAY, devices=["GPU-5"])
     sdc_services.sdc_record(
@@ -160,10 +160,86 @@ def test_incidents_reach_a_host_through_its_devices_and_attempt_pairs(project, a
         ("interruption", "device"),
     ]
     assert [(i.kind, i.via) for i in hosts["h6"].incidents] == [("sdc", "named")]
-    assert [(i.kind, i.via) for i in hosts["h7"].incidents] == [("sdc", "attempt hosts")]
+    # a suspicion naming no hardware blames none: unattributed, not charged to h7
+    assert "h7" not in hosts
+    assert [(i.kind, i.pk) for i in health.unattributed] == [("sdc", pair.pk)]
     devices = {one.name: one for one in health.devices}
     assert devices["GPU-5"].interruptions == 2
     assert devices["GPU-5"].host.name == "h5"
+
+
+def _divergence(run: Run, step: int, pair: tuple[int, int], metric: str = "loss") -> SdcReplay:
+    attempts = [telemetry_services.attempt_ensure(run=run, number=n) for n in pair]
+    return SdcReplay.objects.create(
+        run=run,
+        step=step,
+        detected_at=T - DAY + step * SECOND,
+        detection="attempt_divergence",
+        metric_name=metric,
+        attempt=attempts[1],
+        compared_attempt=attempts[0],
+        source_key=f"{metric}:{step}:{pair}",
+    )
+
+
+@pytest.mark.django_db
+def test_consecutive_divergences_of_one_attempt_pair_are_one_suspicion(project, alice):
+    # given a divergence of attempts 1 and 2 over steps 3150-3155, one at 3160, another
+    # metric at 3151, and attempts 2 and 3 at 3152
+    run = _run(project)
+    for step in range(3150, 3156):
+        _divergence(run, step, (1, 2))
+    _divergence(run, 3160, (1, 2))
+    _divergence(run, 3151, (1, 2), metric="grad_norm")
+    _divergence(run, 3152, (2, 3))
+
+    # when
+    shown = [(one.step, one.last_step) for one in _health(alice).unattributed]
+
+    # then one record per run of consecutive steps of one pair and metric
+    assert sorted(shown, key=repr) == sorted(
+        [(3150, 3155), (3160, None), (3151, None), (3152, None)], key=repr
+    )
+
+
+@pytest.mark.django_db
+def test_hosts_an_incident_singles_out_rank_before_hosts_it_names_among_many(project, alice):
+    # given a leaf switch failure naming eight hosts twice, a watchdog naming one host, and
+    # an XID naming one host and its GPU
+    run = _run(project)
+    leaf = [f"leaf-{i}" for i in range(8)]
+    _interruption(run, "switch-1", T - 3 * DAY, hosts=leaf)
+    _interruption(run, "switch-2", T - 2 * DAY, hosts=leaf)
+    _interruption(run, "watchdog", T - DAY, hosts=["rank-host"])
+    _device_on(project, "GPU-x", "xid-host")
+    _interruption(run, "xid", T - DAY, hosts=["xid-host"], devices=["GPU-x"])
+
+    # when
+    hosts = _health(alice).hosts
+
+    # then the XID host first (named with its GPU), then the watchdog's, then the switch's
+    assert [one.name for one in hosts[:2]] == ["xid-host", "rank-host"]
+    assert {one.name for one in hosts[2:]} == set(leaf)
+    assert hosts[2].blame == 0.25 and hosts[0].blame == 1.0
+    assert not any(one.repeat_offender for one in hosts)
+
+
+@pytest.mark.django_db
+def test_offender_score_takes_any_incident_like_records():
+    # given records of another kind (a straggler ledger's, say) with the same attributes
+    class Straggle:
+        def __init__(self, at: datetime) -> None:
+            self.occurred_at, self.weight, self.names_device = at, 0.5, False
+
+    rule = fleet_selectors.OffenderRule(k=2, window_days=30, window_end=T)
+
+    # when
+    score = fleet_selectors.offender_score(
+        records=[Straggle(T - DAY), Straggle(T - 2 * DAY), Straggle(T - 40 * DAY)], rule=rule
+    )
+
+    # then
+    assert (score.in_window, score.blame, score.repeat_offender) == (2, 1.0, True)
 
 
 @pytest.mark.django_db
@@ -184,7 +260,12 @@ def test_run_time_and_place_filters(project, alice):
     site = Site.objects.create(name="iad")
     east = Cluster.objects.create(site=site, name="east")
     west = Cluster.objects.create(site=site, name="west")
-    Host.objects.bulk_create([Host(name="e1", cluster=east), Host(name="w1", cluster=west)])
+    Host.objects.bulk_create(
+        [
+            Host(project=project, name="e1", cluster=east),
+            Host(project=project, name="w1", cluster=west),
+        ]
+    )
     _interruption(first, "a", T - 2 * DAY, hosts=["e1"])
     _interruption(second, "b", T - DAY, hosts=["w1"])
     _interruption(second, "c", T - 40 * DAY, hosts=["e1"])
@@ -348,7 +429,7 @@ def test_anonymous_is_sent_to_login(client, touched_host):
 @pytest.mark.django_db
 def test_device_quarantine_from_the_host_page(client, alice, project):
     # given a GPU of h9 named by an interruption
-    _device_on("GPU-9", "h9")
+    _device_on(project, "GPU-9", "h9")
     _interruption(_run(project, hosts=("h9",)), "x", T - DAY, devices=["GPU-9"])
     client.force_login(alice)
 
@@ -374,8 +455,8 @@ def test_device_quarantine_from_the_host_page(client, alice, project):
 def test_quarantined_hardware_for_run(project, alice):
     # given a run on h1 and h2 whose interruption named GPU-7 (on a host outside the run)
     run = _run(project, hosts=("h1", "h2"))
-    _device_on("GPU-7", "spare")
-    _device_on("GPU-1", "h1")
+    _device_on(project, "GPU-7", "spare")
+    _device_on(project, "GPU-1", "h1")
     _interruption(run, "x", T - DAY, devices=["GPU-7"])
     other = _run(project, "other", hosts=("h3",))
     for name in ("h2", "h3"):
@@ -451,6 +532,17 @@ def test_incidents_per_host_figure_marks_offenders_first():
     ]
 
 
+def test_incidents_per_host_figure_follows_the_fleet_ranking():
+    # given the selector ranked a (one incident naming it and its GPU) above b (two incidents
+    # naming it among many hosts)
+    frame = pd.DataFrame(
+        {"host": ["a", "b"], "interruptions": [1, 2], "sdc": [0, 0], "in_window": [1, 2],
+         "repeat_offender": [False, False], "rank": [0, 1]}
+    )  # fmt: skip
+    (interruptions, _) = fleet_charts.incidents_per_host_figure(frame).data
+    assert list(interruptions.x) == ["a", "b"]
+
+
 def test_weekly_sdc_figure_draws_the_mean_rate():
     weekly = pd.DataFrame(
         {"week_start": [datetime(2026, 11, 2, tzinfo=UTC), datetime(2026, 11, 9, tzinfo=UTC)],
@@ -460,3 +552,34 @@ def test_weekly_sdc_figure_draws_the_mean_rate():
     assert list(bars.y) == [2, 1]
     assert list(mean.y) == [1.5, 1.5]
     assert len(fleet_charts.weekly_sdc_figure(weekly, per_week=None).data) == 1
+
+
+@pytest.mark.django_db
+def test_an_sdc_quarantine_decision_is_the_fleets_quarantine(project, alice):
+    # given an SDC record naming a GPU of h-sdc
+    run = _run(project)
+    _device_on(project, "GPU-sdc", "h-sdc")
+    record = sdc_services.sdc_record(
+        run=run, source_key="s", step=5, detected_at=T - DAY, device="GPU-sdc"
+    )
+
+    # when on-call confirms it and records "device quarantined"
+    sdc_services.sdc_verdict_set(
+        replay=record, user=alice, verdict="confirmed", action="quarantined"
+    )
+
+    # then the device is out of service where the fleet shows it, audited under the project
+    (device,) = [one for one in _health(alice).devices if one.name == "GPU-sdc"]
+    assert device.row.quarantined_at is not None
+    assert device.row.quarantine_reason.startswith(f"SDC record {record.pk}")
+    audit = AuditEvent.objects.get(entity=AuditEvent.Entity.DEVICE, object_id=device.row.pk)
+    assert audit.project_id == project.pk
+
+
+@pytest.mark.django_db
+def test_an_interruption_naming_one_host_places_its_unplaced_gpus_there(project):
+    run = _run(project)
+    _device_on(project, "GPU-placed", "elsewhere")
+    _interruption(run, "x", T - DAY, hosts=["h-one"], devices=["GPU-new", "GPU-placed"])
+    hosts = dict(Device.objects.values_list("uuid", "host__name"))
+    assert hosts == {"GPU-new": "h-one", "GPU-placed": "elsewhere"}

@@ -342,3 +342,27 @@ def test_ingest_opens_a_divergence_record_for_a_replayed_step_that_differs(proje
     assert record.observed_value == pytest.approx(3 - 0.8 + 0.5)
     assert record.expected_value == pytest.approx(3 - 0.8)
     assert sorted(h.name for h in record.hosts.all()) == ["n1", "n2", "n3"]
+
+
+@pytest.mark.django_db
+def test_consecutive_divergent_steps_are_one_record_with_a_step_range(project):
+    # given attempt 2 replays steps 1-12 and differs from attempt 1 at 3-6, and at 9
+    run = _run(project)
+    _attempt(run, 1, ["h1"], _losses(1, 12))
+    second = _attempt(run, 2, ["h2"], _losses(1, 12) | {s: 9.0 for s in (3, 4, 5, 6, 9)})
+
+    # when the steps arrive in two batches, the second one twice
+    opened = sdc_services.sdc_divergence_check(
+        run=run, attempt=second, steps_by_metric={"loss": [1, 2, 3, 4]}
+    )
+    later = sdc_services.sdc_divergence_check(
+        run=run, attempt=second, steps_by_metric={"loss": list(range(4, 13))}
+    )
+    again = sdc_services.sdc_divergence_check(run=run, attempt=second)
+
+    # then one record for 3-6 (opened at 3-4, extended by 5-6) and one for 9
+    ranges = sorted(SdcReplay.objects.values_list("step", "last_step"))
+    assert ranges == [(3, 6), (9, None)]
+    assert [(r.step, r.last_step) for r in opened] == [(3, 4)]
+    assert sorted((r.step, r.last_step) for r in later) == [(3, 6), (9, None)]
+    assert again == []

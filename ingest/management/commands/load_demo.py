@@ -11,11 +11,14 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from ingest import services
 from ingest.demo import demo_batches
+from logbook.models import SdcReplay
+from logbook.services import sdc as sdc_services
 from telemetry.models import Membership, Project
 
 DEMO_PROJECT = "demo"
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "chronicle-demo"  # a local demo login, printed on purpose
+SDC_DECIDED = "demo-sdc-1"  # the demo's loss-spike suspicion (ingest.demo)
 
 
 class Command(BaseCommand):
@@ -59,6 +62,7 @@ class Command(BaseCommand):
                 ending="",
             )
         self.stderr.write("")
+        _sdc_decided(project=project, user=user)
         services.token_revoke(token=loader_token)
         _, plaintext = services.token_create(project=project, name="demo")
         self.stdout.write(
@@ -69,3 +73,20 @@ class Command(BaseCommand):
             f"(project {project.slug!r})\n"
             f"{plaintext}"
         )
+
+
+def _sdc_decided(*, project: Project, user: Any) -> None:
+    """The on-call's decision the demo's logbook tells of ("Device quarantined, RMA opened"):
+    the step-1290 spike confirmed and its GPU quarantined, through the verdict service, so
+    the fleet page shows the quarantine the logbook speaks of. Repeating it changes nothing."""
+    record = SdcReplay.objects.filter(run__project=project, source_key=SDC_DECIDED).first()
+    if record is None:
+        return
+    sdc_services.sdc_verdict_set(
+        replay=record,
+        user=user,
+        verdict=SdcReplay.Verdict.CONFIRMED,
+        action=SdcReplay.Action.QUARANTINED,
+        replay_hardware="attempt 3, replacement host",
+        replay_result="step recomputed in line with its neighbours; spike not reproduced there",
+    )
