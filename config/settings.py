@@ -127,6 +127,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    "telemetry.middleware.DisplayTimeZoneMiddleware",
     # 503 for pages when the database cannot be reached (and only then).
     "config.errors.DatabaseUnavailableMiddleware",
 ]
@@ -144,7 +145,10 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "telemetry.context_processors.display_settings",
             ],
+            # One set of number, duration, size and time filters on every page.
+            "builtins": ["telemetry.templatetags.display"],
         },
     },
 ]

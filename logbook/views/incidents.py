@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -16,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from logbook.models import AuditEvent, Interruption, RootCause
@@ -23,7 +25,7 @@ from logbook.selectors import incidents as selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.incidents import IncidentFilters
 from logbook.services import triage
-from telemetry import charts
+from telemetry import charts, display
 from telemetry.models import Membership
 from telemetry.selectors import series as series_selectors
 from telemetry.selectors import user_has_role
@@ -117,7 +119,20 @@ def _shown(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, list):
         return ", ".join(str(item) for item in value)
+    if isinstance(value, str) and (moment := _iso_moment(value)) is not None:
+        # The audit log keeps times as ISO strings; show them as every page does.
+        return display.moment(moment, timezone.get_current_timezone(), seconds=True)
     return str(value)
+
+
+def _iso_moment(text: str) -> datetime | None:
+    if len(text) < 16 or text[4:5] != "-" or "T" not in text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
 
 
 @dataclass(frozen=True)
