@@ -34,6 +34,7 @@ from logbook.services import drafts as draft_services
 from logbook.services import entries as entry_services
 from logbook.services import interruptions as interruption_services
 from logbook.services import sdc as sdc_services
+from telemetry import rank_timings
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Project, Run
 
@@ -312,10 +313,16 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
     # "Last seen" (and the stalled-run alert) is when the server received the batch: a
     # client's clock may be wrong or absent (metrics need no `time`), and a time sent a day
     # ahead would keep the run "seen" and silence the alert.
+    # Rank timings advance the step too: a job may send only those (and heartbeats).
+    steps = [p[1] for p in points] + [
+        event.fields.get("last_step", event.fields["first_step"])
+        for event in batch_in.events
+        if event.type == "rank_timings"
+    ]
     if points or batch_in.events:
         telemetry_services.run_progress_record(
             run=run,
-            last_step=max((p[1] for p in points), default=run.last_step or 0),
+            last_step=max(steps, default=run.last_step or 0),
             seen_at=batch.received_at,
         )
     return default_number
@@ -475,6 +482,20 @@ def _interval(context: _BatchContext, event: EventIn) -> None:
     )
 
 
+def _rank_timings(context: _BatchContext, event: EventIn) -> None:
+    fields = event.fields
+    rank_timings.rank_timings_record(
+        attempt=context.event_attempt(event),
+        first_step=fields["first_step"],
+        last_step=fields.get("last_step", fields["first_step"]),
+        ranks=fields["ranks"],
+        sections=fields["sections"],
+        hosts=fields.get("hosts"),
+        devices=fields.get("devices"),
+        recorded_at=event.time,
+    )
+
+
 def _heartbeat(context: _BatchContext, event: EventIn) -> None:
     # Receiving the batch already moves last_seen_at (see _apply); nothing else to do.
     return None
@@ -492,6 +513,7 @@ EVENT_HANDLERS: dict[str, Callable[[_BatchContext, EventIn], None]] = {
     "interruption": _interruption,
     "sdc_suspected": _sdc_suspected,
     "note": _note,
+    "rank_timings": _rank_timings,
 }
 
 

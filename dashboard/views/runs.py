@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Sum
@@ -121,19 +120,7 @@ def _figures(
         per_attempt = series_selectors.series_for_run(
             run=run, name=name, max_points=CHART_MAX_POINTS
         )
-        frame = pd.DataFrame(
-            {
-                "attempt": np.concatenate(
-                    [np.full(one.steps.size, one.attempt) for one in per_attempt] or [[]]
-                ),
-                "x": np.concatenate(
-                    [one.steps if axis == "step" else one.wall_times for one in per_attempt] or [[]]
-                ),
-                "value": np.concatenate([one.values for one in per_attempt] or [[]]),
-            }
-        )
-        if axis == "time":
-            frame = frame[frame["x"].notna()]
+        frame = charts.attempts_frame(per_attempt, axis)
         figure = charts.metric_figure(
             frame,
             title=name,
