@@ -231,6 +231,10 @@ STORAGES = {
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 8 * 1024 * 1024)
 INGEST_MAX_METRICS_PER_BATCH = env_int("INGEST_MAX_METRICS_PER_BATCH", 20_000)
 INGEST_MAX_EVENTS_PER_BATCH = env_int("INGEST_MAX_EVENTS_PER_BATCH", 1_000)
+# One tenant cannot fill the database: a batch that would create a series or a run past these
+# is refused with 422 when it arrives (ingest.caps), never after its 202.
+INGEST_MAX_SERIES_PER_RUN = env_int("INGEST_MAX_SERIES_PER_RUN", 10_000)
+INGEST_MAX_RUNS_PER_PROJECT = env_int("INGEST_MAX_RUNS_PER_PROJECT", 10_000)
 # A batch whose processing crashed this many times is parked as dead instead of retried forever.
 # Metric-only batches that name their attempt are written in the request (see
 # ingest.services.writes_at_once); off, every batch goes through the workers.

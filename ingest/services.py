@@ -24,7 +24,7 @@ from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from ingest import rate_limit
+from ingest import caps, rate_limit
 from ingest.models import IngestBatch, IngestToken
 from ingest.schema import BatchIn, EventIn, RateLimited, parse_json, validate_batch
 from ingest.selectors import TOKEN_PREFIX, batches_pending_before, token_hash
@@ -154,6 +154,8 @@ def batch_accept(
     """Store the batch in the database (the durability promise behind the 2xx). Either its
     points are written in the same transaction (write_now, when `writes_at_once`), or the
     body is kept and handed to a worker once the row is committed."""
+    # Before anything is stored, on both paths: a worker never refuses a batch for a cap.
+    caps.batch_caps_check(project_id=token.project_id, batch_in=batch_in)
     digest = hashlib.sha256(body).hexdigest()
     at_once = write_now and writes_at_once(batch_in)
     store = partial(
