@@ -108,8 +108,10 @@ def test_evenly_fast_ranks_make_no_straggler(token: Any) -> None:
 
 
 @pytest.fixture
-def endpoint(project: Any) -> Any:
-    # Deliveries are recorded in the transaction; nothing is sent (no worker here).
+def endpoint(project: Any, settings: Any) -> Any:
+    # Deliveries are recorded in the transaction; nothing is sent (no worker here). Loopback
+    # receivers are refused unless allowed.
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     return webhook_services.webhook_endpoint_create(
         project=project, name="oncall", url="http://127.0.0.1:9/hook", events=[]
     )
@@ -143,9 +145,11 @@ def test_heartbeats_without_progress_open_one_hang_naming_the_ranks_that_stopped
     send(token, "steps", events)
     heartbeat(token, "hb-1", now - timedelta(minutes=1))
     stragglers.rank_timings_refresh(since=now - timedelta(minutes=1))
-    # when: the check runs twice
-    opened = hangs.hangs_check(now=now)
-    hangs.hangs_check(now=now)
+    # when: the check runs twice, 6 minutes after the server received them (progress and
+    # last seen are the server's receive times; the threshold is the 5-minute floor)
+    check_at = timezone.now() + timedelta(minutes=6)
+    opened = hangs.hangs_check(now=check_at)
+    hangs.hangs_check(now=check_at)
     # then: one interruption, NCCL Watchdog Timeouts until triaged, naming step 20 and rank 3
     hang = Interruption.objects.get()
     assert opened == [hang]
