@@ -21,6 +21,9 @@ app.conf.task_routes = {
     "logbook.webhook_deliver": {"queue": QUEUE_DEFAULT},
     "logbook.webhooks_retry_due": {"queue": QUEUE_DEFAULT},
     "logbook.runs_stall_check": {"queue": QUEUE_DEFAULT},
+    "logbook.rank_timings_refresh": {"queue": QUEUE_DEFAULT},
+    "logbook.hangs_check": {"queue": QUEUE_DEFAULT},
+    "telemetry.rank_partitions_maintain": {"queue": QUEUE_DEFAULT},
 }
 
 app.conf.beat_schedule = {
@@ -32,4 +35,11 @@ app.conf.beat_schedule = {
     "logbook-webhooks-retry-due": {"task": "logbook.webhooks_retry_due", "schedule": 30.0},
     # Runs still "running" but silent for 15 minutes notify once per stall.
     "logbook-runs-stall-check": {"task": "logbook.runs_stall_check", "schedule": 60.0},
+    # Rank timings received lately: per-step distributions, heat-map buckets, straggler
+    # records (logbook.tasks.RANK_REFRESH_PERIOD_S).
+    "logbook-rank-timings-refresh": {"task": "logbook.rank_timings_refresh", "schedule": 30.0},
+    # Runs still reporting whose step stopped advancing open a "hang suspected" interruption.
+    "logbook-hangs-check": {"task": "logbook.hangs_check", "schedule": 60.0},
+    # Raw rank timings: make the coming hours' partitions, drop the expired ones whole.
+    "telemetry-rank-partitions": {"task": "telemetry.rank_partitions_maintain", "schedule": 600.0},
 }

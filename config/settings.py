@@ -11,7 +11,9 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import dj_database_url
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
@@ -39,14 +41,25 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no)")
 
 
-def env_int(name: str, default: int) -> int:
+T = TypeVar("T", int, float)
+
+
+def _env_number(name: str, default: T, parse: Callable[[str], T], what: str) -> T:
     raw = env_str(name)
     if raw is None:
         return default
     try:
-        return int(raw)
+        return parse(raw)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from exc
+        raise ImproperlyConfigured(f"{name}={raw!r} is not {what}") from exc
+
+
+def env_int(name: str, default: int) -> int:
+    return _env_number(name, default, int, "an integer")
+
+
+def env_float(name: str, default: float) -> float:
+    return _env_number(name, default, float, "a number")
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -114,6 +127,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    "telemetry.middleware.DisplayTimeZoneMiddleware",
     # 503 for pages when the database cannot be reached (and only then).
     "config.errors.DatabaseUnavailableMiddleware",
 ]
@@ -131,7 +145,10 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "telemetry.context_processors.display_settings",
             ],
+            # One set of number, duration, size and time filters on every page.
+            "builtins": ["telemetry.templatetags.display"],
         },
     },
 ]
@@ -214,6 +231,10 @@ STORAGES = {
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 8 * 1024 * 1024)
 INGEST_MAX_METRICS_PER_BATCH = env_int("INGEST_MAX_METRICS_PER_BATCH", 20_000)
 INGEST_MAX_EVENTS_PER_BATCH = env_int("INGEST_MAX_EVENTS_PER_BATCH", 1_000)
+# One tenant cannot fill the database: a batch that would create a series or a run past these
+# is refused with 422 when it arrives (ingest.caps), never after its 202.
+INGEST_MAX_SERIES_PER_RUN = env_int("INGEST_MAX_SERIES_PER_RUN", 10_000)
+INGEST_MAX_RUNS_PER_PROJECT = env_int("INGEST_MAX_RUNS_PER_PROJECT", 10_000)
 # A batch whose processing crashed this many times is parked as dead instead of retried forever.
 # Metric-only batches that name their attempt are written in the request (see
 # ingest.services.writes_at_once); off, every batch goes through the workers.
@@ -240,6 +261,22 @@ INGEST_TOKEN_POINTS_PER_S = env_int("INGEST_TOKEN_POINTS_PER_S", 15_000)
 INGEST_TOKEN_REQUESTS_PER_S = env_int("INGEST_TOKEN_REQUESTS_PER_S", 20)
 INGEST_PROJECT_POINTS_PER_S = env_int("INGEST_PROJECT_POINTS_PER_S", 20_000)
 INGEST_PROJECT_REQUESTS_PER_S = env_int("INGEST_PROJECT_REQUESTS_PER_S", 40)
+
+# --- Per-rank timings (rank_timings; telemetry.rank_timings, logbook.services.stragglers) -------
+# Raw per-rank values are kept this long (hourly partitions, dropped whole); what stays for
+# the run is a distribution per step and a mean per (rank, bucket).
+RANK_TIMINGS_RAW_WINDOW_S = env_int("RANK_TIMINGS_RAW_WINDOW_S", 3 * 3600)
+# The heat map's time bucket, which is also the straggler scores' report window.
+RANK_BUCKET_S = env_int("RANK_BUCKET_S", 600)
+# A rank whose relative or individual score (nvidia-resiliency-ext's definitions) stays below
+# this for RANK_STRAGGLER_WINDOWS consecutive buckets becomes a straggler record. Higher than
+# NVRx's example 0.7: Chronicle scores a bucket's mean (about 100 steps), where step-to-step
+# noise has averaged out, so a rank 20% slower (score 0.83) is already a clear signal.
+RANK_STRAGGLER_THRESHOLD = env_float("RANK_STRAGGLER_THRESHOLD", 0.9)
+RANK_STRAGGLER_WINDOWS = env_int("RANK_STRAGGLER_WINDOWS", 3)
+# Sections not scored: time spent waiting for the others. In synchronous training the ranks
+# that wait longest are the victims of a straggler, not stragglers themselves.
+RANK_SCORE_EXCLUDE = env_list("RANK_SCORE_EXCLUDE", ["collective_wait"])
 
 # --- Cache (throttles, backlog gauge) ----------------------------------------------------------
 # Redis when there is one, so limits hold across web processes; a database number apart from

@@ -18,8 +18,9 @@ from rest_framework.views import APIView
 
 from dashboard.query import BadQuery, axis_from_query, exclude_planned_from_query, window_from_query
 from dashboard.selectors import efficiency
-from dashboard.selectors.runs import runs_for_user
+from dashboard.selectors.runs import RunListError, RunListQuery, runs_list
 from dashboard.serializers import GoodputOut, MfuOut
+from logbook.paging import ListPagination
 from telemetry import goodput, selectors
 from telemetry.models import Run
 
@@ -54,11 +55,28 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class RunListApi(generics.ListAPIView):
+    """The user's runs, searched, filtered and sorted as the run list page does (?q, ?status,
+    ?since, ?until, ?sort). With ?page or ?page_size the answer is one page in the usual
+    envelope (count, next, previous, results); without, the whole list as before."""
+
     serializer_class = RunSerializer
-    pagination_class = None
 
     def get_queryset(self) -> QuerySet[Run]:
-        return runs_for_user(user=self.request.user)
+        try:
+            query = RunListQuery.parse(self.request.query_params)
+        except RunListError as exc:
+            raise ValidationError({"detail": str(exc)}) from exc
+        return runs_list(user=self.request.user, query=query)
+
+    def paginate_queryset(self, queryset: QuerySet[Run]) -> list[Run] | None:
+        params = self.request.query_params
+        if "page" not in params and "page_size" not in params:
+            return None
+        self._paginator = ListPagination()
+        return self._paginator.paginate_queryset(queryset, self.request, view=self)
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response({**self._paginator.links(), "results": data})
 
 
 _WINDOW_PARAMETERS = [

@@ -79,6 +79,15 @@ def _doc_field(spec: Field, *, required: bool) -> serializers.Field:
             return serializers.ChoiceField(choices=spec.choices, **options)
         case "object":
             return serializers.DictField(**options)
+        case "integers":
+            child = serializers.IntegerField(min_value=spec.minimum, max_value=spec.maximum)
+            return serializers.ListField(
+                child=child, min_length=1, max_length=spec.max_items, **options
+            )
+        case "timings":
+            return serializers.DictField(
+                child=serializers.ListField(child=serializers.FloatField(min_value=0)), **options
+            )
     raise AssertionError(f"no documentation for {spec.kind}")
 
 

@@ -27,7 +27,17 @@ from logbook.choices import (
 )
 from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
 from telemetry.choices import AttemptStatus, JobIntervalKind
-from telemetry.models import Attempt, Device, Host, JobInterval, MetricPoint, MetricSeries, Run
+from telemetry.models import (
+    Attempt,
+    Device,
+    Host,
+    JobInterval,
+    MetricPoint,
+    MetricSeries,
+    RankPlacement,
+    RankStepStats,
+    Run,
+)
 
 Kind = Literal[
     "integer",  # a JSON integer in [minimum, maximum]
@@ -44,6 +54,9 @@ Kind = Literal[
     "times",  # a non-empty list of at most max_items times
     "choice",
     "object",  # a JSON object, finite numbers only, at most MAX_OBJECT_DEPTH deep
+    "integers",  # a non-empty list of at most max_items integers in [minimum, maximum]
+    "timings",  # {section name: [seconds, ...]}: at most max_items sections, names of at most
+    # max_length characters, each list of finite numbers >= 0 as long as the event's `ranks`
 ]
 
 # A free-form object (run_info.config) is stored as jsonb and cached with the run: bounded so
@@ -73,6 +86,9 @@ class Event:
     required: tuple[str, ...] = ()
     # The field whose time (or first time) is the event's `time` when the event sends none.
     time_from: str = ""
+    # Lists that are columns of one table: each must be as long as the first (rank_timings'
+    # ranks, hosts, devices and every section's list).
+    parallel: tuple[str, ...] = ()
 
 
 # --- Building fields from their columns -------------------------------------------------------
@@ -136,6 +152,14 @@ MESSAGE = long_text(10_000)
 ATTEMPT = integer(Attempt, "number", minimum=1, help="Attempt number; the batch's if omitted.")
 STEP = integer(MetricPoint, "step")
 METRIC_NAME = name(MetricSeries, "name")
+# rank_timings: 16,384 ranks gathered by rank 0 fit one event (about 1 MB of JSON for four
+# sections); the limit leaves room for 4x that job.
+MAX_RANKS_PER_EVENT = 65_536
+MAX_RANK = BaseDatabaseOperations.integer_field_ranges["IntegerField"][1]
+MAX_SECTIONS = 32
+RANK_HOST = name(RankPlacement, "host")
+RANK_DEVICE = name(RankPlacement, "device")
+RANK_SECTION = name(RankStepStats, "section")
 
 # --- The batch ----------------------------------------------------------------------------------
 
@@ -180,6 +204,7 @@ RUN_INFO: dict[str, Field] = {
         column=METRIC_NAME.column,
     ),
     "sdc_tolerance": NON_NEGATIVE,
+    "hang_after_s": integer(Run, "hang_after_s", minimum=60),
 }
 
 # --- Events -------------------------------------------------------------------------------------
@@ -289,6 +314,50 @@ EVENTS: dict[str, Event] = {
         "Wall time spent on something other than training steps.",
         required=("kind", "start", "end"),
         time_from="start",
+    ),
+    "rank_timings": Event(
+        {
+            "attempt": ATTEMPT,
+            "first_step": integer(RankStepStats, "step"),
+            "last_step": integer(
+                RankStepStats, "step", help="Last step the values cover; first_step if omitted."
+            ),
+            "ranks": Field(
+                "integers",
+                "The ranks the values are for: one rank (sent by each rank) or all of them "
+                "(gathered by rank 0).",
+                maximum=MAX_RANK,
+                max_items=MAX_RANKS_PER_EVENT,
+                column="telemetry.RankPlacement.rank",
+            ),
+            "hosts": Field(
+                "url_names",
+                "Host of each rank (parallel to ranks); send it once per attempt or when it "
+                "changes.",
+                max_length=RANK_HOST.max_length,
+                max_items=MAX_RANKS_PER_EVENT,
+                column=RANK_HOST.column,
+            ),
+            "devices": Field(
+                "url_names",
+                "Accelerator UUID of each rank (parallel to ranks), optional.",
+                max_length=RANK_DEVICE.max_length,
+                max_items=MAX_RANKS_PER_EVENT,
+                column=RANK_DEVICE.column,
+            ),
+            "sections": Field(
+                "timings",
+                "Seconds per step spent in each named section (step, forward, backward, "
+                "optimizer, data_loading, collective_wait, ...): one list per section, parallel "
+                "to ranks; the mean over first_step..last_step when they differ.",
+                max_length=RANK_SECTION.max_length,
+                max_items=MAX_SECTIONS,
+                column=RANK_SECTION.column,
+            ),
+        },
+        "Per-rank time in named sections for a step range.",
+        required=("first_step", "ranks", "sections"),
+        parallel=("ranks", "hosts", "devices", "sections"),
     ),
     "note": Event(
         {

@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
+from ingest import caps
 from ingest import services as ingest_services
 from ingest.models import IngestBatch, IngestToken, MlflowExperiment, MlflowRun
 from ingest.schema import BatchError, validate_batch
@@ -401,6 +402,10 @@ def _chronicle_run_create(*, project: Project, name: str, run_uuid: str) -> Run:
     """A Chronicle run for a new MLflow run. MLflow run names are not unique, Chronicle's
     are: a name already taken gets the run id's first 8 characters appended, so two MLflow
     runs never write into one Chronicle run."""
+    try:
+        caps.runs_cap_check(project_id=project.pk, run_name=name[:200], new=True)
+    except BatchError as exc:
+        raise _invalid(exc.detail) from exc
     base = name[:200]
     for candidate in (base, f"{name[:190]}-{run_uuid[:8]}", run_uuid):
         if not Run.objects.filter(project=project, name=candidate).exists():
@@ -612,9 +617,12 @@ def _batch_accept(
         raise _invalid(exc.detail) from exc
     # Metrics of the run's current attempt are written in this transaction, as the native
     # API's metric-only batches are (ingest.services.writes_at_once): no queue, no re-parse.
-    acceptance = ingest_services.batch_accept(
-        token=token, batch_in=batch_in, body=body, write_now=True
-    )
+    try:
+        acceptance = ingest_services.batch_accept(
+            token=token, batch_in=batch_in, body=body, write_now=True
+        )
+    except BatchError as exc:  # a cap (ingest.caps): MLflow's clients do not retry a 400
+        raise _invalid(exc.detail) from exc
     if acceptance.conflict:  # cannot happen while the id hashes the body; never overwrite
         raise MlflowError(
             "RESOURCE_CONFLICT", f"Batch {batch_in.batch_id} exists with another body."

@@ -316,6 +316,60 @@ def check_choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
     return checker
 
 
+def check_integer_list(minimum: int, maximum: int, items: int) -> Callable[[Any], list[int]]:
+    check_item = check_integer(minimum, maximum)
+
+    def checker(raw: Any) -> list[int]:
+        if not isinstance(raw, list) or not raw:
+            raise _FieldError(f"must be a non-empty list of integers, got {_describe(raw)}")
+        if len(raw) > items:
+            raise _FieldError(f"has {len(raw)} items; the limit is {items}")
+        if not all(type(item) is int and minimum <= item <= maximum for item in raw):
+            for position, item in enumerate(raw):
+                try:
+                    check_item(item)
+                except _FieldError as exc:
+                    raise _FieldError(f"item {position} {exc}") from exc
+        if len(set(raw)) != len(raw):
+            raise _FieldError("must not repeat a rank")
+        return raw
+
+    return checker
+
+
+def check_timings(name_limit: int, sections: int) -> Callable[[Any], dict[str, list[float]]]:
+    """{section: [seconds, ...]}. A list of plain non-negative finite numbers passes whole (16,384
+    ranks x 4 sections is 65,536 values); anything else is checked item by item for the error."""
+    check_section = check_name(name_limit)
+
+    def checker(raw: Any) -> dict[str, list[float]]:
+        if not isinstance(raw, dict) or not raw:
+            raise _FieldError(
+                f"must be an object of section name to a list of seconds, got {_describe(raw)}"
+            )
+        if len(raw) > sections:
+            raise _FieldError(f"has {len(raw)} sections; the limit is {sections}")
+        clean: dict[str, list[float]] = {}
+        for key, values in raw.items():
+            try:
+                check_section(key)
+            except _FieldError as exc:
+                raise _FieldError(f"section name {str(key)[:40]!r} {exc}") from exc
+            if not isinstance(values, list):
+                raise _FieldError(f"[{key!r}] must be a list of seconds, got {_describe(values)}")
+            if all((type(v) is float or type(v) is int) and 0 <= v < math.inf for v in values):
+                clean[key] = [float(v) for v in values]
+                continue
+            for position, value in enumerate(values):
+                try:
+                    check_non_negative_float(value)
+                except _FieldError as exc:
+                    raise _FieldError(f"[{key!r}][{position}] {exc}") from exc
+        return clean
+
+    return checker
+
+
 def check_object(raw: Any) -> dict[str, Any]:
     """A JSON object PostgreSQL's jsonb takes and the run cache can encode: finite numbers,
     storable text, at most MAX_OBJECT_DEPTH deep and MAX_OBJECT_BYTES long as JSON."""
@@ -408,6 +462,12 @@ def checker_for(spec: Field) -> Checker:
             return check_choice(spec.choices)
         case "object":
             return check_object
+        case "integers":
+            assert spec.maximum is not None and spec.max_items is not None
+            return check_integer_list(spec.minimum, spec.maximum, spec.max_items)
+        case "timings":
+            assert spec.max_length is not None and spec.max_items is not None
+            return check_timings(spec.max_length, spec.max_items)
     raise AssertionError(f"no check for {spec.kind}")
 
 
@@ -830,6 +890,13 @@ def _events(items: list[Any], errors: _Errors) -> list[EventIn]:
                     "start_times",
                     f"would reach step {last_step}; steps end at {MAX_STEP}",
                 )
+        if (
+            "last_step" in clean
+            and "first_step" in clean
+            and clean["last_step"] < clean["first_step"]
+        ):
+            errors.add("events", index, "last_step", "must not be before first_step")
+        _parallel(EVENTS[event_type].parallel, clean, index, errors)
         if moment is None:
             if missing or any(key not in clean for key in required):
                 continue
@@ -841,3 +908,22 @@ def _events(items: list[Any], errors: _Errors) -> list[EventIn]:
 def _time_from(value: datetime | list[datetime]) -> datetime:
     """An event's default time: its own time field, or the first of its list of times."""
     return value[0] if isinstance(value, list) else value
+
+
+def _parallel(keys: tuple[str, ...], clean: dict[str, Any], index: int, errors: _Errors) -> None:
+    """The event's parallel lists (columns of one table) must be as long as the first."""
+    if not keys or keys[0] not in clean:
+        return
+    expected = len(clean[keys[0]])
+    for key in keys[1:]:
+        value = clean.get(key)
+        columns = value.items() if isinstance(value, dict) else [(None, value)]
+        for section, column in columns:
+            if column is not None and len(column) != expected:
+                where = key if section is None else f"{key}[{section!r}]"
+                errors.add(
+                    "events",
+                    index,
+                    where,
+                    f"has {len(column)} items but {keys[0]} has {expected}; they must match",
+                )

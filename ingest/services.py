@@ -24,7 +24,7 @@ from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from ingest import rate_limit
+from ingest import caps, rate_limit
 from ingest.models import IngestBatch, IngestToken
 from ingest.schema import BatchIn, EventIn, RateLimited, parse_json, validate_batch
 from ingest.selectors import TOKEN_PREFIX, batches_pending_before, token_hash
@@ -34,6 +34,7 @@ from logbook.services import drafts as draft_services
 from logbook.services import entries as entry_services
 from logbook.services import interruptions as interruption_services
 from logbook.services import sdc as sdc_services
+from telemetry import rank_timings
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Project, Run
 
@@ -153,6 +154,8 @@ def batch_accept(
     """Store the batch in the database (the durability promise behind the 2xx). Either its
     points are written in the same transaction (write_now, when `writes_at_once`), or the
     body is kept and handed to a worker once the row is committed."""
+    # Before anything is stored, on both paths: a worker never refuses a batch for a cap.
+    caps.batch_caps_check(project_id=token.project_id, batch_in=batch_in)
     digest = hashlib.sha256(body).hexdigest()
     at_once = write_now and writes_at_once(batch_in)
     store = partial(
@@ -310,10 +313,16 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
     # "Last seen" (and the stalled-run alert) is when the server received the batch: a
     # client's clock may be wrong or absent (metrics need no `time`), and a time sent a day
     # ahead would keep the run "seen" and silence the alert.
+    # Rank timings advance the step too: a job may send only those (and heartbeats).
+    steps = [p[1] for p in points] + [
+        event.fields.get("last_step", event.fields["first_step"])
+        for event in batch_in.events
+        if event.type == "rank_timings"
+    ]
     if points or batch_in.events:
         telemetry_services.run_progress_record(
             run=run,
-            last_step=max((p[1] for p in points), default=run.last_step or 0),
+            last_step=max(steps, default=run.last_step or 0),
             seen_at=batch.received_at,
         )
     return default_number
@@ -473,6 +482,20 @@ def _interval(context: _BatchContext, event: EventIn) -> None:
     )
 
 
+def _rank_timings(context: _BatchContext, event: EventIn) -> None:
+    fields = event.fields
+    rank_timings.rank_timings_record(
+        attempt=context.event_attempt(event),
+        first_step=fields["first_step"],
+        last_step=fields.get("last_step", fields["first_step"]),
+        ranks=fields["ranks"],
+        sections=fields["sections"],
+        hosts=fields.get("hosts"),
+        devices=fields.get("devices"),
+        recorded_at=event.time,
+    )
+
+
 def _heartbeat(context: _BatchContext, event: EventIn) -> None:
     # Receiving the batch already moves last_seen_at (see _apply); nothing else to do.
     return None
@@ -490,6 +513,7 @@ EVENT_HANDLERS: dict[str, Callable[[_BatchContext, EventIn], None]] = {
     "interruption": _interruption,
     "sdc_suspected": _sdc_suspected,
     "note": _note,
+    "rank_timings": _rank_timings,
 }
 
 

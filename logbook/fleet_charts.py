@@ -23,23 +23,29 @@ def _layout(figure: go.Figure, *, title: str, x_title: str, y_title: str) -> go.
 
 
 def weekly_sdc_figure(weekly: pd.DataFrame, *, per_week: float | None) -> go.Figure:
-    """SDC records per ISO week (bars) and the mean rate over the span (a dashed line).
+    """SDC records per week of the observed span (bars, each seven days wide from the first
+    data on) and the mean rate over those weeks (a dashed line across them).
 
     weekly: columns week_start (datetime), count."""
     figure = go.Figure()
+    week_ms = 7 * 86_400_000
     figure.add_trace(
         go.Bar(
             x=list(weekly["week_start"]),
             y=list(weekly["count"]),
+            # Bars cover their week (from its start), so the first starts at the first data.
+            width=[week_ms * 0.95] * len(weekly),
+            offset=0,
             name="records per week",
             marker={"color": SDC_COLOUR},
-            hovertemplate="week of %{x|%Y-%m-%d}<br>%{y} records<extra></extra>",
+            hovertemplate="week from %{x|%Y-%m-%d %H:%M}<br>%{y} records<extra></extra>",
         )
     )
     if per_week is not None and not weekly.empty:
+        end = weekly["week_start"].iloc[-1] + pd.Timedelta(days=7)
         figure.add_trace(
             go.Scatter(
-                x=[weekly["week_start"].iloc[0], weekly["week_start"].iloc[-1]],
+                x=[weekly["week_start"].iloc[0], end],
                 y=[per_week, per_week],
                 mode="lines",
                 name=f"mean rate {per_week:.3g}/week",

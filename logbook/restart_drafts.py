@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from logbook.chronicles import heading_time
+from telemetry import display
 
 MINUS = "\u2212"
 TITLE_MAX_LENGTH = 300  # LogbookEntry.title
@@ -43,11 +44,8 @@ class RestartText:
     step_end: int | None
 
 
-def duration_text(seconds: float) -> str:
-    minutes = seconds / 60
-    if minutes < 120:
-        return f"{round(minutes):,} min"
-    return f"{minutes / 60:.1f} h"
+# The site's one way to write a duration: "9 s", "14 min", "2.5 h".
+duration_text = display.duration
 
 
 def hosts_text(names: list[str]) -> str:

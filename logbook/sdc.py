@@ -47,7 +47,9 @@ def divergence_source_key(*, metric: str, step: int, attempt_a: int, attempt_b: 
 
 @dataclass(frozen=True)
 class WeeklyRate:
-    """records / (span_days / 7): suspicions per week over the observed span."""
+    """records / max(span_days / 7, 1): suspicions per week over the observed span. A span
+    shorter than a week counts as one observed week: 8 records in 2.9 days are 8 that week,
+    not an extrapolated 19.1 a week."""
 
     records: int
     span_start: datetime | None
@@ -55,7 +57,7 @@ class WeeklyRate:
     span_days: float
     per_week: float | None
 
-    FORMULA = "rate = records / (span days / 7)"
+    FORMULA = "rate = records / max(span days / 7, 1)"
 
     @property
     def weeks(self) -> float:
@@ -71,7 +73,7 @@ def weekly_rate(
         days = 0.0
     else:
         days = (span_end - span_start).total_seconds() / SECONDS_PER_DAY
-    per_week = records / (days / DAYS_PER_WEEK) if days > 0 else None
+    per_week = records / max(days / DAYS_PER_WEEK, 1.0) if days > 0 else None
     return WeeklyRate(
         records=records,
         span_start=span_start,
@@ -81,28 +83,22 @@ def weekly_rate(
     )
 
 
-def week_start(moment: datetime) -> datetime:
-    """Monday 00:00 of the moment's ISO week, in the moment's time zone."""
-    day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
-    return day - timedelta(days=day.weekday())
-
-
 def weekly_counts(
     detected: Sequence[datetime], *, span_start: datetime | None, span_end: datetime | None
 ) -> pd.DataFrame:
-    """Records per ISO week (columns week_start, count), with the empty weeks of the span
-    present as zeros: a quiet week is data, not a gap in the chart."""
+    """Records per week of the observed span (columns week_start, count): seven-day bins
+    from the span's start (the first data, not the Monday before it) up to its end, the
+    empty ones present as zeros: a quiet week is data, not a gap in the chart."""
     moments = list(detected)
-    first = span_start or (min(moments) if moments else None)
-    last = span_end or (max(moments) if moments else None)
+    first = min(span_start or moments[0], *moments) if moments else span_start
+    last = max(span_end or moments[0], *moments) if moments else span_end
     if first is None or last is None:
         return pd.DataFrame({"week_start": [], "count": []})
-    counts: dict[datetime, int] = {}
-    week = week_start(min(first, *moments) if moments else first)
-    end_week = week_start(max(last, *moments) if moments else last)
-    while week <= end_week:
-        counts[week] = 0
-        week += timedelta(days=7)
+    week = timedelta(days=DAYS_PER_WEEK)
+    bins = max(math.ceil((last - first) / week), 1)
+    counts = [0] * bins
     for moment in moments:
-        counts[week_start(moment)] += 1
-    return pd.DataFrame({"week_start": list(counts), "count": list(counts.values())})
+        # A record at the span's very end belongs to the last week, not a new empty one.
+        counts[min(int((moment - first) / week), bins - 1)] += 1
+    starts = [first + index * week for index in range(bins)]
+    return pd.DataFrame({"week_start": starts, "count": counts})

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.safestring import SafeString
 
 from telemetry.json_numbers import finite_or_null
+
+if TYPE_CHECKING:
+    from telemetry.selectors.series import AttemptSeries
 
 ATTEMPT_COLOURS = [
     "#1f77b4",
@@ -190,6 +194,27 @@ class Marks:
             figure.update_layout(**layout)
 
 
+def attempts_frame(
+    per_attempt: Sequence[AttemptSeries],
+    axis: Axis,
+    label: Callable[[int], Any] = lambda attempt: attempt,
+) -> pd.DataFrame:
+    """A metric's points as metric_figure takes them (columns attempt, x, value), the
+    attempt column holding label(attempt number); on the time axis only timed points."""
+    frame = pd.DataFrame(
+        {
+            "attempt": np.concatenate(
+                [np.full(one.steps.size, label(one.attempt)) for one in per_attempt] or [[]]
+            ),
+            "x": np.concatenate(
+                [one.steps if axis == "step" else one.wall_times for one in per_attempt] or [[]]
+            ),
+            "value": np.concatenate([one.values for one in per_attempt] or [[]]),
+        }
+    )
+    return frame[frame["x"].notna()] if axis == "time" else frame
+
+
 def metric_figure(
     points: pd.DataFrame,
     *,
@@ -200,6 +225,8 @@ def metric_figure(
     downtime: pd.DataFrame | None = None,
     notes: pd.DataFrame | None = None,
     y_title: str = "",
+    attempt_name: Callable[[Any], str] = lambda attempt: f"attempt {attempt}",
+    attempt_dash: Callable[[Any], str] = lambda attempt: "solid",
 ) -> go.Figure:
     """One metric, a line per attempt, over steps or wall-clock time. SVG traces, not WebGL:
     series arrive downsampled to a few thousand points, and WebGL contexts are a scarce
@@ -212,6 +239,8 @@ def metric_figure(
     downtime: columns x0, x1: wall time between attempts (shaded).
     notes: columns x0, x1 (None for a point), label, kind: annotations and logbook entries
         (a range is shaded, a point is a line; both have a hover marker at the bottom).
+    attempt_name, attempt_dash: a line's name and dash from its attempt value (the compare
+        page names lines "<run> · attempt N" and dashes each run's lines its own way).
     """
     figure = go.Figure()
     groups = list(points.groupby("attempt", sort=True))
@@ -248,9 +277,10 @@ def metric_figure(
                     x=group["x"][finite],
                     y=group["value"][finite],
                     mode="lines",
-                    name=f"attempt {attempt}",
-                    line={"color": colour, "width": 1.2},
-                    hovertemplate="%{x}<br>%{y:.4g}<extra>attempt " + str(attempt) + "</extra>",
+                    name=attempt_name(attempt),
+                    line={"color": colour, "width": 1.2, "dash": attempt_dash(attempt)},
+                    # The name is escaped with the figure's text, the template is not.
+                    hovertemplate="%{x}<br>%{y:.4g}<extra>%{fullData.name}</extra>",
                 )
             )
         if (~finite).any():
@@ -262,7 +292,7 @@ def metric_figure(
                     x=bad["x"],
                     y=[anchor] * len(bad),
                     mode="markers",
-                    name=f"attempt {attempt}: non-finite",
+                    name=f"{attempt_name(attempt)}: non-finite",
                     marker={"color": "#d62728", "symbol": "x", "size": 10},
                     text=[str(v) for v in bad["value"]],
                     hovertemplate="%{x}<br>%{text}<extra></extra>",

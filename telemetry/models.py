@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
 
@@ -200,6 +201,10 @@ class Run(models.Model):
     # must not scan hundreds of millions of points to find the latest step.
     last_step = models.BigIntegerField(null=True, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
+    # When last_step last moved forward: a run seen (heartbeats) but not advancing is hung.
+    last_step_at = models.DateTimeField(null=True, blank=True)
+    # Hang threshold; empty: 10 x the median step time, at least 5 min (logbook.hangs).
+    hang_after_s = models.PositiveIntegerField(null=True, blank=True)
     # Moves whenever anything a run's pages show changes (its points, attempts, intervals, and
     # the logbook's incidents, checkpoints, annotations and entries): the figures derived from
     # them are cached under (run, data_version). Bumped by
@@ -501,3 +506,103 @@ class DeviceEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.device_id} {self.kind} {self.occurred_at:%Y-%m-%d %H:%M}"
+
+
+# --- Per-rank section timings (the rank_timings event) ---------------------------------------
+# Raw per-rank values live in telemetry_ranktiming_raw, a table partitioned by the hour it was
+# received and dropped partition by partition after RANK_TIMINGS_RAW_WINDOW_S (migration
+# 0007, telemetry.rank_timings); Django has no model for it. What stays for the whole run is
+# below: one row per (attempt, section, step) and one per (attempt, section, time bucket).
+
+
+class RealField(models.FloatField):
+    """float4: a heat map cell needs no more, and a 16,384-rank array is half the size."""
+
+    def db_type(self, connection: object) -> str:
+        return "real"
+
+
+class RankPlacement(models.Model):
+    """Where one rank of an attempt ran, as its rank_timings said: the straggler ledger and
+    the heat map's hover name the host and device from here."""
+
+    pk = models.CompositePrimaryKey("attempt", "rank")
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.CASCADE, related_name="rank_placements", db_index=False
+    )
+    rank = models.IntegerField()
+    host = models.CharField(max_length=255, blank=True)
+    device = models.CharField(max_length=128, blank=True)
+
+    class Meta:
+        ordering = ["attempt", "rank"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(rank__gte=0), name="rank_placement_rank_non_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attempt_id} rank {self.rank} on {self.host or '?'}"
+
+
+class RankStepStats(models.Model):
+    """One section's time at one step, across ranks: the spread chart's row. The slowest
+    ranks are kept (slowest first) so the chart can name them after the raw values are gone."""
+
+    pk = models.CompositePrimaryKey("attempt", "section", "step")
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.CASCADE, related_name="rank_step_stats", db_index=False
+    )
+    section = models.CharField(max_length=64)
+    step = models.BigIntegerField()
+    recorded_at = models.DateTimeField()
+    rank_count = models.IntegerField()
+    min_s = models.FloatField()
+    median_s = models.FloatField()
+    p90_s = models.FloatField()
+    p99_s = models.FloatField()
+    max_s = models.FloatField()
+    slowest_ranks = ArrayField(models.IntegerField())
+    slowest_s = ArrayField(models.FloatField())
+
+    class Meta:
+        ordering = ["attempt", "section", "step"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(min_s__lte=F("median_s"), median_s__lte=F("max_s")),
+                name="rank_step_stats_ordered",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attempt_id} {self.section}@{self.step} median {self.median_s:.3f}s"
+
+
+class RankBucket(models.Model):
+    """Every rank's mean time in one section over one time bucket: a column of the heat map,
+    and the window the straggler scores are computed on. Arrays, not a row per rank: a
+    16,384-rank job makes one row per bucket instead of 16,384."""
+
+    pk = models.CompositePrimaryKey("attempt", "section", "bucket_s", "bucket_start")
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.CASCADE, related_name="rank_buckets", db_index=False
+    )
+    section = models.CharField(max_length=64)
+    bucket_s = models.IntegerField()
+    bucket_start = models.DateTimeField()
+    ranks = ArrayField(models.IntegerField())
+    means_s = ArrayField(RealField())
+    # Each rank's median over the bucket: what the straggler scores compare, as NVRx does
+    # (a median shrugs off the odd slow step that a mean would carry).
+    medians_s = ArrayField(RealField())
+    counts = ArrayField(models.IntegerField())
+
+    class Meta:
+        ordering = ["attempt", "section", "bucket_s", "bucket_start"]
+        constraints = [
+            models.CheckConstraint(condition=Q(bucket_s__gt=0), name="rank_bucket_width_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attempt_id} {self.section} {self.bucket_start:%Y-%m-%d %H:%M}"

@@ -1,11 +1,13 @@
-"""Times typed into filters and forms: an ISO 8601 date or datetime (UTC when it names no
-offset), returned in UTC and within the years the data can mean. One parser for every page
+"""Times typed into filters and forms: an ISO 8601 date or datetime (in the active zone when it
+names no offset: UTC for the API, the reader's display zone on pages, telemetry.middleware),
+returned in UTC and within the years the data can mean. One parser for every page
 and API, so an odd offset or a year 420 gets a 400, never a database error."""
 
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time, timedelta
 
+from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 YEARS = (1970, 2200)
@@ -19,6 +21,7 @@ def parse_time(text: str, *, end_of_day: bool = False) -> datetime:
     """The moment `text` names; a bare date is its midnight (the next one with end_of_day,
     so "until 2026-11-12" includes that day). Raises BadTime saying what is wrong."""
     text = text.strip()
+    zone = timezone.get_current_timezone()
     try:
         day: date | None = parse_date(text)
         moment = None if day is not None else parse_datetime(text.replace(" ", "T"))
@@ -26,13 +29,13 @@ def parse_time(text: str, *, end_of_day: bool = False) -> datetime:
         raise BadTime(f"{text[:40]!r} is not a valid date or time") from exc
     if day is not None:
         try:
-            moment = datetime.combine(day + timedelta(days=int(end_of_day)), time(), UTC)
+            moment = datetime.combine(day + timedelta(days=int(end_of_day)), time(), zone)
         except OverflowError as exc:
             raise BadTime(f"{text[:40]!r} is out of range") from exc
     if moment is None:
         raise BadTime(f"cannot read {text[:40]!r} as an ISO 8601 date or time")
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+        moment = moment.replace(tzinfo=zone)
     try:
         moment = moment.astimezone(UTC)
     except (OverflowError, ValueError) as exc:

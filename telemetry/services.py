@@ -12,8 +12,9 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import F, Value
+from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
 
 from telemetry.models import (
     Attempt,
@@ -299,6 +300,14 @@ def run_progress_record(*, run: Run, last_step: int, seen_at: datetime | None) -
     updates: dict[str, Any] = {
         "last_step": Greatest(Coalesce(F("last_step"), Value(-1)), last_step),
         "data_version": F("data_version") + 1,
+        # Hang detection's clock: moves only with the step (Case is evaluated on the old row).
+        "last_step_at": Case(
+            When(
+                Q(last_step__isnull=True) | Q(last_step__lt=last_step),
+                then=Value(seen_at or timezone.now()),
+            ),
+            default=F("last_step_at"),
+        ),
     }
     if seen_at is not None:
         updates["last_seen_at"] = Greatest(Coalesce(F("last_seen_at"), Value(seen_at)), seen_at)

@@ -5,15 +5,18 @@ fixed number of queries whatever the run's size."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Count, IntegerField, Min, OuterRef, QuerySet, Subquery
+from django.db.models import Count, F, IntegerField, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from logbook.models import Annotation, Checkpoint, Interruption, LogbookEntry
+from telemetry.choices import AttemptStatus
 from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
+from telemetry.query_time import BadTime, parse_time
 from telemetry.selectors import User, projects_for_user
 
 
@@ -42,6 +45,79 @@ def runs_for_user(*, user: User) -> QuerySet[Run]:
         )
         .order_by("-last_seen_at", "project__slug", "name")
     )
+
+
+# The run list's sortable columns: the name in ?sort= (with "-" for descending) and the
+# expression it orders by. Missing values sort last either way.
+RUN_SORTS: dict[str, str] = {
+    "project": "project__slug",
+    "name": "name",
+    "status": "current_status",
+    "attempt": "current_attempt",
+    "step": "last_step",
+    "interruptions": "interruption_count",
+    "loss": "last_loss",
+    "last_seen": "last_seen_at",
+}
+RUN_STATUSES = (*AttemptStatus.values, "none")
+
+
+class RunListError(ValueError):
+    """A run-list parameter that cannot be read, named in the user's words."""
+
+
+@dataclass(frozen=True)
+class RunListQuery:
+    search: str = ""
+    status: str = ""
+    since: datetime | None = None
+    until: datetime | None = None  # exclusive
+    sort: str = "-last_seen"
+
+    @classmethod
+    def parse(cls, params: Mapping[str, str]) -> RunListQuery:
+        """Read ?q, ?status, ?since, ?until (dates or times, in the display zone) and ?sort;
+        raises RunListError saying which and why."""
+        search = (params.get("q") or "").strip()[:200]
+        status = (params.get("status") or "").strip()
+        if status and status not in RUN_STATUSES:
+            raise RunListError(f"Status must be one of {', '.join(RUN_STATUSES)}.")
+        sort = (params.get("sort") or "-last_seen").strip()
+        if sort.lstrip("-") not in RUN_SORTS:
+            raise RunListError(f"Sort by one of {', '.join(RUN_SORTS)}.")
+        moments = {}
+        for name, label, end_of_day in (("since", "From", False), ("until", "To", True)):
+            raw = (params.get(name) or "").strip()
+            try:
+                moments[name] = parse_time(raw, end_of_day=end_of_day) if raw else None
+            except BadTime as exc:
+                raise RunListError(f"{label}: {exc}.") from exc
+        if moments["since"] and moments["until"] and moments["until"] <= moments["since"]:
+            raise RunListError("To must be after From.")
+        return cls(search, status, moments["since"], moments["until"], sort)
+
+
+def runs_list(*, user: User, query: RunListQuery) -> QuerySet[Run]:
+    """The run list as `query` searches, filters (on the current attempt's status and the
+    last data received) and sorts it; still a fixed number of queries a page."""
+    runs = runs_for_user(user=user)
+    if query.search:
+        runs = runs.filter(
+            Q(name__icontains=query.search) | Q(project__slug__icontains=query.search)
+        )
+    if query.status == "none":
+        runs = runs.filter(current_status__isnull=True)
+    elif query.status:
+        runs = runs.filter(current_status=query.status)
+    if query.since:
+        runs = runs.filter(last_seen_at__gte=query.since)
+    if query.until:
+        runs = runs.filter(last_seen_at__lt=query.until)
+    field = F(RUN_SORTS[query.sort.lstrip("-")])
+    order = (
+        field.desc(nulls_last=True) if query.sort.startswith("-") else field.asc(nulls_last=True)
+    )
+    return runs.order_by(order, "project__slug", "name", "pk")
 
 
 @dataclass(frozen=True)

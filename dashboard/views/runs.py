@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Sum
@@ -21,6 +20,7 @@ from django.utils.safestring import mark_safe
 from dashboard import charts as marks_charts
 from dashboard import liveness, metric_sections
 from dashboard.selectors import runs as run_selectors
+from logbook.paging import table_page
 from logbook.selectors import fleet as fleet_selectors
 from logbook.services.webhooks import RUN_STALL_AFTER
 from telemetry import charts, run_cache, selectors
@@ -30,10 +30,66 @@ from telemetry.selectors import series as series_selectors
 CHART_MAX_POINTS = 1500
 
 
+# The run list's columns besides the run's name, in order; ?cols= picks some.
+RUN_COLUMNS = {
+    "project": "Project",
+    "status": "Status",
+    "attempt": "Attempt",
+    "step": "Latest step",
+    "interruptions": "Interruptions",
+    "loss": "Last loss",
+    "last_seen": "Last seen",
+}
+RUN_LIST_PAGE_SIZE = 50
+
+
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
-    runs = run_selectors.runs_for_user(user=request.user)
-    return render(request, "dashboard/run_list.html", {"runs": runs})
+    error = ""
+    try:
+        query = run_selectors.RunListQuery.parse(request.GET)
+    except run_selectors.RunListError as exc:
+        query, error = run_selectors.RunListQuery(), str(exc)
+    runs = run_selectors.runs_list(user=request.user, query=query)
+    page = table_page(request, runs, size=RUN_LIST_PAGE_SIZE)
+    chosen = [c for c in request.GET.getlist("cols") if c in RUN_COLUMNS] or list(RUN_COLUMNS)
+    return render(
+        request,
+        "dashboard/run_list.html",
+        {
+            "page": page,
+            "runs": page.rows,
+            "query": query,
+            "error": error,
+            "statuses": run_selectors.RUN_STATUSES,
+            "cols": {key: key in chosen for key in RUN_COLUMNS},
+            "columns": [
+                {
+                    "key": key,
+                    "label": label,
+                    "shown": key in ("name", *chosen),
+                    **_sort_link(request, key),
+                }
+                for key, label in {"name": "Run", **RUN_COLUMNS}.items()
+            ],
+        },
+    )
+
+
+def _sort_link(request: HttpRequest, key: str) -> dict[str, str]:
+    """The header link that sorts by `key` (descending first for numbers and times, then
+    flipping), and the arrow showing the current order."""
+    current = request.GET.get("sort") or "-last_seen"
+    ascending_first = key in ("project", "name", "status")
+    if current.lstrip("-") == key:
+        target = key if current.startswith("-") else f"-{key}"
+        arrow = " \u2193" if current.startswith("-") else " \u2191"
+    else:
+        target, arrow = (key if ascending_first else f"-{key}"), ""
+    params = request.GET.copy()
+    params["sort"] = target
+    params.pop("page", None)
+    return {"url": f"?{params.urlencode()}", "arrow": arrow}
 
 
 # Tables of attempts, interruptions and checkpoints show the latest ones; ?rows=all shows
@@ -121,19 +177,7 @@ def _figures(
         per_attempt = series_selectors.series_for_run(
             run=run, name=name, max_points=CHART_MAX_POINTS
         )
-        frame = pd.DataFrame(
-            {
-                "attempt": np.concatenate(
-                    [np.full(one.steps.size, one.attempt) for one in per_attempt] or [[]]
-                ),
-                "x": np.concatenate(
-                    [one.steps if axis == "step" else one.wall_times for one in per_attempt] or [[]]
-                ),
-                "value": np.concatenate([one.values for one in per_attempt] or [[]]),
-            }
-        )
-        if axis == "time":
-            frame = frame[frame["x"].notna()]
+        frame = charts.attempts_frame(per_attempt, axis)
         figure = charts.metric_figure(
             frame,
             title=name,

@@ -79,7 +79,7 @@ def offender_rule_parse(
 
 @dataclass(frozen=True)
 class Incident:
-    kind: str  # "interruption" or "sdc"
+    kind: str  # "interruption", "sdc" or "straggler"
     pk: int
     occurred_at: datetime
     run_id: int
@@ -495,6 +495,16 @@ def _incidents(
             Incident(incident_kind, pk, at, run_id, run_name, project, label, status, step, via,
                      weight, pinned)
         )  # fmt: skip
+    # --- ranks hook (issue 16), to be reconciled with the fleet rework at merge: straggler
+    # records count as incidents of their host and device, so toward repeat offenders.
+    from logbook.selectors.stragglers import straggler_incidents  # it imports Incident
+
+    for hardware_kind, hardware_id, incident in straggler_incidents(
+        runs=runs, since=since, until=until, host=host
+    ):
+        target = by_host if hardware_kind == "host" else by_device
+        target.setdefault(hardware_id, []).append(incident)
+    # --- end of ranks hook
     for incidents in (*by_host.values(), *by_device.values()):
         incidents.sort(key=lambda one: (one.occurred_at, one.kind, one.pk), reverse=True)
     return by_host, by_device, _collapsed(unattributed)

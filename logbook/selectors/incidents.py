@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import Http404
 
 from logbook.models import AuditEvent, Interruption, RootCause
@@ -103,7 +103,12 @@ def incident_queue(
     if filters.category:
         incidents = incidents.filter(root_cause__slug=filters.category)
     if filters.host:
-        incidents = incidents.filter(hosts__name=filters.host)
+        # A prefix ("h00" finds h001...h009), through EXISTS: a join would repeat an
+        # incident once per matching host.
+        on_host = Interruption.hosts.through.objects.filter(
+            interruption=OuterRef("pk"), host__name__startswith=filters.host
+        )
+        incidents = incidents.filter(Exists(on_host))
     total = incidents.count()
     rows = list(incidents[:limit])
     return IncidentQueue(incidents=rows, total=total, truncated=total > len(rows))

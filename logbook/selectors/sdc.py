@@ -167,8 +167,12 @@ def _span(
     )
     start_candidates = [m for m in (activity["first_start"], *detected[-1:]) if m is not None]
     end_candidates = [m for m in (activity["last_seen"], *detected[:1]) if m is not None]
-    start = filters.since or (min(start_candidates) if start_candidates else None)
-    end = filters.until or (max(end_candidates) if end_candidates else None)
+    first = min(start_candidates) if start_candidates else None
+    last = max(end_candidates) if end_candidates else None
+    # The observed span is the window cut to the data: a window wider than the runs' life
+    # would count (and chart) weeks nothing was watched.
+    start = max(filters.since, first) if filters.since and first else (filters.since or first)
+    end = min(filters.until, last) if filters.until and last else (filters.until or last)
     source = (
         ("since" if filters.since else "first attempt start or record")
         + " to "

@@ -39,7 +39,10 @@ def interruption_record(
     time_precision: str = TimePrecision.EXACT,
     occurred_until: datetime | None = None,
     local_time: str = "",
+    ends_attempt: bool = True,
 ) -> Interruption:
+    """Record (once per source key) an interruption; unless `ends_attempt` is false (a hang
+    is only suspected: the job may still be alive), the attempt it hit is ended."""
     existing = Interruption.objects.filter(run=run, source_key=source_key).first()
     if existing is not None:
         return existing
@@ -83,7 +86,7 @@ def interruption_record(
         message=message,
         source_key=source_key,
     )
-    if attempt is not None:
+    if ends_attempt and attempt is not None:
         # An interruption stops the job: the attempt it hit is over, whether or not the job
         # lived to send its own attempt_ended (which, sent before or after, has the last word).
         telemetry_services.attempt_end_if_running(

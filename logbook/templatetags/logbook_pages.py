@@ -1,45 +1,33 @@
-"""Template filters for the logbook's long pages, cheaper than the built-ins they replace:
+"""Template filters for the logbook's pages (numbers and times: the site-wide builtins of
+telemetry/templatetags/display.py):
 
-{{ moment|utc:"%Y-%m-%d %H:%M" }}: a datetime in UTC through strftime; the `date` filter's
-per-call formatter machinery cost ~0.1 ms a cell, tens of ms on a 100-row table. The columns
-that use it are labelled UTC."""
+{{ c.tier|choice:"checkpoint_tier" }}: a choice field's label for a raw value, on tables
+built from `.values()` rows (no get_FOO_display there), so "object_store" reads "Object
+store" as on the run page."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from django import template
+from django.db import models
+
+from logbook.choices import CheckpointStatus, CheckpointTier, LogbookEntryKind, SdcDetection
+from logbook.models import SdcReplay
 
 register = template.Library()
 
-
-@register.filter
-def utc(moment: datetime | None, pattern: str = "%Y-%m-%d %H:%M") -> str:
-    """An empty string for None, so a `default` filter after it still applies."""
-    if not isinstance(moment, datetime):
-        return ""
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
-    return moment.strftime(pattern)
+CHOICES: dict[str, type[models.TextChoices]] = {
+    "checkpoint_tier": CheckpointTier,
+    "checkpoint_status": CheckpointStatus,
+    "sdc_detection": SdcDetection,
+    "entry_kind": LogbookEntryKind,
+    "sdc_verdict": SdcReplay.Verdict,
+}
 
 
 @register.filter
-def fixed(value: float | None, digits: int = 1) -> str:
-    """A number with `digits` decimals ("" for None): floatformat's Decimal round trip, per
-    cell, showed up on the 100-row checkpoint table."""
-    if value is None or isinstance(value, bool):
-        return ""
-    return f"{float(value):.{int(digits)}f}"
-
-
-@register.filter
-def span_s(seconds: float | None) -> str:
-    """A duration at a readable unit: '9 s', '42 min', '18.0 h' ("" for None)."""
-    if seconds is None or isinstance(seconds, bool):
-        return ""
-    value = float(seconds)
-    if value < 120:
-        return f"{value:.0f} s"
-    if value < 2 * 3600:
-        return f"{value / 60:.0f} min"
-    return f"{value / 3600:.1f} h"
+def choice(value: str | None, kind: str) -> str:
+    """The label of `value` among the choices named `kind`; the value itself if unknown."""
+    if value is None:
+        return "\u2013"
+    labels = dict(CHOICES[kind].choices)
+    return str(labels.get(value, value))

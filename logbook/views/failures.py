@@ -15,6 +15,7 @@ from logbook.failures import RATE_NAMES, failure_report_as_dict
 from logbook.selectors import failures as selectors
 from logbook.selectors.failures import FailureFilters
 from logbook.selectors.filters import FilterError
+from telemetry import display
 
 RATE_LABELS = {
     "observed_days": "Observed time",
@@ -28,17 +29,7 @@ RATE_LABELS = {
 }
 
 
-def number_text(value: Any) -> str:
-    """A number as the page shows it: thousands separated, three significant decimals."""
-    if value is None:
-        return "\u2013"  # en dash, as the other pages show a missing value
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, int) or float(value).is_integer():
-        return f"{int(value):,}"
-    if abs(value) >= 100:
-        return _hundredths(value)
-    return f"{value:.3g}"
+number_text = display.number
 
 
 def _hundredths(value: float) -> str:
@@ -49,11 +40,16 @@ def _hundredths(value: float) -> str:
 
 def derived_display(derived: dict[str, Any], label: str) -> dict[str, Any]:
     """A Derived (as a dict) with its value, unit and inputs as text, for the templates.
-    Seconds are also shown in minutes and fractions as percent, the units people think in."""
+    Durations in the unit that fits (so MTBF reads the same on every page, whatever unit it
+    was computed in) and fractions as percent, the units people think in."""
     value, unit = derived["value"], derived["unit"]
     text = number_text(value)
-    if value is not None and unit == "s":
-        text = f"{value / 60:.1f} min ({_hundredths(value)} s)"
+    if value is not None and unit in display.TIME_UNITS_S:
+        text = display.duration(value * display.TIME_UNITS_S[unit])
+        if unit == "s" and value >= 120:
+            # Measured seconds (save and restore times) keep their hundredths beside the
+            # readable unit: 622.08 s is not 10.4 min's rounding.
+            text = f"{text} ({_hundredths(value)} s)"
     elif value is not None and unit == "fraction":
         text = f"{100 * value:.2f}%"
     elif value is not None and unit:

@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 import pandas as pd
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -25,14 +26,15 @@ from logbook.selectors.filters import FilterError
 from logbook.selectors.sdc import HardwareFilters
 from logbook.services import quarantine as quarantine_services
 from logbook.views.sdc import filter_menus
-from telemetry import run_cache
-from telemetry.models import Device, Host, Membership
+from telemetry import rank_charts, run_cache
+from telemetry.models import Device, Host, Membership, Run
 from telemetry.selectors import user_has_role
 from telemetry.selectors.dcgm import (
     dcgm_device_health,
     dcgm_missing_counters,
     device_events_for_user,
 )
+from telemetry.selectors.ranks import host_rank_scores
 
 
 def _filters(request: HttpRequest) -> tuple[HardwareFilters, fleet_selectors.OffenderRule, str]:
@@ -146,6 +148,18 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
         }
     )
     figure = fleet_charts.host_timeline_figure(timeline)
+    payload = [{"id": "chart-host-timeline", "figure": charts.as_payload(figure)}]
+    # --- ranks hook (issue 16): the relative scores over time of the ranks that ran here.
+    visible_runs = Run.objects.filter(project_id=host.project_id)  # hosts are per project
+    rank_scores = host_rank_scores(
+        host_name=host.name, runs=list(visible_runs.values_list("pk", flat=True))
+    )
+    if rank_scores:
+        scores = rank_charts.host_scores_figure(
+            rank_scores, threshold=settings.RANK_STRAGGLER_THRESHOLD
+        )
+        payload.append({"id": "chart-host-rank-scores", "figure": charts.as_payload(scores)})
+    # --- end of ranks hook
     return render(
         request,
         "logbook/host_detail.html",
@@ -164,9 +178,8 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
             "gpu_events": list(
                 device_events_for_user(user=request.user, host=host)[:GPU_EVENTS_SHOWN]
             ),
-            "charts_script": charts.charts_script(
-                [{"id": "chart-host-timeline", "figure": charts.as_payload(figure)}]
-            ),
+            "has_rank_scores": bool(rank_scores),
+            "charts_script": charts.charts_script(payload),
         },
     )
 

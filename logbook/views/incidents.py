@@ -4,23 +4,30 @@ and its audit history."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+import pandas as pd
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.safestring import mark_safe
 
 from logbook.models import AuditEvent, Interruption, RootCause
 from logbook.selectors import incidents as selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.incidents import IncidentFilters
 from logbook.services import triage
+from telemetry import charts, display
 from telemetry.models import Membership
+from telemetry.selectors import series as series_selectors
 from telemetry.selectors import user_has_role
 
 FIELD_LABELS = {
@@ -112,7 +119,20 @@ def _shown(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, list):
         return ", ".join(str(item) for item in value)
+    if isinstance(value, str) and (moment := _iso_moment(value)) is not None:
+        # The audit log keeps times as ISO strings; show them as every page does.
+        return display.moment(moment, timezone.get_current_timezone(), seconds=True)
     return str(value)
+
+
+def _iso_moment(text: str) -> datetime | None:
+    if len(text) < 16 or text[4:5] != "-" or "T" not in text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
 
 
 @dataclass(frozen=True)
@@ -244,6 +264,7 @@ def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "history": history_rows(history),
             "next_statuses": sorted(triage.TRANSITIONS.get(incident.status, ())),
             "run_at_step": _run_at_step(incident),
+            **_charts_around(incident),
         },
     )
 
@@ -253,13 +274,66 @@ def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
 AROUND_STEPS = 200
 
 
+# The first metrics of the run (the loss first) are drawn around the interruption.
+AROUND_METRICS = 3
+AROUND_MAX_POINTS = 1500
+
+
+def around_steps(incident: Any) -> tuple[int, int] | None:
+    """The steps the incident page charts: AROUND_STEPS after the interruption, and before it
+    AROUND_STEPS or the steps it lost, whichever is more; None without a step."""
+    if incident.step is None:
+        return None
+    before = max(AROUND_STEPS, incident.lost_steps or 0)
+    return max(incident.step - before, 0), incident.step + AROUND_STEPS
+
+
+def _charts_around(incident: Any) -> dict[str, Any]:
+    """The run page's charts for the steps around the interruption, the interruption marked
+    (the same dotted line and ▼ marker as on the run page)."""
+    window = around_steps(incident)
+    if window is None:
+        return {"figures": [], "charts_script": ""}
+    run = incident.run
+    marks = pd.DataFrame([(incident.step, incident.root_cause.name)], columns=["x", "label"])
+    figures = []
+    for name in series_selectors.run_metric_names(run=run)[:AROUND_METRICS]:
+        per_attempt = series_selectors.series_for_run_in_steps(
+            run=run, name=name, first_step=window[0], last_step=window[1],
+            max_points=AROUND_MAX_POINTS,
+        )  # fmt: skip
+        figure = charts.metric_figure(
+            charts.attempts_frame(per_attempt, "step"),
+            title=name,
+            y_title=charts.metric_unit_title(name),
+            interruptions=marks,
+        )
+        # The whole window, even where the run sent no points (after a crash, nothing).
+        figure.update_xaxes(range=list(window))
+        figures.append(
+            {
+                "id": f"chart-{len(figures)}",
+                "name": name,
+                "total_points": sum(one.total_points for one in per_attempt),
+                "figure": json.loads(figure.to_json()),
+            }
+        )
+    payload = [{"id": f["id"], "figure": f["figure"]} for f in figures]
+    # Escaped by charts_script.
+    return {
+        "around": window,
+        "figures": figures,
+        "charts_script": mark_safe(charts.charts_script(payload)),
+    }
+
+
 def _run_at_step(incident: Any) -> str:
     """A link to the run page zoomed on the interruption's step (the charts mark it)."""
     here = reverse("dashboard:run-detail", args=[incident.run_id])
-    if incident.step is None:
+    window = around_steps(incident)
+    if window is None:
         return here
-    around = max(AROUND_STEPS, incident.lost_steps or 0)
-    return f"{here}?x0={max(incident.step - around, 0)}&x1={incident.step + around}"
+    return f"{here}?x0={window[0]}&x1={window[1]}"
 
 
 def _conflict(stale: triage.StaleEdit, form: IncidentForm | None) -> dict[str, Any]:

@@ -4,6 +4,7 @@ write, 404 for anyone outside the project)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -14,6 +15,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -23,6 +25,7 @@ from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
 from logbook.selectors import logbook as selectors
 from logbook.services import entries as entry_services
 from logbook.services import imports as import_services
+from telemetry import display
 from telemetry.models import Attempt, Membership, Run
 from telemetry.selectors import run_get_for_user, user_has_role
 
@@ -38,7 +41,7 @@ class EntryForm(forms.Form):
     title = forms.CharField(max_length=300)
     body = forms.CharField(widget=forms.Textarea(attrs={"rows": 8}), required=False)
     occurred_at = forms.DateTimeField(
-        required=False, label="Time (UTC)", help_text="YYYY-MM-DD HH:MM; empty: now."
+        required=False, label="Time", help_text="YYYY-MM-DD HH:MM; empty: now."
     )
     time_precision = forms.ChoiceField(
         choices=TimePrecision.choices,
@@ -92,6 +95,9 @@ class EntryForm(forms.Form):
     def __init__(self, *args: Any, run: Run, entry: LogbookEntry | None = None, **kw: Any):
         super().__init__(*args, **kw)
         self.run = run
+        # Read and shown in the display zone (telemetry.middleware), which the label names.
+        zone = display.zone_name(timezone.get_current_timezone())
+        self.fields["occurred_at"].label = f"Time ({zone})"
         if entry is None:
             del self.fields["corrected_by"]
             del self.fields["version"]
@@ -112,6 +118,10 @@ def _entry_choices(entries: Any) -> list[tuple[Any, str]]:
         )
         for e in entries
     ]
+
+
+def _moment(value: datetime) -> str:
+    return display.moment(value, timezone.get_current_timezone())
 
 
 def _config_rows(request: HttpRequest) -> list[dict[str, str]]:

@@ -17,12 +17,17 @@
     if (errorBox) { errorBox.textContent = text; }
   }
 
+  // The form's own words for the API's field names ("To step", not "stepEnd").
+  var LABELS = { text: "Text", tags: "Tags", step: "Step", stepEnd: "To step", time: "Time",
+    timeEnd: "To (time)", run: "Run", non_field_errors: "", detail: "" };
+
   function describe(body) {
     // DRF answers {"field": ["message", ...]} or {"detail": "..."}.
     if (!body || typeof body !== "object") { return "The annotation was not saved."; }
     return Object.keys(body).map(function (key) {
       var value = body[key];
-      return (key === "detail" ? "" : key + ": ") + (Array.isArray(value) ? value.join(" ") : String(value));
+      var label = Object.prototype.hasOwnProperty.call(LABELS, key) ? LABELS[key] : key;
+      return (label ? label + ": " : "") + (Array.isArray(value) ? value.join(" ") : String(value));
     }).join("; ");
   }
 
@@ -46,9 +51,10 @@
   }
 
   function epochMs(input) {
-    // datetime-local is the reader's local time; Date parses it as such.
+    // datetime-local is in the display zone the label names: UTC, or the browser's own
+    // (which Date assumes for a string without an offset).
     if (!input.value) { return null; }
-    var moment = new Date(input.value);
+    var moment = new Date(input.value + (form.dataset.utc ? "Z" : ""));
     return isNaN(moment.getTime()) ? NaN : moment.getTime();
   }
 

@@ -132,7 +132,7 @@
     return Array.from(new TYPED[values.dtype](bytes.buffer));
   }
   function smoothable(t) {
-    return (t.yaxis || "y") === "y" && t.mode === "lines" && /^attempts? /.test(t.name || "");
+    return (t.yaxis || "y") === "y" && t.mode === "lines" && /(^|· )attempts? /.test(t.name || "");
   }
   // The figure's traces with smoothing applied: each line smoothed, its raw line kept faint.
   function traces(figure) {

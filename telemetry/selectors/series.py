@@ -43,6 +43,49 @@ def series_for_run(*, run: Run, name: str, max_points: int) -> list[AttemptSerie
     return _series_from_rollups(attempt_by_series, max_points) if attempt_by_series else []
 
 
+def series_for_run_in_steps(
+    *, run: Run, name: str, first_step: int, last_step: int, max_points: int
+) -> list[AttemptSeries]:
+    """One metric of a run, per attempt, in steps [first_step, last_step] only (the charts
+    around an incident). A range scan of the points' primary key per series; a window wider
+    than `max_points` steps keeps every n-th step, and every non-finite value whatever its
+    step. total_points counts the points read."""
+    attempt_by_series = dict(
+        MetricSeries.objects.filter(run=run, name=name).values_list("pk", "attempt__number")
+    )
+    if not attempt_by_series or last_step < first_step:
+        return []
+    stride = max(1, math.ceil((last_step - first_step + 1) * len(attempt_by_series) / max_points))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _WINDOW, [list(attempt_by_series), first_step, last_step, first_step, stride]
+        )
+        rows = cursor.fetchall()
+    result = []
+    for sid in sorted(attempt_by_series, key=attempt_by_series.__getitem__):
+        mine = [row for row in rows if row[0] == sid]
+        total = next((row[4] for row in mine), 0)
+        result.append(
+            AttemptSeries(
+                attempt_by_series[sid],
+                total,
+                np.array([row[1] for row in mine], dtype=np.int64),
+                np.array([math.nan if row[2] is None else row[2] for row in mine], dtype=float),
+                np.array([row[3] for row in mine], dtype="datetime64[us]"),
+            )
+        )
+    return [one for one in result if one.steps.size]
+
+
+_WINDOW = (
+    "SELECT series_id, step, value, (wall_time AT TIME ZONE 'UTC'), count(*) OVER (PARTITION BY "
+    "series_id) FROM telemetry_metricpoint WHERE series_id = ANY(%s) AND step BETWEEN %s AND %s "
+    # Every n-th step from the window's start, and every non-finite value (NULL reads as NaN).
+    "AND ((step - %s) %% %s = 0 OR value IS NULL OR value IN ('NaN', 'Infinity', '-Infinity')) "
+    "ORDER BY series_id, step"
+)
+
+
 @dataclass(frozen=True)
 class _SeriesStats:
     count: int

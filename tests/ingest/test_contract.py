@@ -78,7 +78,7 @@ def test_every_bounded_field_has_a_bound() -> None:
             assert spec.maximum is not None, where
         if spec.kind in ("text", "name", "key", "names", "url_name", "url_names"):
             assert spec.max_length, where
-        if spec.kind in ("names", "url_names", "times"):
+        if spec.kind in ("names", "url_names", "times", "integers", "timings"):
             assert spec.max_items, where
 
 
@@ -106,6 +106,10 @@ def _at_limit(spec: Field, *, when: datetime) -> Any:
             return True
         case "object":
             return {"k": 1}
+        case "integers":
+            return [spec.maximum]
+        case "timings":
+            return {"s" * (spec.max_length or 0): [1.5]}
     return 1.5
 
 

@@ -138,6 +138,18 @@ def value_for(spec: Field) -> st.SearchStrategy[Any]:
             return st.sampled_from(spec.choices)
         case "object":
             return JSON_OBJECT | st.just(_nested(MAX_OBJECT_DEPTH))
+        case "integers":
+            assert spec.maximum is not None
+            edges = st.sampled_from([spec.minimum, spec.maximum])
+            item = edges | st.integers(min_value=spec.minimum, max_value=spec.maximum)
+            return st.lists(item, min_size=1, max_size=3, unique=True)
+        case "timings":
+            assert spec.max_length is not None
+            seconds = st.floats(min_value=0, allow_infinity=False) | st.just(1.7976931348623157e308)
+            return st.dictionaries(
+                _name(NAME_CHAR, spec.max_length), st.lists(seconds, min_size=1, max_size=3),
+                min_size=1, max_size=2,
+            )  # fmt: skip
     raise AssertionError(f"no strategy for {spec.kind}")
 
 
@@ -166,6 +178,17 @@ def _consistent(head: dict[str, Any], body: dict[str, Any], fit: bool) -> dict[s
         event.update(start=start, end=end)
     if event["type"] == "step_times" and fit:
         event["first_step"] = min(event["first_step"], MAX_STEP - len(event["start_times"]) + 1)
+    if event["type"] == "rank_timings" and fit:
+        # Every per-rank list as long as `ranks` (its last item repeated), the range ordered.
+        size = len(event["ranks"])
+        for key in ("hosts", "devices"):
+            if event.get(key):
+                event[key] = (event[key] + event[key][-1:] * size)[:size]
+        event["sections"] = {
+            name: (values + values[-1:] * size)[:size] for name, values in event["sections"].items()
+        }
+        if "last_step" in event and event["last_step"] < event["first_step"]:
+            event["first_step"], event["last_step"] = event["last_step"], event["first_step"]
     return event
 
 

@@ -73,11 +73,11 @@ def test_sdc_api_returns_records_and_the_weekly_rate(client, alice, project):
     assert rate["records"] == 3
     assert rate["span_days"] == 14.0
     assert rate["per_week"] == pytest.approx(1.5)
-    assert rate["formula"] == "rate = records / (span days / 7)"
+    assert rate["formula"] == "rate = records / max(span days / 7, 1)"
     assert rate["span_start"].startswith("2026-11-02T00:00")
     assert rate["span_end"].startswith("2026-11-16T00:00")
-    # weeks of Nov 2 (days 1 and 3), Nov 9 (day 10) and the empty week the span ends in
-    assert [w["count"] for w in body["weekly"]] == [2, 1, 0]
+    # the two weeks of the span: Nov 2 (days 1 and 3) and Nov 9 (day 10)
+    assert [w["count"] for w in body["weekly"]] == [2, 1]
     assert body["by_verdict"]["confirmed"] == 1 and body["by_verdict"]["pending"] == 2
     newest = body["records"][0]
     assert newest["run"] == {"id": run.pk, "name": "sdc-run", "project": "pretrain"}
@@ -296,8 +296,9 @@ def test_query_count_does_not_grow_with_the_data(
     # given one small run, then the same page over five runs with ten times the hosts
     client.force_login(alice)
     build_run(project)
-    # 13, plus the host page's three GPU-health reads (missing counters, readings, events)
-    bound = 16 if "/hosts/" in url else 13
+    # 14 (one of them the straggler records, issue 16), plus the host page's three GPU-health
+    # reads (missing counters, readings, events) and its ranks' scores (runs, placements)
+    bound = 19 if "/hosts/" in url else 14
     with django_assert_max_num_queries(bound):
         assert client.get(url).status_code == 200
     for index in range(4):

@@ -282,7 +282,8 @@ def test_failure_page_shows_numbers_with_formulas(client, alice, small_world):
     # 2 of 3 unexpected are Faulty GPU: 66.7%; MTBF 240 h / 3 = 80 h
     assert 'data-component="Faulty GPU"' in html and "66.7%" in html
     assert "observed time / unexpected interruptions" in html
-    assert "80 h" in html
+    assert "3.3 d" in html  # 80 h, in days as on every page
+    assert "80 h" not in html
     assert "count / 3 · 100" in html
     assert "At 100,000 accelerators" in html
 

@@ -71,7 +71,7 @@ def test_checkpoint_advisor_is_cached_until_the_data_changes(client, alice):
     first = _api(client, run)
     assert first["count"] == 4
     assert first["advisor"]["delta_s"]["value"] == pytest.approx(30.0)
-    assert "0.5 min (30 s)" in client.get(page).content.decode()
+    assert ">30 s<" in client.get(page).content.decode()
 
     # a new checkpoint shows at once, in the count, δ, the chart and the table
     checkpoint_services.checkpoint_record(
@@ -81,7 +81,7 @@ def test_checkpoint_advisor_is_cached_until_the_data_changes(client, alice):
     assert second["count"] == 5
     assert second["advisor"]["delta_s"]["value"] == pytest.approx(40.0)
     html = client.get(page).content.decode()
-    assert "0.7 min (40 s)" in html and 'data-step="1000"' in html
+    assert ">40 s<" in html and 'data-step="1000"' in html
     script = html.split('<script id="charts-data" type="application/json">')[1].split("</script>")[
         0
     ]
@@ -92,7 +92,7 @@ def test_checkpoint_advisor_is_cached_until_the_data_changes(client, alice):
     # in the coarse checkpoint aggregates, its version must still move
     checkpoint_services.checkpoint_record(run=run, step=1000, status="failed")
     assert _api(client, run)["advisor"]["delta_s"]["value"] == pytest.approx(30.0)
-    assert "0.5 min (30 s)" in client.get(page).content.decode()
+    assert ">30 s<" in client.get(page).content.decode()
 
     # and a new interruption (MTBF halves: 3 h over 2 instead of 1)
     mtbf = _api(client, run)["advisor"]["mtbf_s"]["value"]

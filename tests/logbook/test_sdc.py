@@ -66,9 +66,12 @@ def test_weekly_rate_is_records_over_weeks_of_span():
     assert rate.per_week == pytest.approx(1.5)
 
 
-def test_weekly_rate_over_a_partial_week():
-    # 1 record in 3.5 days: 2 a week.
-    rate = sdc.weekly_rate(records=1, span_start=START, span_end=START + timedelta(hours=84))
+def test_weekly_rate_over_a_partial_week_is_not_extrapolated():
+    # 8 records in 2.9 days: 8 that week, not 19.1 a week.
+    rate = sdc.weekly_rate(records=8, span_start=START, span_end=START + timedelta(days=2.9))
+    assert rate.per_week == pytest.approx(8.0)
+    # beyond a week it is the plain rate: 3 in 10.5 days is 2 a week
+    rate = sdc.weekly_rate(records=3, span_start=START, span_end=START + timedelta(days=10.5))
     assert rate.per_week == pytest.approx(2.0)
 
 
@@ -87,12 +90,22 @@ def test_weekly_counts_include_quiet_weeks():
     weekly = sdc.weekly_counts(
         detected, span_start=START + timedelta(hours=5), span_end=START + timedelta(days=18)
     )
-    assert [w.date().isoformat() for w in weekly["week_start"]] == [
-        "2026-11-02",
-        "2026-11-09",
-        "2026-11-16",
+    # weeks from the first data (a record an hour in), not from the Monday before it
+    assert [w.isoformat() for w in weekly["week_start"]] == [
+        "2026-11-02T01:00:00+00:00",
+        "2026-11-09T01:00:00+00:00",
+        "2026-11-16T01:00:00+00:00",
     ]
-    assert list(weekly["count"]) == [2, 0, 1]
+    assert list(weekly["count"]) == [2, 1, 0]
+
+
+def test_weekly_counts_start_at_the_first_data_of_a_short_run():
+    # given a run that started on a Thursday and ran 2.9 days
+    start = datetime(2026, 11, 5, 9, 0, tzinfo=UTC)
+    detected = [start + timedelta(hours=h) for h in (2, 10, 30, 50, 60, 65, 68, 69)]
+    weekly = sdc.weekly_counts(detected, span_start=start, span_end=start + timedelta(days=2.9))
+    assert list(weekly["week_start"]) == [start]
+    assert list(weekly["count"]) == [8]
 
 
 def test_weekly_counts_of_nothing_is_empty():

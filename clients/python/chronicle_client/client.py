@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from chronicle_client import spool as spool_module
+from chronicle_client.ranks import RankTimer
 from chronicle_client.spool import (
     CONTENT_KINDS,
     KIND_EVENT,
@@ -402,6 +403,7 @@ class Run:
         self._event_ids = 0
         self._heartbeats = 0
         self._heartbeat_due = False
+        self._rank_timers: list[RankTimer] = []
         self._finished = False
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -585,6 +587,13 @@ class Run:
             "note", id=self._event_id("note"), title=title, body=body or None, kind=kind, step=step
         )
 
+    def rank_timer(self, *, every: int = 10, device: str | None = None) -> RankTimer:
+        """A per-rank section timer (chronicle_client.ranks): `with timer.step(step):` and
+        `with timer.section("forward"):`, one `rank_timings` event per `every` steps."""
+        timer = RankTimer(self, every=every, device=device)
+        self._rank_timers.append(timer)
+        return timer
+
     def heartbeat(self) -> None:
         """Say the job is alive: a `heartbeat` event sent by the sender thread, not spooled (a
         late liveness signal means nothing). It moves the run's last-seen time, which is what
@@ -618,6 +627,8 @@ class Run:
         is not delivered by then stays in the spool for the next start or `sync`."""
         if self._finished:
             return True
+        for timer in self._rank_timers:
+            timer.flush()
         if self.end_attempt:
             self.attempt_ended(status, reason)
         try:

@@ -1,0 +1,105 @@
+"""The compare page: two or more runs overlaid on the run page's charts, their configs
+side by side where they differ."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import render
+from django.utils.safestring import mark_safe
+
+from dashboard import config_diff, metric_sections
+from dashboard.views.runs import CHART_MAX_POINTS
+from telemetry import charts, selectors
+from telemetry.models import Run
+from telemetry.selectors import series as series_selectors
+
+MAX_COMPARED = 8
+
+
+def _run_ids(raw: str) -> list[int] | str:
+    """The ?runs= ids in order, duplicates dropped, or what is wrong with them."""
+    parts = [part.strip() for part in raw.split(",") if part.strip()]
+    if not all(part.isdigit() and len(part) < 12 for part in parts):
+        return "runs: give run ids separated by commas, e.g. ?runs=12,15."
+    ids = list(dict.fromkeys(int(part) for part in parts))
+    if not 2 <= len(ids) <= MAX_COMPARED:
+        return f"runs: choose between 2 and {MAX_COMPARED} different runs to compare."
+    return ids
+
+
+@login_required
+def compare(request: HttpRequest) -> HttpResponse:
+    # ?runs=1,2 (a link) or ?runs=1&runs=2 (the run list's checkboxes).
+    ids = _run_ids(",".join(request.GET.getlist("runs")))
+    if isinstance(ids, str):
+        return HttpResponseBadRequest(ids, content_type="text/plain; charset=utf-8")
+    # 404 for a run the user may not see, as the run page does.
+    runs = [selectors.run_get_for_user(user=request.user, run_id=run_id) for run_id in ids]
+    axis: charts.Axis = "time" if request.GET.get("axis") == "time" else "step"
+    # Every run's metrics, the loss first as on the run page.
+    names = sorted(
+        {n for run in runs for n in series_selectors.run_metric_names(run=run)},
+        key=lambda name: (name != "loss", name),
+    )
+    pinned = metric_sections.pinned_from_query(request.GET.get("metrics", ""))
+    drawn = metric_sections.shown(names, pinned)
+    figures = [_figure(runs, name, axis, f"chart-{index}") for index, name in enumerate(drawn)]
+    return render(
+        request,
+        "dashboard/compare.html",
+        {
+            "runs": runs,
+            "axis": axis,
+            "runs_param": ",".join(str(run.pk) for run in runs),
+            "metric_count": len(names),
+            "figures": figures,
+            "differences": config_diff.config_differences([run.config for run in runs]),
+            # Escaped by charts_script.
+            "charts_script": mark_safe(
+                charts.charts_script([{"id": f["id"], "figure": f["figure"]} for f in figures])
+            ),
+        },
+    )
+
+
+# Each line's key in the attempt column: the run's position times this plus the attempt
+# number, so lines sort by the order the runs were chosen in, then by attempt.
+_RUN_STRIDE = 10**7
+_DASHES = ["solid", "dash", "dot", "dashdot"]
+
+
+def _figure(runs: list[Run], name: str, axis: charts.Axis, chart_id: str) -> dict[str, Any]:
+    """One metric of every run, each run's attempts a line named "<run> · attempt N"."""
+    frames = []
+    total = 0
+    budget = CHART_MAX_POINTS // len(runs)
+    for position, run in enumerate(runs):
+        per_attempt = series_selectors.series_for_run(run=run, name=name, max_points=budget)
+        total += sum(one.total_points for one in per_attempt)
+        frames.append(
+            charts.attempts_frame(per_attempt, axis, lambda a, p=position: p * _RUN_STRIDE + a)
+        )
+    figure = charts.metric_figure(
+        pd.concat(frames, ignore_index=True),
+        title=name,
+        axis=axis,
+        y_title=charts.metric_unit_title(name),
+        # int(): a run without this metric adds an empty frame, and pandas then makes the
+        # column float.
+        attempt_name=lambda key: (
+            f"{runs[int(key) // _RUN_STRIDE].name} · attempt {int(key) % _RUN_STRIDE}"
+        ),
+        # Colours go round after eight lines: each run's lines keep a dash of their own.
+        attempt_dash=lambda key: _DASHES[int(key) // _RUN_STRIDE % len(_DASHES)],
+    )
+    return {
+        "id": chart_id,
+        "name": name,
+        "total_points": total,
+        "figure": json.loads(figure.to_json()),
+    }

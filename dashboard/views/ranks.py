@@ -1,0 +1,66 @@
+"""The run's per-rank timings page: heat map, per-step spread and straggler ledger."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from logbook.charts import as_payload
+from logbook.selectors.stragglers import straggler_records_for_run
+from telemetry import rank_charts, run_cache, selectors
+from telemetry.charts import charts_script
+from telemetry.models import Membership
+from telemetry.selectors import ranks as rank_selectors
+
+
+@login_required
+def run_ranks(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = selectors.run_get_for_user(user=request.user, run_id=run_id)
+    sections = rank_selectors.rank_sections(run=run)
+    section = request.GET.get("section") or (sections[0] if sections else "step")
+    error = ""
+    if sections and section not in sections:
+        error = f"section: {section[:64]!r} is not one this run reported ({', '.join(sections)})"
+        section = sections[0]
+    status = 400 if error else 200
+
+    def draw() -> list[dict[str, Any]]:
+        payload = []
+        heatmap = rank_selectors.rank_heatmap(run=run, section=section)
+        if heatmap is not None:
+            figure = rank_charts.heatmap_figure(heatmap, section=section)
+            payload.append({"id": "chart-rank-heatmap", "figure": as_payload(figure)})
+        spread = rank_selectors.rank_spread(run=run, section=section)
+        if spread:
+            figure = rank_charts.spread_figure(spread, section=section)
+            payload.append({"id": "chart-rank-spread", "figure": as_payload(figure)})
+        return payload
+
+    key = f"{run_cache.run_version_key(run=run)}:ranks:{section}"
+    payload = run_cache.cached(key, draw) if sections else []
+    drawn = {chart["id"] for chart in payload}
+    return render(
+        request,
+        "dashboard/run_ranks.html",
+        {
+            "run": run,
+            "sections": sections,
+            "section": section,
+            "error": error,
+            "has_heatmap": "chart-rank-heatmap" in drawn,
+            "has_spread": "chart-rank-spread" in drawn,
+            "records": list(straggler_records_for_run(run=run)[:500]),
+            "can_quarantine": selectors.user_has_role(
+                user=request.user, at_least=Membership.Role.ONCALL, project_id=run.project_id
+            ),
+            "threshold": settings.RANK_STRAGGLER_THRESHOLD,
+            "windows": settings.RANK_STRAGGLER_WINDOWS,
+            "bucket_min": settings.RANK_BUCKET_S // 60,
+            "charts_script": charts_script(payload),
+        },
+        status=status,
+    )

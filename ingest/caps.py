@@ -1,0 +1,54 @@
+"""Caps on series per run and runs per project (settings INGEST_MAX_SERIES_PER_RUN and
+INGEST_MAX_RUNS_PER_PROJECT), checked when a batch is accepted, on both the at-once and
+the worker path: a batch answered 202 is never refused later by a worker because of a cap.
+
+Cheap on the hot path: one keyed lookup for the run and one for the batch's names that the
+run already has; the counts run only when the batch would create a run or a series. The
+caps are soft under concurrency: two batches accepted at the same moment may each pass the
+check and overshoot by what they add, which keeps the promise that a 202 is stored."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from ingest.schema import BatchError, BatchIn
+from telemetry.models import MetricSeries, Run
+
+# Unprocessable, not 429: the cap does not lift by retrying, so the client must not retry.
+CAP_STATUS = 422
+
+
+def runs_cap_check(*, project_id: int, run_name: str, new: bool = False) -> None:
+    """Raise BatchError when a run named `run_name` would be new (or is, with `new`) and
+    the project is full."""
+    cap = settings.INGEST_MAX_RUNS_PER_PROJECT
+    if not new and Run.objects.filter(project_id=project_id, name=run_name).exists():
+        return
+    if Run.objects.filter(project_id=project_id).count() >= cap:
+        raise BatchError(
+            CAP_STATUS,
+            f"run {run_name!r} would be new, and this project already holds its maximum of "
+            f"{cap} runs (setting INGEST_MAX_RUNS_PER_PROJECT). Nothing was stored.",
+        )
+
+
+def batch_caps_check(*, project_id: int, batch_in: BatchIn) -> None:
+    """Raise BatchError when the batch would create a run or series past its cap."""
+    runs_cap_check(project_id=project_id, run_name=batch_in.run)
+    names = {metric.name for metric in batch_in.metrics}
+    if not names:
+        return
+    cap = settings.INGEST_MAX_SERIES_PER_RUN
+    in_run = MetricSeries.objects.filter(run__project_id=project_id, run__name=batch_in.run)
+    known = set(in_run.filter(name__in=names).values_list("name", flat=True).distinct())
+    new = names - known
+    if not new:
+        return
+    held = in_run.values("name").distinct().count()
+    if held + len(new) > cap:
+        raise BatchError(
+            CAP_STATUS,
+            f"run {batch_in.run!r} holds {held} metric series and this batch names {len(new)} "
+            f"new ones, past the maximum of {cap} series per run (setting "
+            "INGEST_MAX_SERIES_PER_RUN). Nothing was stored.",
+        )

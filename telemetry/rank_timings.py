@@ -1,0 +1,261 @@
+"""Writes for per-rank section timings (the rank_timings event): raw values into the
+hour-partitioned table, where each rank ran, the per-step distributions and per-bucket
+means that outlive the raw values, and the partitions' upkeep.
+
+Sizes (16,384 ranks, 4 sections, a step every 6 s): the raw table takes one row per section
+per event (the ranks' values as arrays), 2,400 rows an hour when rank 0 gathers; what is kept
+for the run is a row per (section, step) and a row per (section, bucket). See the README.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+
+from telemetry.models import Attempt, RankBucket, RankStepStats
+from telemetry.services import fleet_version_bump, hosts_ensure, run_data_version_bump
+from telemetry.straggler_scores import percentiles
+
+RAW_TABLE = "telemetry_ranktiming_raw"
+PARTITION_S = 3600
+# Partitions are made this far ahead, so inserts never wait for the beat (the default
+# partition catches anything if the beat is down for longer).
+PARTITIONS_AHEAD = timedelta(hours=6)
+# How many of a step's slowest ranks its distribution row names.
+SLOWEST_KEPT = 5
+
+
+def rank_timings_record(
+    *,
+    attempt: Attempt,
+    first_step: int,
+    last_step: int,
+    ranks: Sequence[int],
+    sections: Mapping[str, Sequence[float]],
+    hosts: Sequence[str] | None = None,
+    devices: Sequence[str] | None = None,
+    recorded_at: datetime,
+) -> None:
+    """Store one rank_timings event: a raw row per section (dropped with its partition) and,
+    when hosts or devices are sent, each rank's placement (changed rows only). The rollup
+    (`rank_timings_rollup`) makes the lasting rows from the raw ones."""
+    with connection.cursor() as cursor:
+        for section, values in sections.items():
+            cursor.execute(
+                f"INSERT INTO {RAW_TABLE} (received_at, attempt_id, section, first_step,"
+                " last_step, recorded_at, ranks, values_s)"
+                " VALUES (now(), %s, %s, %s, %s, %s, %s::integer[], %s::real[])",
+                [
+                    attempt.pk,
+                    section,
+                    first_step,
+                    last_step,
+                    recorded_at,
+                    list(ranks),
+                    list(values),
+                ],
+            )
+        if hosts is not None or devices is not None:
+            # Keyed upsert that writes nothing when the placement is unchanged: rank 0 may
+            # send all 16,384 hosts with every event.
+            cursor.execute(
+                "INSERT INTO telemetry_rankplacement (attempt_id, rank, host, device)"
+                " SELECT %s, r, h, d FROM unnest(%s::integer[], %s::text[], %s::text[])"
+                " AS u(r, h, d)"
+                " ON CONFLICT (attempt_id, rank) DO UPDATE"
+                " SET host = CASE WHEN EXCLUDED.host = '' THEN telemetry_rankplacement.host"
+                " ELSE EXCLUDED.host END,"
+                " device = CASE WHEN EXCLUDED.device = '' THEN telemetry_rankplacement.device"
+                " ELSE EXCLUDED.device END"
+                " WHERE (telemetry_rankplacement.host, telemetry_rankplacement.device)"
+                " IS DISTINCT FROM (EXCLUDED.host, EXCLUDED.device)"
+                " AND (EXCLUDED.host <> '' OR EXCLUDED.device <> '')",
+                [
+                    attempt.pk,
+                    list(ranks),
+                    list(hosts) if hosts is not None else [""] * len(ranks),
+                    list(devices) if devices is not None else [""] * len(ranks),
+                ],
+            )
+            changed = cursor.rowcount
+        if hosts and changed:
+            # New or moved placements: the hosts join the attempt's, as attempt_started's
+            # would (the fleet pages find a host through the attempts it served).
+            project_id = attempt.run.project_id
+            names = sorted({name for name in hosts if name})
+            attempt.hosts.add(*hosts_ensure(project=project_id, names=names))
+            fleet_version_bump(project_id=project_id)
+
+
+def bucket_start(moment: datetime, bucket_s: int) -> datetime:
+    epoch = int(moment.timestamp()) // bucket_s * bucket_s
+    return datetime.fromtimestamp(epoch, tz=UTC)
+
+
+@dataclass(frozen=True)
+class Rollup:
+    steps: int
+    buckets: list[tuple[str, datetime]]  # (section, bucket_start) recomputed
+
+
+@transaction.atomic
+def rank_timings_rollup(*, attempt_id: int, since: datetime) -> Rollup:
+    """Recompute the distribution of every (section, step) and the per-rank means of every
+    (section, bucket) that raw rows received since `since` touch, from all raw rows still
+    kept for them. Idempotent: rows are replaced, never added to, so running it twice (or
+    over a late rank's values) gives the same rows."""
+    bucket_s = settings.RANK_BUCKET_S
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT DISTINCT section, first_step FROM {RAW_TABLE}"
+            " WHERE attempt_id = %s AND received_at >= %s",
+            [attempt_id, since],
+        )
+        touched = cursor.fetchall()
+    buckets: set[tuple[str, datetime]] = set()
+    for section, first_step in touched:
+        recorded_at = _step_stats_refresh(attempt_id, section, first_step)
+        if recorded_at is not None:
+            buckets.add((section, bucket_start(recorded_at, bucket_s)))
+    for section, start in sorted(buckets):
+        _bucket_refresh(attempt_id, section, start, bucket_s)
+    if touched:
+        run_id = Attempt.objects.values_list("run_id", flat=True).get(pk=attempt_id)
+        run_data_version_bump(run_id=run_id)
+    return Rollup(steps=len(touched), buckets=sorted(buckets))
+
+
+def _step_stats_refresh(attempt_id: int, section: str, step: int) -> datetime | None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT recorded_at, ranks, values_s FROM {RAW_TABLE}"
+            " WHERE attempt_id = %s AND section = %s AND first_step = %s ORDER BY received_at",
+            [attempt_id, section, step],
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        return None
+    # One value per rank; a rank that sent the step twice counts once (the later value).
+    by_rank: dict[int, float] = {}
+    for _, ranks, values in rows:
+        by_rank.update(zip(ranks, values, strict=True))
+    ranks_arr = np.fromiter(by_rank.keys(), dtype=np.int64, count=len(by_rank))
+    values_arr = np.fromiter(by_rank.values(), dtype=np.float64, count=len(by_rank))
+    low, median, p90, p99, high = percentiles(values_arr)
+    order = np.argsort(-values_arr, kind="stable")[:SLOWEST_KEPT]
+    recorded_at = min(row[0] for row in rows)
+    RankStepStats.objects.update_or_create(
+        attempt_id=attempt_id,
+        section=section,
+        step=step,
+        defaults={
+            "recorded_at": recorded_at,
+            "rank_count": len(by_rank),
+            "min_s": low,
+            "median_s": median,
+            "p90_s": p90,
+            "p99_s": p99,
+            "max_s": high,
+            "slowest_ranks": [int(r) for r in ranks_arr[order]],
+            "slowest_s": [float(v) for v in values_arr[order]],
+        },
+    )
+    return recorded_at
+
+
+def _bucket_refresh(attempt_id: int, section: str, start: datetime, bucket_s: int) -> None:
+    # Aggregated in PostgreSQL: a 10-minute bucket of a 16,384-rank job is 6.5 million values.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(array_agg(r ORDER BY r), '{}'),"
+            " coalesce(array_agg(m ORDER BY r), '{}'), coalesce(array_agg(d ORDER BY r), '{}'),"
+            " coalesce(array_agg(n ORDER BY r), '{}')"
+            " FROM (SELECT u.r, avg(u.v) AS m,"
+            " percentile_cont(0.5) WITHIN GROUP (ORDER BY u.v) AS d, count(*)::integer AS n"
+            f" FROM {RAW_TABLE}, unnest(ranks, values_s) AS u(r, v)"
+            " WHERE attempt_id = %s AND section = %s AND recorded_at >= %s AND recorded_at < %s"
+            " GROUP BY u.r) per_rank",
+            [attempt_id, section, start, start + timedelta(seconds=bucket_s)],
+        )
+        ranks, means, medians, counts = cursor.fetchone()
+    if not ranks:
+        return
+    RankBucket.objects.update_or_create(
+        attempt_id=attempt_id,
+        section=section,
+        bucket_s=bucket_s,
+        bucket_start=start,
+        defaults={
+            "ranks": ranks,
+            "means_s": [float(m) for m in means],
+            "medians_s": [float(m) for m in medians],
+            "counts": counts,
+        },
+    )
+
+
+def attempts_with_new_timings(*, since: datetime) -> list[int]:
+    """Attempts with raw rows received since `since`: the ones the periodic rollup visits."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT DISTINCT attempt_id FROM {RAW_TABLE} WHERE received_at >= %s", [since]
+        )
+        found = [row[0] for row in cursor.fetchall()]
+    # Raw rows have no foreign key: a deleted attempt's rows linger until their partition goes.
+    return list(Attempt.objects.filter(pk__in=found).order_by("pk").values_list("pk", flat=True))
+
+
+# --- Partitions ------------------------------------------------------------------------------
+
+
+def _partition_name(start: datetime) -> str:
+    return f"{RAW_TABLE}_p{start:%Y%m%d%H}"
+
+
+def rank_partitions_maintain(*, now: datetime | None = None) -> tuple[list[str], list[str]]:
+    """Create the hourly partitions from the current hour to PARTITIONS_AHEAD, drop those
+    wholly older than RANK_TIMINGS_RAW_WINDOW_S, and delete expired rows the default
+    partition caught. Returns (created, dropped) partition names."""
+    now = now or datetime.now(UTC)
+    window = timedelta(seconds=settings.RANK_TIMINGS_RAW_WINDOW_S)
+    created, dropped = [], []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+            " JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = %s",
+            [RAW_TABLE],
+        )
+        existing = {row[0] for row in cursor.fetchall()}
+        start = bucket_start(now, PARTITION_S)
+        while start <= now + PARTITIONS_AHEAD:
+            name = _partition_name(start)
+            if name not in existing:
+                end = start + timedelta(seconds=PARTITION_S)
+                try:
+                    with transaction.atomic():
+                        # Literal bounds: DDL takes no bind parameters.
+                        cursor.execute(
+                            f'CREATE TABLE "{name}" PARTITION OF {RAW_TABLE}'
+                            f" FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
+                        )
+                    created.append(name)
+                except DatabaseError:
+                    # Rows for that hour already sit in the default partition (the beat was
+                    # down): they stay there until they expire, deleted below.
+                    pass
+            start += timedelta(seconds=PARTITION_S)
+        prefix = f"{RAW_TABLE}_p"
+        for name in sorted(existing):
+            if not name.startswith(prefix):
+                continue
+            begins = datetime.strptime(name[len(prefix) :], "%Y%m%d%H").replace(tzinfo=UTC)
+            if begins + timedelta(seconds=PARTITION_S) <= now - window:
+                cursor.execute(f'DROP TABLE "{name}"')
+                dropped.append(name)
+        cursor.execute(f"DELETE FROM {RAW_TABLE}_default WHERE received_at < %s", [now - window])
+    return created, dropped

@@ -1,0 +1,139 @@
+"""Real ranks: several processes of chronicle_client on this machine, each timing its own
+sections with run.rank_timer(), through the live server and the real Celery worker. A rank
+planted 20% slower is named in the straggler ledger with its host; a planted hang opens one
+interruption naming the rank that stopped first."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from ingest.models import IngestBatch
+from logbook.models import Interruption, StragglerRecord
+from logbook.services import hangs, stragglers
+from telemetry.models import Run
+
+CLIENT_DIR = Path(__file__).resolve().parents[2] / "clients" / "python"
+RANKS = 8
+
+# A synchronous step: compute ("forward"), then wait for everyone ("collective_wait") until
+# the step's slot on a shared clock ends, so every rank's step takes the same wall time, as
+# in data-parallel training. The slow rank's compute is 20% longer; ranks past `stop_at`
+# stop stepping (a hang) and only send heartbeats.
+RANK_JOB = r"""
+import sys, time
+from chronicle_client import Run
+
+url, token, spool, rank, t0, steps, slow, stop_at = sys.argv[1:9]
+rank, t0, steps, slow, stop_at = int(rank), float(t0), int(steps), int(slow), int(stop_at)
+period, compute = 0.2, 0.08
+with Run("real-ranks", url=url, token=token, attempt=1, rank=rank, host=f"node{rank // 4}",
+         end_attempt=False, spool_dir=spool, flush_interval_s=0.2) as run:
+    timer = run.rank_timer(every=1, device=f"GPU-{rank}")
+    for step in range(min(steps, stop_at)):
+        with timer.step(step):
+            with timer.section("forward"):
+                time.sleep(compute * (1.2 if rank == slow else 1.0))
+            with timer.section("collective_wait"):
+                time.sleep(max(0.0, t0 + (step + 1) * period - time.time()))
+    timer.flush()
+    if stop_at < steps:
+        for _ in range(10):  # hung: alive, heartbeating, no progress
+            run.heartbeat()
+            time.sleep(0.2)
+    run.flush(30)
+"""
+
+
+def run_ranks(
+    url: str, token: str, spool: Path, *, steps: int, slow: int, stops: dict[int, int]
+) -> None:
+    t0 = time.time() + 1.0  # every rank starts on the same clock
+    env = {**os.environ, "PYTHONPATH": str(CLIENT_DIR)}
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                RANK_JOB,
+                url,
+                token,
+                str(spool),
+                str(rank),
+                str(t0),
+                str(steps),
+                str(slow),
+                str(stops.get(rank, steps)),
+            ],
+            env=env,
+        )
+        for rank in range(RANKS)
+    ]
+    assert [process.wait(timeout=120) for process in processes] == [0] * RANKS
+
+
+def all_done() -> bool:
+    return not IngestBatch.objects.exclude(status=IngestBatch.Status.DONE).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_planted_straggler_is_named_with_its_host(
+    live_server: Any,
+    celery_worker: Any,
+    ingest_token: str,
+    wait: Any,
+    tmp_path: Path,
+    settings: Any,
+) -> None:
+    # 2-second windows, so 40 steps of 0.2 s make four of them
+    settings.RANK_BUCKET_S = 2
+    started = timezone.now()
+    run_ranks(live_server.url, ingest_token, tmp_path, steps=40, slow=5, stops={})
+    wait(all_done, what="the worker")
+    # when the periodic pass runs
+    stragglers.rank_timings_refresh(since=started)
+    # then the ledger names rank 5 on node1 (its device too)
+    record = StragglerRecord.objects.get()
+    assert (record.rank, record.host.name, record.device.uuid) == (5, "node1", "GPU-5")
+    # forward always; on a loaded machine its overrunning steps can make `step` low too
+    assert "forward" in record.sections and "collective_wait" not in record.sections
+    assert 0.6 < record.relative_score < 0.9
+    # and every step's distribution was kept, all eight ranks in it
+    run = Run.objects.get(name="real-ranks")
+    stats = run.attempts.get().rank_step_stats.filter(section="forward")
+    assert stats.count() == 40
+    assert set(stats.values_list("rank_count", flat=True)) == {RANKS}
+    # (a loaded 2-core machine makes the odd step of another rank slower still)
+    slowest_is_5 = sum(row.slowest_ranks[0] == 5 for row in stats)
+    assert slowest_is_5 >= 30, slowest_is_5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_planted_hang_opens_one_interruption(
+    live_server: Any, celery_worker: Any, ingest_token: str, wait: Any, tmp_path: Path
+) -> None:
+    # given: rank 3 stops after step 5, the others after step 7 (stuck in the collective)
+    started = timezone.now()
+    stops = {rank: 6 if rank == 3 else 8 for rank in range(RANKS)}
+    run_ranks(live_server.url, ingest_token, tmp_path, steps=20, slow=-1, stops=stops)
+    wait(all_done, what="the worker")
+    stragglers.rank_timings_refresh(since=started)
+    run = Run.objects.get(name="real-ranks")
+    assert run.last_step == 7
+    # when the check runs six minutes on (past the 5-minute floor; heartbeats still recent)
+    later = timezone.now() + timedelta(minutes=6)
+    hangs.hangs_check(now=later)
+    hangs.hangs_check(now=later)
+    # then one interruption, naming step 7 and rank 3 on node0
+    hang = Interruption.objects.get(run=run)
+    assert hang.root_cause.name == "NCCL Watchdog Timeouts" and hang.step == 7
+    assert "Ranks that stopped reporting first: 3 (node0)" in hang.message
+    assert [host.name for host in hang.hosts.all()] == ["node0"]

@@ -1,0 +1,82 @@
+"""The run list: search, filters, sorting, pages (page and API) and a column chooser, so
+2,000 runs are not one 583 KB page."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db.models import F
+
+from telemetry import services as telemetry_services
+from telemetry.models import Attempt, Run
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def many_runs(project):
+    """120 runs: run-000 ... run-119, run-k last seen k hours after T0, step 10·k; every
+    tenth one's attempt failed, the others' run."""
+    for k in range(120):
+        run = telemetry_services.run_upsert(project=project, name=f"run-{k:03d}")
+        Attempt.objects.create(run=run, number=1, status="failed" if k % 10 == 0 else "running")
+    Run.objects.filter(project=project).update(last_step=F("id"))
+    for run in Run.objects.filter(project=project):
+        k = int(run.name[4:])
+        Run.objects.filter(pk=run.pk).update(last_seen_at=T0 + timedelta(hours=k), last_step=10 * k)
+    return project
+
+
+def names(html: str) -> list[str]:
+    import re
+
+    return re.findall(r'<a href="/runs/\d+/">(run-\d+)</a>', html)
+
+
+@pytest.mark.django_db
+def test_the_run_list_is_paged_newest_first(
+    client, alice, many_runs, django_assert_max_num_queries
+):
+    client.force_login(alice)
+    with django_assert_max_num_queries(8):
+        html = client.get("/").content.decode()
+    assert names(html)[:2] == ["run-119", "run-118"] and len(names(html)) == 50
+    assert "Rows 1\u201350 of 120" in html
+    assert names(client.get("/", {"page": 3}).content.decode())[-1] == "run-000"
+
+
+@pytest.mark.django_db
+def test_search_filter_and_sort(client, alice, many_runs):
+    client.force_login(alice)
+    assert names(client.get("/", {"q": "run-11"}).content.decode()) == [
+        f"run-{k}" for k in range(119, 109, -1)
+    ]
+    failed = names(client.get("/", {"status": "failed", "sort": "step"}).content.decode())
+    assert failed == [f"run-{k:03d}" for k in range(0, 120, 10)]
+    window = {"since": "2026-11-02", "until": "2026-11-02", "sort": "name"}
+    assert names(client.get("/", window).content.decode()) == [
+        f"run-{k:03d}" for k in range(24, 48)
+    ]
+    html = client.get("/", {"sort": "bogus"}).content.decode()
+    assert "Sort by one of project, name" in html
+
+
+@pytest.mark.django_db
+def test_the_column_chooser_keeps_only_the_chosen_columns(client, alice, many_runs):
+    client.force_login(alice)
+    html = client.get("/", {"cols": ["step"]}).content.decode()
+    assert 'data-col="step"' in html and 'data-col="loss"' not in html
+    assert 'data-col="name"' in html  # the run's name is always there
+    assert ">1,190<" in html
+
+
+@pytest.mark.django_db
+def test_the_api_pages_and_filters_like_the_page(client, alice, many_runs):
+    client.force_login(alice)
+    body = client.get("/api/v1/runs", {"page_size": 10, "status": "failed"}).json()
+    assert body["count"] == 12 and len(body["results"]) == 10 and body["next"]
+    assert body["results"][0]["name"] == "run-110"
+    assert len(client.get("/api/v1/runs").json()) == 120  # unpaged as before
+    response = client.get("/api/v1/runs", {"status": "sleeping"})
+    assert response.status_code == 400 and "Status must be one of" in response.json()["detail"]

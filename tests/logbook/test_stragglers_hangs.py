@@ -1,0 +1,207 @@
+"""The straggler ledger (scores below the threshold for N windows name a rank, its host and
+device; a later attempt on other hardware resolves it) and hang detection (heartbeats
+without progress open one "hang suspected" interruption; silence stays "stopped
+reporting")."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from ingest import services
+from logbook.models import Interruption, StragglerRecord, WebhookDelivery
+from logbook.services import hangs, stragglers
+from logbook.services import webhooks as webhook_services
+from telemetry.models import Run
+
+HOSTS = ["h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3"]
+
+
+@pytest.fixture
+def token(project: Any) -> Any:
+    row, _ = services.token_create(project=project, name="ranks")
+    return row
+
+
+def send(token: Any, batch_id: str, events: list[dict[str, Any]], attempt: int = 1) -> None:
+    document = {"batch_id": batch_id, "run": "big", "attempt": attempt, "events": events}
+    acceptance = services.batch_submit(token=token, body=json.dumps(document).encode())
+    assert services.batch_process(batch_pk=acceptance.batch.pk) == "done"
+
+
+def gathered_steps(
+    token: Any,
+    *,
+    attempt: int,
+    steps: range,
+    start: Any,
+    slow: dict[int, float],
+    hosts: list[str],
+    ranks: int = 8,
+) -> None:
+    """Rank 0 gathers every rank's step and forward time, one step a minute from `start`."""
+    events = []
+    for step in steps:
+        step_s = [1.0 * slow.get(rank, 1.0) + rank * 1e-4 for rank in range(ranks)]
+        events.append(
+            {
+                "type": "rank_timings",
+                "time": (start + timedelta(minutes=step - steps.start)).isoformat(),
+                "first_step": step,
+                "ranks": list(range(ranks)),
+                "hosts": hosts,
+                "devices": [f"GPU-{host}-{rank % 2}" for rank, host in enumerate(hosts)],
+                "sections": {"step": step_s, "forward": [s * 0.4 for s in step_s]},
+            }
+        )
+    send(token, f"a{attempt}-{steps.start}", events, attempt=attempt)
+
+
+@pytest.mark.django_db
+def test_a_rank_20_percent_slower_for_three_windows_is_a_straggler_then_resolved(
+    token: Any,
+) -> None:
+    # given: 8 ranks for 30 minutes (three 10-minute windows), rank 5 20% slower throughout
+    start = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=2)
+    start -= timedelta(minutes=start.minute % 10)
+    gathered_steps(token, attempt=1, steps=range(0, 30), start=start, slow={5: 1.2}, hosts=HOSTS)
+    # when: the periodic pass runs (twice: it is idempotent)
+    since = timezone.now() - timedelta(minutes=1)
+    assert stragglers.rank_timings_refresh(since=since) == 1
+    stragglers.rank_timings_refresh(since=since)
+    # then: one record, naming rank 5, its host and device
+    record = StragglerRecord.objects.get()
+    assert (record.rank, record.host.name, record.device.uuid) == (5, "h2", "GPU-h2-1")
+    assert record.status == StragglerRecord.Status.OPEN
+    assert record.sections == ["forward", "step"]
+    assert record.relative_score == pytest.approx(1 / 1.2, rel=1e-3)
+    assert record.windows == 3
+
+    # when: attempt 2 keeps rank 5 on h2: still open
+    later = start + timedelta(hours=1)
+    gathered_steps(token, attempt=2, steps=range(30, 31), start=later, slow={}, hosts=HOSTS)
+    stragglers.rank_timings_refresh(since=since)
+    record.refresh_from_db()
+    assert record.status == StragglerRecord.Status.OPEN
+
+    # when: attempt 3 runs rank 5 on another host, and it is fast there
+    moved = [*HOSTS[:4], "h9", "h9", *HOSTS[6:]]
+    gathered_steps(token, attempt=3, steps=range(31, 41), start=later, slow={}, hosts=moved)
+    stragglers.rank_timings_refresh(since=since)
+    # then: resolved by attempt 3, and attempt 3 has no straggler of its own
+    record.refresh_from_db()
+    assert record.status == StragglerRecord.Status.RESOLVED
+    assert record.resolved_by_attempt.number == 3 and record.resolved_at is not None
+    assert StragglerRecord.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_evenly_fast_ranks_make_no_straggler(token: Any) -> None:
+    start = timezone.now() - timedelta(hours=2)
+    gathered_steps(token, attempt=1, steps=range(0, 40), start=start, slow={}, hosts=HOSTS)
+    stragglers.rank_timings_refresh(since=timezone.now() - timedelta(minutes=1))
+    assert not StragglerRecord.objects.exists()
+
+
+@pytest.fixture
+def endpoint(project: Any, settings: Any) -> Any:
+    # Deliveries are recorded in the transaction; nothing is sent (no worker here). Loopback
+    # receivers are refused unless allowed.
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    return webhook_services.webhook_endpoint_create(
+        project=project, name="oncall", url="http://127.0.0.1:9/hook", events=[]
+    )
+
+
+def heartbeat(token: Any, batch_id: str, at: Any) -> None:
+    send(token, batch_id, [{"type": "heartbeat", "time": at.isoformat(), "rank": 0}])
+
+
+@pytest.mark.django_db
+def test_heartbeats_without_progress_open_one_hang_naming_the_ranks_that_stopped_first(
+    token: Any, endpoint: Any
+) -> None:
+    # given: 8 ranks report steps 1..20 until 20 minutes ago, except rank 3, which stopped
+    # after step 18; heartbeats keep coming
+    now = timezone.now()
+    stuck_at = now - timedelta(minutes=20)
+    events = []
+    for step in range(1, 21):
+        ranks = [rank for rank in range(8) if step <= 18 or rank != 3]
+        events.append(
+            {
+                "type": "rank_timings",
+                "time": (stuck_at - timedelta(seconds=20 - step)).isoformat(),
+                "first_step": step,
+                "ranks": ranks,
+                "hosts": [HOSTS[rank] for rank in ranks],
+                "sections": {"step": [1.0] * len(ranks)},
+            }
+        )
+    send(token, "steps", events)
+    heartbeat(token, "hb-1", now - timedelta(minutes=1))
+    stragglers.rank_timings_refresh(since=now - timedelta(minutes=1))
+    # when: the check runs twice, 6 minutes after the server received them (progress and
+    # last seen are the server's receive times; the threshold is the 5-minute floor)
+    check_at = timezone.now() + timedelta(minutes=6)
+    opened = hangs.hangs_check(now=check_at)
+    hangs.hangs_check(now=check_at)
+    # then: one interruption, NCCL Watchdog Timeouts until triaged, naming step 20 and rank 3
+    hang = Interruption.objects.get()
+    assert opened == [hang]
+    assert hang.root_cause.name == "NCCL Watchdog Timeouts"
+    assert hang.step == 20 and not hang.planned
+    assert "Ranks that stopped reporting first: 3 (h1)" in hang.message
+    assert [host.name for host in hang.hosts.all()] == ["h1"]
+    # the job may still be alive: the attempt is not ended by a suspicion
+    assert Run.objects.get(name="big").attempts.get().status == "running"
+    # and the webhook is paged once
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.event == "interruption"
+
+
+@pytest.mark.django_db
+def test_a_run_under_its_threshold_or_silent_is_not_a_hang(token: Any, endpoint: Any) -> None:
+    now = timezone.now()
+    # Step stuck 4 minutes (under the 5-minute floor), still reporting: no hang.
+    events = [
+        {
+            "type": "rank_timings",
+            "time": (now - timedelta(minutes=4)).isoformat(),
+            "first_step": 5,
+            "ranks": [0, 1],
+            "sections": {"step": [1.0, 1.0]},
+        }
+    ]
+    send(token, "recent", events)
+    heartbeat(token, "hb", now)
+    assert hangs.hangs_check(now=now) == []
+    # Silent for 30 minutes: the "stopped reporting" case, not a hang.
+    Run.objects.filter(name="big").update(
+        last_seen_at=now - timedelta(minutes=30), last_step_at=now - timedelta(minutes=40)
+    )
+    assert hangs.hangs_check(now=now) == []
+    assert webhook_services.run_stall_check(now=now) == 1
+    assert not Interruption.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_runs_own_hang_threshold_wins(token: Any) -> None:
+    now = timezone.now()
+    document_events = [
+        {
+            "type": "rank_timings",
+            "time": (now - timedelta(minutes=20)).isoformat(),
+            "first_step": 5,
+            "ranks": [0],
+            "sections": {"step": [1.0]},
+        }
+    ]
+    send(token, "s", document_events)
+    heartbeat(token, "hb", now)
+    Run.objects.filter(name="big").update(hang_after_s=3600)
+    assert hangs.hangs_check(now=now) == []
