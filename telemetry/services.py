@@ -317,6 +317,16 @@ def run_progress_record(*, run: Run, last_step: int, seen_at: datetime | None) -
         pending.runs.discard(run.pk)
 
 
+def run_backfilled(*, run: Run, data_end: datetime) -> None:
+    """Mark a run loaded after the fact (the demo, an imported history) as last seen, and last
+    advanced, when its data ends, not when the server received it: "last seen" is otherwise
+    the receive time, which for a backfill is the load time and would stretch the run's
+    elapsed time and observed hours to now."""
+    Run.objects.filter(pk=run.pk).update(
+        last_seen_at=data_end, last_step_at=data_end, data_version=F("data_version") + 1
+    )
+
+
 def step_starts_record(
     *, attempt: Attempt, first_step: int, start_times: Sequence[datetime]
 ) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from datetime import datetime
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -51,6 +52,13 @@ def test_demo_loader_stores_the_whole_demo_and_prints_a_working_token(client):
         v for v in MetricPoint.objects.filter(series__name="loss").values_list("value", flat=True)
     ]
     assert any(math.isnan(v) for v in nan_points)
+    # a run of days ago loaded now: last seen when its data ends, not at the load (which
+    # would stretch its goodput's elapsed time and observed hours to today)
+    data_times = [
+        datetime.fromisoformat(e["time"]) for d in documents for e in d.get("events", [])
+    ]
+    run.refresh_from_db()
+    assert run.last_seen_at == max(data_times)
 
     # and the token on the last line works for ingest
     token = output.strip().splitlines()[-1]

@@ -4,6 +4,7 @@ same ingest path a training job uses (accept, then process)."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -13,7 +14,8 @@ from ingest import services
 from ingest.demo import demo_batches
 from logbook.models import SdcReplay
 from logbook.services import sdc as sdc_services
-from telemetry.models import Membership, Project
+from telemetry import services as telemetry_services
+from telemetry.models import Membership, Project, Run
 
 DEMO_PROJECT = "demo"
 DEMO_USERNAME = "demo"
@@ -62,6 +64,7 @@ class Command(BaseCommand):
                 ending="",
             )
         self.stderr.write("")
+        _backfilled(project=project, batches=batches)
         _sdc_decided(project=project, user=user)
         services.token_revoke(token=loader_token)
         _, plaintext = services.token_create(project=project, name="demo")
@@ -73,6 +76,26 @@ class Command(BaseCommand):
             f"(project {project.slug!r})\n"
             f"{plaintext}"
         )
+
+
+def _backfilled(*, project: Project, batches: list[dict[str, Any]]) -> None:
+    """The demo is a run of days ago loaded now: it was last seen when its data ends."""
+    ends: dict[str, datetime] = {}
+    for document in batches:
+        for key in ("metrics", "events"):
+            for item in document.get(key, []):
+                raw = item.get("time")
+                if raw is None:
+                    continue
+                moment = (
+                    datetime.fromisoformat(raw)
+                    if isinstance(raw, str)
+                    else datetime.fromtimestamp(raw, tz=UTC)
+                )
+                run = document["run"]
+                ends[run] = max(ends.get(run, moment), moment)
+    for run in Run.objects.filter(project=project, name__in=list(ends)):
+        telemetry_services.run_backfilled(run=run, data_end=ends[run.name])
 
 
 def _sdc_decided(*, project: Project, user: Any) -> None:
