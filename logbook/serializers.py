@@ -342,6 +342,16 @@ class WeekOut(serializers.Serializer):
     count = serializers.IntegerField()
 
 
+class SdcInterruptionOut(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    number = serializers.IntegerField(allow_null=True)
+    run = serializers.CharField(source="run.name")
+    run_id = serializers.IntegerField()
+    attempt = serializers.IntegerField(source="attempt.number", allow_null=True, default=None)
+    occurred_at = Time()
+    step = serializers.IntegerField(allow_null=True)
+
+
 class SdcLedgerOut(serializers.Serializer):
     filters = HardwareFiltersOut(source="filters.as_query")
     total = serializers.IntegerField(source="ledger.total")
@@ -350,6 +360,10 @@ class SdcLedgerOut(serializers.Serializer):
     weekly_rate = WeeklyRateOut(source="ledger")
     weekly = WeekOut(many=True)
     records = SdcRecordOut(source="ledger.records", many=True)
+    interruptions = SdcInterruptionOut(
+        source="ledger.interruptions", many=True, help_text="Interruptions filed as Silent "
+        "Data Corruption, counted in total and the weekly rate as the failure breakdown does.",
+    )  # fmt: skip
 
 
 class QuarantineOut(serializers.Serializer):

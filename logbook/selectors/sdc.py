@@ -11,7 +11,7 @@ import pandas as pd
 from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 
 from logbook import sdc
-from logbook.models import SdcReplay
+from logbook.models import Interruption, SdcReplay
 from logbook.selectors.filters import FilterParams
 from telemetry.models import Attempt, Cluster, Host, Run
 from telemetry.selectors import User, projects_for_user, run_get_for_user
@@ -124,9 +124,34 @@ def sdc_records_for_user(*, user: User, filters: HardwareFilters) -> QuerySet[Sd
     )
 
 
+# The failure breakdown's category whose interruptions are SDC events too (Table 5).
+SDC_ROOT_CAUSE = "silent-data-corruption"
+
+
+def sdc_interruptions_for_user(*, user: User, filters: HardwareFilters) -> QuerySet[Interruption]:
+    """Interruptions filed as Silent Data Corruption in the same scope as the records: the
+    failure breakdown counts them, so the ledger (and its rate) must too."""
+    found = Interruption.objects.filter(
+        run__in=runs_in_scope(user=user, filters=filters), root_cause__slug=SDC_ROOT_CAUSE
+    )
+    if filters.since:
+        found = found.filter(occurred_at__gte=filters.since)
+    if filters.until:
+        found = found.filter(occurred_at__lt=filters.until)
+    place = hosts_in_place(filters=filters)
+    if place is not None:
+        touching = Interruption.objects.filter(
+            Q(hosts__in=place) | Q(devices__host__in=place)
+        ).values("pk")
+        found = found.filter(pk__in=touching)
+    return found.select_related("run__project", "attempt").order_by("-occurred_at", "-pk")
+
+
 @dataclass(frozen=True)
 class SdcLedger:
     records: list[SdcReplay]
+    # Interruptions filed as SDC (Table 5's category), counted in `total` and the rate.
+    interruptions: list[Interruption]
     total: int
     truncated: bool
     rate: sdc.WeeklyRate
@@ -141,16 +166,24 @@ def sdc_ledger(*, user: User, filters: HardwareFilters) -> SdcLedger:
     the first attempt start (or record) to the latest activity of the runs in scope."""
     records_qs = sdc_records_for_user(user=user, filters=filters)
     facts = list(records_qs.values_list("detected_at", "verdict"))
-    detected = [moment for moment, _ in facts]
+    # A verdict filter is about replay records; interruptions have no verdict.
+    interruptions = (
+        [] if filters.verdict else list(sdc_interruptions_for_user(user=user, filters=filters))
+    )
+    detected = sorted(
+        [moment for moment, _ in facts] + [i.occurred_at for i in interruptions], reverse=True
+    )
     span_start, span_end, span_source = _span(user=user, filters=filters, detected=detected)
     by_verdict = {value: 0 for value in SdcReplay.Verdict.values}
     for _, verdict in facts:
         by_verdict[verdict] = by_verdict.get(verdict, 0) + 1
+    total = len(facts) + len(interruptions)
     return SdcLedger(
         records=list(records_qs[:LEDGER_MAX_ROWS]),
-        total=len(facts),
+        interruptions=interruptions,
+        total=total,
         truncated=len(facts) > LEDGER_MAX_ROWS,
-        rate=sdc.weekly_rate(records=len(facts), span_start=span_start, span_end=span_end),
+        rate=sdc.weekly_rate(records=total, span_start=span_start, span_end=span_end),
         weekly=sdc.weekly_counts(detected, span_start=span_start, span_end=span_end),
         span_source=span_source,
         by_verdict=by_verdict,

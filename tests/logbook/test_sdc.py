@@ -366,3 +366,30 @@ def test_consecutive_divergent_steps_are_one_record_with_a_step_range(project):
     assert [(r.step, r.last_step) for r in opened] == [(3, 4)]
     assert sorted((r.step, r.last_step) for r in later) == [(3, 6), (9, None)]
     assert again == []
+
+
+@pytest.mark.django_db
+def test_interruptions_filed_as_sdc_are_in_the_ledger_and_its_rate(client, alice, project):
+    # given a run with two interruptions filed as Silent Data Corruption (and one that is not)
+    from logbook.services.interruptions import interruption_record
+
+    run = _run(project)
+    attempt = _attempt(run, 1, ["h1"], {1: 1.0})
+    for index, category in enumerate(["Silent Data Corruption", "Silent Data Corruption",
+                                      "Faulty GPU"]):  # fmt: skip
+        interruption_record(
+            run=run, source_key=f"i{index}", attempt=attempt, category=category,
+            occurred_at=START + timedelta(days=1, hours=index + 1), step=100 + index,
+        )  # fmt: skip
+    client.force_login(alice)
+
+    # when the ledger is read, as a page and through the API
+    page = client.get("/sdc/").content.decode()
+    body = client.get("/api/v1/sdc").json()
+
+    # then both SDC interruptions are there, linked, and counted in the total and the rate,
+    # as the failure breakdown counts them
+    assert body["total"] == 2 and len(body["interruptions"]) == 2
+    assert {i["step"] for i in body["interruptions"]} == {100, 101}
+    assert body["weekly_rate"]["records"] == 2 and body["weekly_rate"]["per_week"] == 2
+    assert 'id="sdc-interruptions"' in page and page.count("/incidents/") >= 2
