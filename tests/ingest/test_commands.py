@@ -54,9 +54,7 @@ def test_demo_loader_stores_the_whole_demo_and_prints_a_working_token(client):
     assert any(math.isnan(v) for v in nan_points)
     # a run of days ago loaded now: last seen when its data ends, not at the load (which
     # would stretch its goodput's elapsed time and observed hours to today)
-    data_times = [
-        datetime.fromisoformat(e["time"]) for d in documents for e in d.get("events", [])
-    ]
+    data_times = [datetime.fromisoformat(e["time"]) for d in documents for e in d.get("events", [])]
     run.refresh_from_db()
     assert run.last_seen_at == max(data_times)
 
