@@ -151,6 +151,11 @@ def check_time(raw: Any) -> datetime:
             raise _FieldError(
                 f"{raw[:40]!r} has no UTC offset; RFC 3339 needs one (append Z for UTC)"
             )
+        try:
+            # In UTC, as PostgreSQL stores it: 0001-01-01T00:00:00+14:00 is a day before year 1.
+            moment = moment.astimezone(UTC)
+        except OverflowError as exc:
+            raise _FieldError(f"{raw[:40]!r} is before year 1 in UTC") from exc
     else:
         raise _FieldError(f"must be an RFC 3339 time or epoch seconds, got {type(raw).__name__}")
     if moment > datetime.now(UTC) + MAX_FUTURE_SKEW:
@@ -337,6 +342,11 @@ def check_integer_list(minimum: int, maximum: int, items: int) -> Callable[[Any]
     return checker
 
 
+# A section's seconds per step, stored in the rank-timing rollups as float4 (a heat map of
+# 16,384 ranks): far below its overflow, and far above any real step (a week).
+MAX_SECTION_S = 604_800
+
+
 def check_timings(name_limit: int, sections: int) -> Callable[[Any], dict[str, list[float]]]:
     """{section: [seconds, ...]}. A list of plain non-negative finite numbers passes whole (16,384
     ranks x 4 sections is 65,536 values); anything else is checked item by item for the error."""
@@ -357,7 +367,9 @@ def check_timings(name_limit: int, sections: int) -> Callable[[Any], dict[str, l
                 raise _FieldError(f"section name {str(key)[:40]!r} {exc}") from exc
             if not isinstance(values, list):
                 raise _FieldError(f"[{key!r}] must be a list of seconds, got {_describe(values)}")
-            if all((type(v) is float or type(v) is int) and 0 <= v < math.inf for v in values):
+            if all(
+                (type(v) is float or type(v) is int) and 0 <= v <= MAX_SECTION_S for v in values
+            ):
                 clean[key] = [float(v) for v in values]
                 continue
             for position, value in enumerate(values):
@@ -365,6 +377,11 @@ def check_timings(name_limit: int, sections: int) -> Callable[[Any], dict[str, l
                     check_non_negative_float(value)
                 except _FieldError as exc:
                     raise _FieldError(f"[{key!r}][{position}] {exc}") from exc
+                if value > MAX_SECTION_S:
+                    raise _FieldError(
+                        f"[{key!r}][{position}] is {value} s; a section lasts at most "
+                        f"{MAX_SECTION_S:,} s (stored as single precision)"
+                    )
         return clean
 
     return checker

@@ -152,7 +152,9 @@ def test_numbers_read_the_same_on_every_page(client, project, alice):
         assert ">12,000<" in html
         assert "39.6 MB" in html and "0 GB" not in html
         assert ">Object store<" in html and ">object_store<" not in html
-        assert ">6.4<" in html  # not 6.417400000000001 (the chart data keeps every digit)
+        # not 6.417400000000001 (the chart data keeps every digit); the checkpoint table keeps
+        # measured save times to hundredths
+        assert ">6.4<" in html or ">6.42<" in html
 
 
 def test_a_short_downtime_reads_in_seconds():

@@ -343,8 +343,8 @@ def test_incident_shows_reported_lost_time_beside_computed_downtime(client, alic
 
     html = client.get(f"/incidents/{incident.pk}/").content.decode()
 
-    assert '<dd id="incident-downtime">2.0 h</dd>' in html
-    assert '<dd id="incident-reported-lost">18.0 h</dd>' in html
+    assert '<dd id="incident-downtime">2 h</dd>' in html
+    assert '<dd id="incident-reported-lost">18 h</dd>' in html
     assert "(day, UTC)" in html and "(Tuesday PST as written)" in html
     assert f"(#{incident.number} of its run)" in html
     body = client.get(f"/api/v1/incidents/{incident.pk}").json()["incident"]
