@@ -197,6 +197,7 @@ RUN_INFO: dict[str, Field] = {
     "tokens_per_step": integer(Run, "tokens_per_step", minimum=1),
     "flops_per_token": NON_NEGATIVE,
     "counts_recomputation": BOOLEAN,
+    "attention": choice(Run.Attention),
     "deterministic_metrics": Field(
         "names",
         max_length=METRIC_NAME.max_length,

@@ -1,6 +1,7 @@
 """Model FLOPs utilisation: pure maths, no database.
 
     flops_per_token = 6·N + 12·L·H·Q·T      (PaLM appendix B; nanoGPT and Megatron count so)
+                    = 6·N + 6·L·H·Q·T       with causal attention (half the score matrix)
     MFU = tokens_per_s · flops_per_token / (n_accelerators · peak_flops)
 
 N is the parameter count without embeddings, L layers, H heads, Q the head dimension and T the
@@ -29,9 +30,17 @@ class Utilisation(StrEnum):
 
 
 def flops_per_token(
-    *, n_params: float, n_layers: int, n_heads: int, head_dim: int, seq_len: int
+    *,
+    n_params: float,
+    n_layers: int,
+    n_heads: int,
+    head_dim: int,
+    seq_len: int,
+    causal: bool = False,
 ) -> float:
-    """Training FLOPs per token (forward and backward), without recomputation."""
+    """Training FLOPs per token (forward and backward), without recomputation. `causal`
+    counts half of the attention term (6·L·H·Q·T): a causal mask leaves the upper half of
+    the TxT scores uncomputed, which PaLM's full count includes."""
     for name, value in (
         ("n_params", n_params),
         ("n_layers", n_layers),
@@ -41,7 +50,8 @@ def flops_per_token(
     ):
         if value <= 0:
             raise ValueError(f"{name} must be > 0, got {value}")
-    return 6.0 * n_params + 12.0 * n_layers * n_heads * head_dim * seq_len
+    attention = 12.0 * n_layers * n_heads * head_dim * seq_len
+    return 6.0 * n_params + (attention / 2 if causal else attention)
 
 
 def mfu(

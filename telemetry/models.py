@@ -192,6 +192,14 @@ class Run(models.Model):
     tokens_per_step = models.BigIntegerField(null=True, blank=True)
     flops_per_token = models.FloatField(null=True, blank=True)
     counts_recomputation = models.BooleanField(default=False)
+
+    class Attention(models.TextChoices):
+        # PaLM's count (appendix B) takes the whole TxT score matrix; a causal mask computes
+        # only its lower half, which FlashAttention-style kernels exploit.
+        FULL = "full", "Full (PaLM: 12·L·H·Q·T)"
+        CAUSAL = "causal", "Causal (half: 6·L·H·Q·T)"
+
+    attention = models.CharField(max_length=8, choices=Attention.choices, default=Attention.FULL)
     # SDC detection: metrics that must repeat exactly when an attempt replays a step, and the
     # absolute difference tolerated (0: bit-identical, what deterministic training gives).
     deterministic_metrics = models.JSONField(default=_default_deterministic_metrics, blank=True)

@@ -117,6 +117,7 @@ def _mfu_inputs(run: Run) -> tuple[mf.MfuInputs | None, list[str], str]:
                 n_heads=run.n_heads or 0,
                 head_dim=run.head_dim or 0,
                 seq_len=run.seq_len or 0,
+                causal=run.attention == Run.Attention.CAUSAL,
             )
     if missing or accelerator is None or flops is None:
         return None, missing, ""

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 
 from ingest import services as ingest_services
+from ingest.models import IngestBatch
 from logbook.services import checkpoints as checkpoint_services
 from logbook.services import interruptions as interruption_services
 from telemetry import services as telemetry_services
@@ -255,6 +257,27 @@ def test_mfu_from_model_shape_and_catalog(client, bob, project):
     # equal step times: the mean over both attempts is the plain mean
     assert body["mean"] == pytest.approx(0.375)
     assert body["total_points"] == 40
+
+
+@pytest.mark.django_db
+def test_a_run_that_declares_causal_attention_gets_the_causal_count(
+    client, bob, project, post_batch
+):
+    # given the same run, declared causal through ingest's run_info
+    run = _mfu_run(project)
+    response = post_batch({"batch_id": "causal", "run": run.name, "attempt": 1,
+                           "run_info": {"attention": "causal"}, "metrics": []})  # fmt: skip
+    assert response.status_code in (200, 202), response.content
+    ingest_services.batch_process(batch_pk=IngestBatch.objects.get(batch_id="causal").pk)
+    client.force_login(bob)
+
+    # when its MFU is read, as JSON and as the page
+    body = client.get(mfu_url(run)).json()
+    page = client.get(reverse("dashboard:run-mfu", args=[run.pk])).content.decode()
+
+    # then FLOPs per token count half the attention term, and the page says which count
+    assert body["inputs"]["flops_per_token"] == pytest.approx(6e9 + 6144)
+    assert "6·L·H·Q·T</code> (causal attention" in page
 
 
 @pytest.mark.django_db

@@ -20,6 +20,13 @@ def test_flops_per_token_is_six_n_plus_attention():
     ) == pytest.approx(6e9 + 12288)
 
 
+def test_causal_attention_counts_half_the_attention_term():
+    # 6 * 1e9 + (12 * 2 * 4 * 8 * 16) / 2: the causal mask computes half the score matrix
+    assert m.flops_per_token(
+        n_params=1e9, n_layers=2, n_heads=4, head_dim=8, seq_len=16, causal=True
+    ) == pytest.approx(6e9 + 6144)
+
+
 def test_flops_per_token_refuses_a_zero_shape():
     with pytest.raises(ValueError, match="n_layers"):
         m.flops_per_token(n_params=1e9, n_layers=0, n_heads=4, head_dim=8, seq_len=16)
