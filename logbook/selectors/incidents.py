@@ -80,7 +80,7 @@ def incidents_for_user(*, user: User) -> QuerySet[Interruption]:
     return (
         Interruption.objects.filter(run__project__in=projects_for_user(user=user), planned=False)
         .select_related("run__project", "root_cause", "attempt", "triaged_by", "resolved_by")
-        .prefetch_related("hosts", "devices")
+        .prefetch_related("hosts__project", "devices")
         .order_by("-occurred_at", "-pk")
     )
 
@@ -121,7 +121,7 @@ def incident_get_for_user(*, user: User, pk: int) -> Interruption:
     incident = (
         Interruption.objects.filter(pk=pk, run__project__in=projects_for_user(user=user))
         .select_related("run__project", "root_cause", "attempt", "triaged_by", "resolved_by")
-        .prefetch_related("hosts", "devices")
+        .prefetch_related("hosts__project", "devices")
         .first()
     )
     if incident is None:

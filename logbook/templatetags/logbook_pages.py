@@ -7,8 +7,11 @@ store" as on the run page."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django import template
 from django.db import models
+from django.urls import reverse
 
 from logbook.choices import CheckpointStatus, CheckpointTier, LogbookEntryKind, SdcDetection
 from logbook.models import SdcReplay
@@ -31,3 +34,14 @@ def choice(value: str | None, kind: str) -> str:
         return "\u2013"
     labels = dict(CHOICES[kind].choices)
     return str(labels.get(value, value))
+
+
+@register.simple_tag
+def host_url(name: str, project_slug: str | None) -> str:
+    """The host page of `name` in the project `project_slug`.
+
+    Hosts are per project, and two projects may name the same machine; without the project
+    the host page has to guess (the user's only match, or a 404 when it is ambiguous), so
+    every link to a host says whose host it is."""
+    target = reverse("logbook:host-detail", kwargs={"name": name})
+    return f"{target}?{urlencode({'project': project_slug})}" if project_slug else target

@@ -556,8 +556,8 @@ def test_invalid_form_input_is_shown_and_nothing_saved(client, alice, project):
 
 
 @pytest.mark.django_db
-def test_host_names_that_cannot_be_linked_are_shown_as_text(client, alice, project):
-    # given a job that named a host with a slash (ingest accepts it; no host URL can hold it)
+def test_host_names_with_a_slash_still_render_and_link(client, alice, project):
+    # given a host named with a slash before names were checked (the host route takes a path)
     run = telemetry_services.run_upsert(project=project, name="slashes")
     incident = interruption_services.interruption_record(
         run=run, source_key="s", occurred_at=T0, category="nic", hosts=["rack/7", "qh1"]
@@ -569,4 +569,5 @@ def test_host_names_that_cannot_be_linked_are_shown_as_text(client, alice, proje
 
     for page in (queue, detail):
         assert "rack/7" in page
-        assert '<a href="/fleet/hosts/qh1/">qh1</a>' in page
+        assert '<a href="/fleet/hosts/rack/7/?project=pretrain">rack/7</a>' in page
+        assert '<a href="/fleet/hosts/qh1/?project=pretrain">qh1</a>' in page
