@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from types import FrameType
 
+import psycopg
+
 from stack import postgres
 from stack.processes import spawn, stop_process
 
@@ -97,6 +99,13 @@ def serve(host: str, port: int, data_dir: Path = DATA_DIR) -> int:
                 f"Embedded PostgreSQL up in {time.monotonic() - started:.1f}s "
                 f"(pid {database.pid}, data in {data_dir})"
             )
+        else:
+            try:
+                if postgres.database_ensure(os.environ["DATABASE_URL"]):
+                    print("Created the database DATABASE_URL names.")
+            except psycopg.OperationalError as exc:
+                print(f"DATABASE_URL: the database server does not answer or refuses: {exc}")
+                return 1
         manage(env, "migrate", "--noinput", "-v", "0")
         print("Loading the demo run...")
         # Eager Celery logs every task at INFO, which would break the load's progress lines.

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import psycopg.sql
 
 from stack.processes import (
     ChildServer,
@@ -324,4 +325,23 @@ def _answers(url: str) -> bool:
         psycopg.connect(url, connect_timeout=2).close()
     except psycopg.OperationalError:
         return False
+    return True
+
+
+def database_ensure(url: str) -> bool:
+    """Create the database `url` names on its server unless it exists; True if created.
+
+    For `make demo` with DATABASE_URL: a fresh name on a running server should just work, as
+    it does with the embedded cluster. Connects to the server's `postgres` database to ask;
+    raises psycopg.OperationalError (with the server's words) when the server does not answer
+    or refuses."""
+    parts = urllib.parse.urlsplit(url)
+    name = urllib.parse.unquote(parts.path.lstrip("/"))
+    if not name:
+        return False
+    maintenance = urllib.parse.urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(maintenance, connect_timeout=5, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            return False
+        conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
     return True
