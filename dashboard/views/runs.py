@@ -52,6 +52,19 @@ def run_list(request: HttpRequest) -> HttpResponse:
         query, error = run_selectors.RunListQuery(), str(exc)
     runs = run_selectors.runs_list(user=request.user, query=query)
     page = table_page(request, runs, size=RUN_LIST_PAGE_SIZE)
+    now = timezone.now()
+    for run in page.rows:
+        # The run page's words for a running run gone quiet ("silent since ..."), so the list
+        # does not call a run "running" that the run page calls silent. No-progress needs
+        # each run's step history: the run page says that one.
+        run.live = liveness.liveness(
+            status=run.current_status,
+            status_label=run.current_status or "no attempt yet",
+            last_seen_at=run.last_seen_at,
+            step_reached_at=None,
+            now=now,
+            stall_after=RUN_STALL_AFTER,
+        )
     chosen = [c for c in request.GET.getlist("cols") if c in RUN_COLUMNS] or list(RUN_COLUMNS)
     return render(
         request,

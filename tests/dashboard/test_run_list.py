@@ -80,3 +80,29 @@ def test_the_api_pages_and_filters_like_the_page(client, alice, many_runs):
     assert len(client.get("/api/v1/runs").json()) == 120  # unpaged as before
     response = client.get("/api/v1/runs", {"status": "sleeping"})
     assert response.status_code == 400 and "Status must be one of" in response.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_a_running_run_gone_quiet_reads_silent_on_the_list_as_on_its_page(client, alice, project):
+    # given two running runs: one whose last data is 19 days old, one seen a minute ago
+    started = datetime.now(UTC) - timedelta(days=20)
+    for name, seen in (("quiet", timedelta(days=19)), ("busy", timedelta(minutes=1))):
+        run = telemetry_services.run_upsert(project=project, name=name)
+        telemetry_services.attempt_ensure(run=run, number=1, started_at=started)
+        Run.objects.filter(pk=run.pk).update(last_seen_at=datetime.now(UTC) - seen)
+    client.force_login(alice)
+
+    # when the run list and the quiet run's page are read
+    rows = {
+        name: row
+        for row in client.get("/").content.decode().split("<tr>")
+        for name in ("quiet", "busy")
+        if f">{name}</a>" in row
+    }
+    quiet = Run.objects.get(name="quiet")
+    page = client.get(f"/runs/{quiet.pk}/").content.decode()
+
+    # then both say the quiet run is silent, and the busy one still reads running
+    assert "silent since" in rows["quiet"] and "running" not in rows["quiet"]
+    assert "silent since" in page
+    assert "running" in rows["busy"] and "silent" not in rows["busy"]
