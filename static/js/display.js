@@ -14,7 +14,8 @@
 })();
 
 // The date-range picker's presets (templates/_date_range.html): fill From / To in the display
-// zone and apply; "whole run" clears both.
+// zone and apply; "whole run" (or "all") clears both. On a run's pages the presets count back
+// from the run's latest data (data-end), so a stopped run's "last 24 h" is its last day.
 (function () {
   "use strict";
   var pad = function (n) { return (n < 10 ? "0" : "") + n; };
@@ -29,7 +30,8 @@
     box.querySelectorAll("button[data-preset]").forEach(function (button) {
       button.addEventListener("click", function () {
         var hours = { "24h": 24, "7d": 168 }[button.dataset.preset];
-        inputs[0].value = hours ? write(new Date(Date.now() - hours * 3600e3)) : "";
+        var end = box.dataset.end ? Date.parse(box.dataset.end) : Date.now();
+        inputs[0].value = hours ? write(new Date(end - hours * 3600e3)) : "";
         inputs[1].value = "";
         if (box.form) { box.form.submit(); }
       });
