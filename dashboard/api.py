@@ -23,6 +23,7 @@ from dashboard.serializers import GoodputOut, MfuOut
 from logbook.paging import ListPagination
 from telemetry import goodput, selectors
 from telemetry.models import Run
+from telemetry.query_time import TIME_WINDOW_PARAMETERS
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -77,12 +78,6 @@ class RunListApi(generics.ListAPIView):
 
     def get_paginated_response(self, data: Any) -> Response:
         return Response({**self._paginator.links(), "results": data})
-
-
-_WINDOW_PARAMETERS = [
-    OpenApiParameter("start", OpenApiTypes.DATETIME, description="Window start (ISO 8601)."),
-    OpenApiParameter("end", OpenApiTypes.DATETIME, description="Window end (ISO 8601)."),
-]
 
 
 def _number(value: float | None) -> float | None:
@@ -227,7 +222,7 @@ class RunMfuApi(APIView):
     @extend_schema(
         operation_id="run_mfu",
         parameters=[
-            *_WINDOW_PARAMETERS,
+            *TIME_WINDOW_PARAMETERS,
             OpenApiParameter(
                 "axis", OpenApiTypes.STR, description="step or time (the page's chart only)."
             ),
@@ -250,7 +245,7 @@ class RunGoodputApi(APIView):
     @extend_schema(
         operation_id="run_goodput",
         parameters=[
-            *_WINDOW_PARAMETERS,
+            *TIME_WINDOW_PARAMETERS,
             OpenApiParameter(
                 "exclude_planned",
                 OpenApiTypes.BOOL,

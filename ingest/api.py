@@ -44,7 +44,9 @@ class _TimeDoc(serializers.Field):
 
 
 def _doc_field(spec: Field, *, required: bool) -> serializers.Field:
-    options: dict[str, Any] = {"required": required}
+    # The validator reads an optional field sent as null as not sent (ingest.schema), so
+    # the schema says such fields are nullable.
+    options: dict[str, Any] = {"required": required, "allow_null": not required}
     if spec.help:
         options["help_text"] = spec.help
     match spec.kind:
@@ -116,7 +118,7 @@ _SeriesDoc = _doc_serializer(
         child=serializers.FloatField(), help_text="As long as steps; NaN and ±Infinity allowed."
     ),
     times=serializers.ListField(
-        child=_TimeDoc(), required=False, help_text="Epoch seconds or RFC 3339."
+        child=_TimeDoc(), required=False, allow_null=True, help_text="Epoch seconds or RFC 3339."
     ),
 )
 
@@ -124,7 +126,8 @@ IngestBatchDoc = _doc_serializer(
     "IngestBatch",
     BATCH_FIELDS,
     BATCH_REQUIRED,
-    run_info=_doc_serializer("IngestRunInfo", RUN_INFO)(required=False),
+    # run_info sent as null is read as not sent (ingest.schema); the lists must be lists.
+    run_info=_doc_serializer("IngestRunInfo", RUN_INFO)(required=False, allow_null=True),
     metrics=_doc_serializer("IngestMetricPoint", METRIC_FIELDS, METRIC_REQUIRED)(
         many=True, required=False, help_text="Points, one object each."
     ),

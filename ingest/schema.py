@@ -893,7 +893,8 @@ def _events(items: list[Any], errors: _Errors) -> list[EventIn]:
             except _FieldError as exc:
                 errors.add("events", index, key, str(exc))
         required = EVENTS[event_type].required
-        missing = [key for key in required if key not in item]
+        # Sent as null is not sent: a note whose title is null has no title.
+        missing = [key for key in required if item.get(key) is None]
         for key in missing:
             errors.add("events", index, key, f"is required for {event_type}")
         if "start" in clean and "end" in clean and clean["end"] < clean["start"]:

@@ -22,18 +22,8 @@ from logbook.selectors.failures import FailureFilters
 from logbook.selectors.filters import FilterError
 from logbook.serializers import FailureBreakdownOut, RunCheckpointsOut
 from telemetry.models import Run
+from telemetry.query_time import TIME_WINDOW_PARAMETERS
 from telemetry.selectors import run_get_for_user
-
-WINDOW_PARAMETERS = [
-    OpenApiParameter(
-        "start", OpenApiTypes.DATETIME, description="Window start (ISO 8601, UTC if naive)."
-    ),
-    OpenApiParameter(
-        "end",
-        OpenApiTypes.DATETIME,
-        description="Window end, exclusive (ISO 8601; a bare date means through that day).",
-    ),
-]
 
 
 def _filters(request: Request) -> FailureFilters:
@@ -48,7 +38,7 @@ class FailureBreakdownApi(APIView):
         operation_id="failure_breakdown",
         parameters=[
             OpenApiParameter("run", OpenApiTypes.INT, description="Only this run."),
-            *WINDOW_PARAMETERS,
+            *TIME_WINDOW_PARAMETERS,
             OpenApiParameter("site", OpenApiTypes.STR, description="Site name."),
             OpenApiParameter("cluster", OpenApiTypes.STR, description="<site>/<cluster>."),
             OpenApiParameter(
@@ -69,7 +59,7 @@ class FailureBreakdownApi(APIView):
 class RunCheckpointsApi(APIView):
     @extend_schema(
         operation_id="run_checkpoints",
-        parameters=[*WINDOW_PARAMETERS, *PAGE_PARAMETERS],
+        parameters=[*TIME_WINDOW_PARAMETERS, *PAGE_PARAMETERS],
         description=(
             "A run's checkpoints in the window, newest step first, a page at a time, and the "
             "interval advisor over all of them. count is every checkpoint in the window; next "

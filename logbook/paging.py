@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
+from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 
@@ -93,6 +94,21 @@ class ListPagination(PageNumberPagination):
     page_size = PAGE_SIZE
     page_size_query_param = "page_size"
     max_page_size = MAX_PAGE_SIZE
+
+    def get_page_size(self, request: Request) -> int:
+        """As DRF reads it (capped at MAX_PAGE_SIZE), except that a page_size that is not a
+        whole number from 1, or given twice, is a 400 saying so instead of silently the
+        default: a client asking for 500 rows and getting 50 would think the list ended."""
+        given = request.query_params.getlist(self.page_size_query_param)
+        if not given:
+            return self.page_size
+        raw = given[0]
+        whole = raw.isascii() and raw.isdigit() and len(raw) <= 9
+        if len(given) > 1 or not whole or int(raw) < 1:
+            raise ValidationError(
+                {"page_size": f"must be one whole number from 1 to {MAX_PAGE_SIZE}"}
+            )
+        return min(int(raw), self.max_page_size)
 
     def links(self) -> dict[str, Any]:
         """The envelope's paging keys: count (the whole list), next and previous (URLs of

@@ -9,6 +9,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
+from drf_spectacular.utils import OpenApiParameter
 
 YEARS = (1970, 2200)
 
@@ -43,3 +44,24 @@ def parse_time(text: str, *, end_of_day: bool = False) -> datetime:
     if not YEARS[0] <= moment.year <= YEARS[1]:
         raise BadTime(f"{text[:40]!r} is outside the years {YEARS[0]}-{YEARS[1]}")
     return moment
+
+
+# What the time filters of the API accept, as OpenAPI says it: an ISO 8601 datetime or date,
+# or nothing (an empty value, as an HTML form sends it, means no bound).
+TIME_FILTER_SCHEMA = {
+    "type": "string",
+    "anyOf": [{"format": "date-time"}, {"format": "date"}, {"maxLength": 0}],
+}
+
+
+def time_filter_parameter(name: str, description: str) -> OpenApiParameter:
+    """A query parameter read by parse_time, documented as it is read."""
+    return OpenApiParameter(name, TIME_FILTER_SCHEMA, description=f"{description} Empty: no bound.")
+
+
+TIME_WINDOW_PARAMETERS = [
+    time_filter_parameter("start", "Window start (ISO 8601, UTC if naive)."),
+    time_filter_parameter(
+        "end", "Window end, exclusive (ISO 8601; a bare date means through that day)."
+    ),
+]

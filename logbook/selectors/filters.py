@@ -34,6 +34,11 @@ class FilterParams:
             raise FilterError(self.errors)
 
     def text(self, name: str, *, limit: int | None = None) -> str:
+        getlist = getattr(self.params, "getlist", None)
+        if getlist is not None and len(getlist(name)) > 1:
+            # ?run=1&run=2 would quietly filter by whichever came last.
+            self.fail(name, "must be given once")
+            return ""
         value = (self.params.get(name) or "").strip()
         if not _storable(value):
             # PostgreSQL text holds neither NUL nor a lone surrogate: compared with a

@@ -30,3 +30,26 @@ def test_a_measured_nan_is_the_string_nan_and_a_missing_rate_is_null(
     rates = client.get("/api/v1/failures").json()["rates"]
     assert rates["job_mtbf_h"]["value"] is None  # no unexpected interruption: no MTBF
     assert rates["job_mtbf_h"]["formula"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "query", ["page_size=null", "page_size=0", "page_size=²", "page_size=5&page_size=7"]
+)
+def test_a_page_size_that_is_not_one_whole_number_is_a_400(client, alice, query):
+    # Found by negative fuzzing: these were answered 200 with the default page size, so a
+    # client asking for more rows than it got would think the list had ended.
+    client.force_login(alice)
+    for url in ("/api/v1/fleet/hosts", "/api/v1/runs"):
+        response = client.get(f"{url}?{query}")
+        assert response.status_code == 400, (url, query)
+        assert "page_size" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_filter_given_twice_is_a_400_not_whichever_came_last(client, alice):
+    # Found by negative fuzzing: ?run=false&...&run= filtered by the last (empty) value.
+    client.force_login(alice)
+    response = client.get("/api/v1/incidents?run=1&run=")
+    assert response.status_code == 400
+    assert response.json() == {"run": "must be given once"}
