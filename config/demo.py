@@ -50,7 +50,8 @@ def is_loopback(host: str) -> bool:
 
 
 def demo_env(host: str) -> dict[str, str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # Hashed, compressed, long-cached static files as in production (config.settings).
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "STATIC_HASHED": "1"}
     if is_loopback(host):
         env["DEBUG"] = "1"
         return env
@@ -110,8 +111,7 @@ def serve(host: str, port: int, data_dir: Path = DATA_DIR) -> int:
         print("Loading the demo run...")
         # Eager Celery logs every task at INFO, which would break the load's progress lines.
         manage(env | {"LOG_LEVEL": "WARNING"}, "load_demo", "--url", url)
-        if env["DEBUG"] == "0":
-            manage(env, "collectstatic", "--noinput", "-v", "0")
+        manage(env, "collectstatic", "--noinput", "-v", "0")
         print(f"Serving on {url} (Ctrl-C to stop)", flush=True)
         server = spawn(
             [sys.executable, "manage.py", "runserver", f"{url_host}:{port}", "--noreload"],

@@ -210,7 +210,7 @@ LOGOUT_REDIRECT_URL = "login"
 
 # --- Static files ----------------------------------------------------------------------------
 STATIC_URL = "/static/"
-STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT") or BASE_DIR / "var" / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
@@ -218,14 +218,24 @@ STATICFILES_FINDERS = [
     # plotly.min.js comes from the installed plotly package, never from a CDN.
     "config.staticfinders.PlotlyJsFinder",
 ]
+# Hashed names (main.3f2a1c.js), compressed copies and a year's immutable caching, from the
+# files collectstatic writes to STATIC_ROOT: in production, and in `make demo` (which collects
+# them at start), so plotly.js (4.8 MB) is fetched once, not re-validated on every page.
+# Off in development with DEBUG, where edited files must show without a collectstatic.
+STATIC_HASHED = env_bool("STATIC_HASHED", not DEBUG)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
-        if not DEBUG
+        "BACKEND": "config.static_storage.HashedStaticFilesStorage"
+        if STATIC_HASHED
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
+if STATIC_HASHED:
+    # Serve only what collectstatic wrote (the hashed names), with the long lifetime WhiteNoise
+    # gives hashed files, even when DEBUG is on for the demo's error pages.
+    WHITENOISE_AUTOREFRESH = False
+    WHITENOISE_USE_FINDERS = False
 
 # --- Ingest limits (stated in 413/400 answers and in docs/ingest.md) ---------------------------
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 8 * 1024 * 1024)
