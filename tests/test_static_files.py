@@ -47,3 +47,16 @@ def test_the_demo_serves_hashed_immutable_compressed_static_files(tmp_path: Path
     assert answer["status"] == 200
     assert "immutable" in answer["cache"] and "max-age=315360000" in answer["cache"]
     assert answer["encoding"] in ("gzip", "br")
+
+
+def test_plotly_is_loaded_only_by_pages_with_charts(db, client, project, alice) -> None:
+    from telemetry.services import run_upsert
+
+    run = run_upsert(project=project, name="charted")
+    client.force_login(alice)
+    with_charts = client.get(f"/runs/{run.pk}/").content.decode()
+    pages = ("/", "/incidents/", "/taxonomy/", f"/runs/{run.pk}/logbook/")
+    without = {url: client.get(url).content.decode() for url in pages}
+    assert "plotly.min" in with_charts
+    for url, html in without.items():
+        assert "plotly.min" not in html, url
