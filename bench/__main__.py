@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from bench import charts, copy_ceiling, floor, isolation, load, mlflow_side, pages, report
+from bench import browser, charts, copy_ceiling, floor, isolation, load, mlflow_side, pages, report
 from stack.chronicle import Chronicle, chronicle_stack
 
 
@@ -40,6 +40,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--skip-isolation", action="store_true", help="Skip pages-under-ingest (needs pages)."
     )
+    parser.add_argument(
+        "--skip-browser", action="store_true", help="Skip the pages in Chromium (needs pages)."
+    )
+    parser.add_argument("--browser-loads", type=int, help="Warm loads per page in Chromium.")
     parser.add_argument("--no-write", action="store_true", help="Print only; no results file.")
     args = parser.parse_args(argv)
     quick = args.quick
@@ -48,6 +52,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.repeats = args.repeats or (5 if quick else 20)
     args.llama_scale = args.llama_scale or (0.01 if quick else 1.0)
     args.page_rounds = args.page_rounds or (1 if quick else 4)
+    args.browser_loads = args.browser_loads or (2 if quick else 10)
     return args
 
 
@@ -141,6 +146,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             server.stop()
         if not args.skip_pages:
             _phase(results, "pages", lambda: _pages(app, token, args, stamp, workload))
+            if not args.skip_browser and "llama_run_id" in results:
+                log("pages in Chromium: the Llama-scale run and the demo run")
+                _phase(results, "browser", lambda: _browser(app, results, args))
             if not args.skip_isolation and "llama_run_id" in results:
                 log("pages under ingest: shared pool, then split pools with a read replica")
                 _phase(
@@ -186,6 +194,29 @@ def _charts(
             for f in charts.mlflow_queries(server, sizes["bench_100k"], repeats=args.repeats)
         ]
     return found
+
+
+def _browser(app: Chronicle, results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    base = "http://{}:{}".format(*app.base_url)
+    app.manage("load_demo", "--url", base, timeout_s=None)
+    demo_run = (
+        app.manage(
+            "shell",
+            "-c",
+            "from telemetry.models import Run; print(Run.objects.get(project__slug='demo').pk)",
+        )
+        .strip()
+        .splitlines()[-1]
+    )
+    password = pages.reader_password(app)  # after the demo: a member of its project too
+    found = {}
+    for name, run_id in (("llama", results["llama_run_id"]), ("demo", int(demo_run))):
+        figures = browser.measure(
+            base, username="bench-reader", password=password, run_id=run_id,
+            warm=args.browser_loads,
+        )  # fmt: skip
+        found[name] = [f.as_dict() for f in figures]
+    return {"browser": found}
 
 
 def _isolation(

@@ -50,12 +50,18 @@ for project in Project.objects.all():
 """
 
 
-def reader_cookie(app: Chronicle) -> str:
-    """The Cookie header of an on-call member of every project existing now, logged in
-    through /login/ (a regular user, not a superuser, so the pages pay for their project
-    scoping as real readers do)."""
+def reader_password(app: Chronicle) -> str:
+    """Makes "bench-reader" an on-call member of every project existing now (a regular user,
+    not a superuser, so the pages pay for their project scoping as real readers do) and
+    returns its new password."""
     password = secrets.token_urlsafe(16)
     app.manage("shell", "-c", _READER.replace("PASSWORD", repr(password)))
+    return password
+
+
+def reader_cookie(app: Chronicle) -> str:
+    """The Cookie header of bench-reader (reader_password), logged in through /login/."""
+    password = reader_password(app)
     conn = http.client.HTTPConnection(*app.base_url, timeout=60)
     try:
         conn.request("GET", "/login/")

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import browser
+
 RESULTS = Path(__file__).resolve().parent / "results"
 MB = 1024 * 1024
 
@@ -280,6 +282,8 @@ def table(results: dict[str, Any]) -> str:
                                    _fmt(layout["busy_p95_ms"]), _fmt(layout["ratio_p95"]),
                                    _fmt(layout["ingest_points_per_s"]),
                                    str(layout["page_errors"])))  # fmt: skip
+    for name, figures in (results.get("browser") or {}).items():
+        lines += ["", f"{name} run:", *browser.table(figures)]
     if results.get("rss_peak_process"):
         totals = results["rss_peak_total"]
         lines += ["", "Peak RSS during ingest: " + ", ".join(

@@ -186,6 +186,10 @@
       if (!target) { return null; }
       figures[chart.id] = chart;
       return render(target, true).then(function () {
+        // For `make bench`'s browser phase: when the first chart of the page was drawn.
+        if (!performance.getEntriesByName("chronicle:first-chart").length) {
+          performance.mark("chronicle:first-chart");
+        }
         if (!target.hasAttribute("data-linked-x") || target.dataset.chronicleBound) { return; }
         target.dataset.chronicleBound = "1";
         target.on("plotly_relayout", function (event) { onRelayout(target, event); });

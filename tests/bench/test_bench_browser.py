@@ -1,0 +1,46 @@
+"""The benchmark's browser phase (bench/browser.py) against a live server: it reads real
+load and first-chart times from Chromium's clock for a page with charts and one without."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from bench import browser
+from telemetry import services as telemetry_services
+
+STARTED = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_browser_phase_times_load_and_the_first_chart(live_server, project, alice):
+    # given a run with a loss series, so its page draws a chart
+    run = telemetry_services.run_upsert(project=project, name="timed")
+    attempt = telemetry_services.attempt_ensure(run=run, number=1, started_at=STARTED)
+    telemetry_services.metric_points_insert(
+        run=run,
+        attempt=attempt,
+        points=[("loss", step, 3.0 - step / 100, None) for step in range(50)],
+    )
+
+    figures = browser.measure(
+        live_server.url,
+        username="alice",
+        password="alice-pw-1",
+        run_id=run.pk,
+        warm=2,
+        pages=[("run page", "/runs/{run}/"), ("triage", "/incidents/")],
+    )
+
+    by_label = {f.label: f for f in figures}
+    assert not any(f.errors for f in figures), [f.errors for f in figures]
+    for figure in figures:
+        assert figure.loads == 2
+        assert 0 < figure.load_p50_ms <= figure.load_p95_ms < 60_000
+        assert 0 < figure.cold_load_ms < 60_000
+    # the run page's first chart is timed; a page without charts waits for none
+    assert by_label["run page"].chart_p50_ms is not None and by_label["run page"].chart_p50_ms > 0
+    assert by_label["triage"].chart_p50_ms is None
+    lines = browser.table([f.as_dict() for f in figures])
+    assert any(line.strip().startswith("run page") for line in lines)
