@@ -219,3 +219,30 @@ def run_step_reached_at(*, run: Run) -> datetime | None:
     return MetricPoint.objects.filter(series__run=run, step=run.last_step).aggregate(
         at=Min("wall_time")
     )["at"]
+
+
+# How many runs the compare page offers to add (the most recently seen first).
+COMPARE_CHOICES = 200
+
+
+def compare_choices(*, user: User, exclude: list[int]) -> list[Run]:
+    """Runs the user may add to a comparison: the most recently seen, each named by
+    "project/run" in the picker (two projects may both have a run of the same name)."""
+    return list(
+        Run.objects.filter(project__in=projects_for_user(user=user))
+        .exclude(pk__in=exclude)
+        .select_related("project")
+        .order_by(F("last_seen_at").desc(nulls_last=True), "-pk")[:COMPARE_CHOICES]
+    )
+
+
+def run_by_label_for_user(*, user: User, label: str) -> Run | None:
+    """The run "project/run" names among the user's runs, or None."""
+    slug, _, name = label.strip().partition("/")
+    if not name:
+        return None
+    return (
+        Run.objects.filter(project__in=projects_for_user(user=user), project__slug=slug, name=name)
+        .select_related("project")
+        .first()
+    )

@@ -9,10 +9,11 @@ from typing import Any
 import pandas as pd
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
 
 from dashboard import config_diff, metric_sections
+from dashboard.selectors import runs as run_selectors
 from dashboard.views.runs import CHART_MAX_POINTS
 from telemetry import charts, selectors
 from telemetry.models import Run
@@ -40,6 +41,19 @@ def compare(request: HttpRequest) -> HttpResponse:
         return HttpResponseBadRequest(ids, content_type="text/plain; charset=utf-8")
     # 404 for a run the user may not see, as the run page does.
     runs = [selectors.run_get_for_user(user=request.user, run_id=run_id) for run_id in ids]
+    added, add_error = request.GET.get("add", "").strip(), ""
+    if added:
+        # The picker's "Add a run": back to the same view with that run's id appended.
+        found = run_selectors.run_by_label_for_user(user=request.user, label=added)
+        if found is None:
+            add_error = f"None of your runs is named {added[:200]!r} (write project/run)."
+        elif len(ids) >= MAX_COMPARED and found.pk not in ids:
+            add_error = f"At most {MAX_COMPARED} runs at once: remove one first."
+        else:
+            params = request.GET.copy()
+            params.pop("add")
+            params.setlist("runs", [",".join(str(i) for i in dict.fromkeys([*ids, found.pk]))])
+            return redirect(f"{request.path}?{params.urlencode()}")
     axis: charts.Axis = "time" if request.GET.get("axis") == "time" else "step"
     # Every run's metrics, the loss first as on the run page.
     names = sorted(
@@ -54,6 +68,20 @@ def compare(request: HttpRequest) -> HttpResponse:
         "dashboard/compare.html",
         {
             "runs": runs,
+            # Each run with its "remove" link's ids (offered only while two would remain).
+            "compared": [
+                {
+                    "run": run,
+                    "without": ",".join(str(o.pk) for o in runs if o.pk != run.pk)
+                    if len(runs) > 2
+                    else "",
+                }
+                for run in runs
+            ],
+            "choices": run_selectors.compare_choices(user=request.user, exclude=ids),
+            "can_add": len(runs) < MAX_COMPARED,
+            "add_error": add_error,
+            "added": added,
             "axis": axis,
             "runs_param": ",".join(str(run.pk) for run in runs),
             "metric_count": len(names),

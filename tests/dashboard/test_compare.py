@@ -154,3 +154,43 @@ def test_compare_two_runs_in_a_browser(browser, live_server, login_page, project
     assert page.locator("#config-diff").inner_text().split() == [
         "Setting", "lr-3e-4", "lr-1e-4", "lr", "3e-4", "1e-4"
     ]  # fmt: skip
+
+    # and when she adds a third run with the page's own picker
+    third = _run_with_loss(project, "lr-6e-4", {"lr": "6e-4"}, attempts=1)
+    page.fill("#compare-add input[name=add]", f"{project.slug}/lr-6e-4")
+    with page.expect_navigation():
+        page.click("#compare-add button")
+    page.wait_for_function(
+        "() => { const gd = document.querySelector('#chart-0');"
+        " return gd && gd._fullData && gd._fullData.some(t => t.name === 'lr-6e-4 · attempt 1'); }"
+    )
+    # then the choice is in the URL (a link reproduces it) and each run can be removed again
+    assert f"runs={first.pk}%2C{second.pk}%2C{third.pk}" in page.url
+    with page.expect_navigation():
+        page.click("#compared-runs li:nth-child(1) a.remove-run")
+    assert page.locator("#compared-runs li").count() == 2
+    assert page.locator("#compared-runs a.remove-run").count() == 0  # two is the least
+
+
+@pytest.mark.django_db
+def test_the_picker_adds_only_the_users_runs_and_says_why_not(
+    client, project, other_project, alice
+):
+    first = _run_with_loss(project, "a", {}, attempts=1)
+    second = _run_with_loss(project, "b", {}, attempts=1)
+    mine = _run_with_loss(project, "c", {}, attempts=1)
+    telemetry_services.run_upsert(project=other_project, name="secret")
+    client.force_login(alice)
+    base = {"runs": f"{first.pk},{second.pk}"}
+
+    # the picker offers her other runs, never another project's
+    html = client.get("/compare/", base).content.decode()
+    assert f'value="{project.slug}/c"' in html and "secret" not in html
+    # adding one of hers redirects to the comparison with it
+    added = client.get("/compare/", {**base, "add": f"{project.slug}/c"})
+    assert added.status_code == 302 and f"{first.pk}%2C{second.pk}%2C{mine.pk}" in added.url
+    # another project's run, or a name that is no run, is refused in words on the page
+    for label in (f"{other_project.slug}/secret", "nothing/here"):
+        refused = client.get("/compare/", {**base, "add": label})
+        assert refused.status_code == 200
+        assert "None of your runs is named" in refused.content.decode()
