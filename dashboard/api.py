@@ -39,6 +39,7 @@ class RunSerializer(serializers.ModelSerializer):
             "id",
             "project",
             "name",
+            "tags",
             "status",
             "current_attempt",
             "last_step",
@@ -57,7 +58,7 @@ class RunSerializer(serializers.ModelSerializer):
 
 class RunListApi(generics.ListAPIView):
     """The user's runs, searched, filtered and sorted as the run list page does (?q, ?status,
-    ?since, ?until, ?sort). With ?page or ?page_size the answer is one page in the usual
+    ?tag, ?since, ?until, ?sort). With ?page or ?page_size the answer is one page in the usual
     envelope (count, next, previous, results); without, the whole list as before."""
 
     serializer_class = RunSerializer

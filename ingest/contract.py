@@ -206,6 +206,12 @@ RUN_INFO: dict[str, Field] = {
     ),
     "sdc_tolerance": NON_NEGATIVE,
     "hang_after_s": integer(Run, "hang_after_s", minimum=60),
+    "tags": Field(
+        "names",
+        "Labels for the run list's tag filter (replace the run's tags when sent).",
+        max_length=Run.TAG_MAX_LENGTH,
+        max_items=Run.TAGS_MAX,
+    ),
 }
 
 # --- Events -------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import F, Q
 
@@ -175,9 +176,16 @@ def _default_deterministic_metrics() -> list[str]:
 
 
 class Run(models.Model):
+    # A run's tags: short labels the job sends (run_info.tags) for the run list's tag filter.
+    TAG_MAX_LENGTH = 64
+    TAGS_MAX = 32
+
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
+    tags = ArrayField(
+        models.CharField(max_length=TAG_MAX_LENGTH), size=TAGS_MAX, default=list, blank=True
+    )
     # Model shape, for FLOPs per token: 6N + 12·L·H·Q·T.
     parameter_count = models.BigIntegerField(null=True, blank=True)
     n_layers = models.PositiveIntegerField(null=True, blank=True)
@@ -227,6 +235,8 @@ class Run(models.Model):
                 condition=Q(sdc_tolerance__gte=0), name="run_sdc_tolerance_non_negative"
             ),
         ]
+        # The run list's ?tag= filter (tags @> ARRAY[tag]).
+        indexes = [GinIndex(fields=["tags"], name="run_tags_gin")]
 
     def __str__(self) -> str:
         return f"{self.project}/{self.name}"

@@ -96,7 +96,9 @@ def run_upsert(*, project: Project, name: str, info: dict[str, Any] | None = Non
     """The run named `name` in `project`, created on first sight; `info` fields that are
     present overwrite the stored ones (a job may correct its own description). `info` holds
     Run columns a job describes, already checked (the ingest contract's run_info)."""
-    info = info or {}
+    info = dict(info or {})
+    if "tags" in info:
+        info["tags"] = list(dict.fromkeys(info["tags"]))  # a tag once, in the order sent
     run, created = Run.objects.get_or_create(project=project, name=name, defaults=info)
     if not created and info:
         changed = [key for key, value in info.items() if getattr(run, key) != value]

@@ -52,6 +52,7 @@ def runs_for_user(*, user: User) -> QuerySet[Run]:
 RUN_SORTS: dict[str, str] = {
     "project": "project__slug",
     "name": "name",
+    "tags": "tags",
     "status": "current_status",
     "attempt": "current_attempt",
     "step": "last_step",
@@ -70,15 +71,19 @@ class RunListError(ValueError):
 class RunListQuery:
     search: str = ""
     status: str = ""
+    tag: str = ""
     since: datetime | None = None
     until: datetime | None = None  # exclusive
     sort: str = "-last_seen"
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> RunListQuery:
-        """Read ?q, ?status, ?since, ?until (dates or times, in the display zone) and ?sort;
-        raises RunListError saying which and why."""
+        """Read ?q, ?status, ?tag, ?since, ?until (dates or times, in the display zone) and
+        ?sort; raises RunListError saying which and why."""
         search = (params.get("q") or "").strip()[:200]
+        tag = (params.get("tag") or "").strip()
+        if len(tag) > Run.TAG_MAX_LENGTH or "\x00" in tag:
+            raise RunListError(f"Tag: at most {Run.TAG_MAX_LENGTH} characters, no NUL.")
         status = (params.get("status") or "").strip()
         if status and status not in RUN_STATUSES:
             raise RunListError(f"Status must be one of {', '.join(RUN_STATUSES)}.")
@@ -94,7 +99,7 @@ class RunListQuery:
                 raise RunListError(f"{label}: {exc}.") from exc
         if moments["since"] and moments["until"] and moments["until"] <= moments["since"]:
             raise RunListError("To must be after From.")
-        return cls(search, status, moments["since"], moments["until"], sort)
+        return cls(search, status, tag, moments["since"], moments["until"], sort)
 
 
 def runs_list(*, user: User, query: RunListQuery) -> QuerySet[Run]:
@@ -109,6 +114,8 @@ def runs_list(*, user: User, query: RunListQuery) -> QuerySet[Run]:
         runs = runs.filter(current_status__isnull=True)
     elif query.status:
         runs = runs.filter(current_status=query.status)
+    if query.tag:
+        runs = runs.filter(tags__contains=[query.tag])
     if query.since:
         runs = runs.filter(last_seen_at__gte=query.since)
     if query.until:
@@ -246,3 +253,14 @@ def run_by_label_for_user(*, user: User, label: str) -> Run | None:
         .select_related("project")
         .first()
     )
+
+
+def run_tags_in_use(*, user: User, limit: int = 200) -> list[str]:
+    """The tags on the user's runs, for the run list's tag picker (alphabetical)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT t FROM telemetry_run r, unnest(r.tags) t"
+            " WHERE r.project_id = ANY(%s) ORDER BY t LIMIT %s",
+            [list(projects_for_user(user=user).values_list("pk", flat=True)), limit],
+        )
+        return [row[0] for row in cursor.fetchall()]

@@ -33,6 +33,7 @@ CHART_MAX_POINTS = 1500
 # The run list's columns besides the run's name, in order; ?cols= picks some.
 RUN_COLUMNS = {
     "project": "Project",
+    "tags": "Tags",
     "status": "Status",
     "attempt": "Attempt",
     "step": "Latest step",
@@ -75,6 +76,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
             "query": query,
             "error": error,
             "statuses": run_selectors.RUN_STATUSES,
+            "tags_in_use": run_selectors.run_tags_in_use(user=request.user),
             "cols": {key: key in chosen for key in RUN_COLUMNS},
             "columns": [
                 {

@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db.models import F
 
+from ingest import services as ingest_services
+from ingest.models import IngestBatch
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Run
 
@@ -106,3 +108,36 @@ def test_a_running_run_gone_quiet_reads_silent_on_the_list_as_on_its_page(client
     assert "silent since" in rows["quiet"] and "running" not in rows["quiet"]
     assert "silent since" in page
     assert "running" in rows["busy"] and "silent" not in rows["busy"]
+
+
+@pytest.mark.django_db
+def test_tags_sent_by_the_job_filter_the_run_list_and_the_api(client, alice, project, post_batch):
+    # given two runs tagged by their jobs (run_info.tags), one untagged
+    for name, tags in (("sweep-a", ["ablation", "lr-sweep", "ablation"]), ("main", ["prod"])):
+        body = {"batch_id": f"t-{name}", "run": name, "run_info": {"tags": tags}}
+        assert post_batch(body).status_code == 202
+        # what the Celery worker does with it (tests/ingest prove the worker path itself)
+        batch = IngestBatch.objects.get(batch_id=f"t-{name}")
+        assert ingest_services.batch_process(batch_pk=batch.pk) == "done"
+    telemetry_services.run_upsert(project=project, name="untagged")
+    client.force_login(alice)
+
+    # when the run list is filtered by a tag
+    html = client.get("/", {"tag": "lr-sweep"}).content.decode()
+    api = client.get("/api/v1/runs", {"tag": "lr-sweep"}).json()
+
+    # then only the run carrying it is listed, with its tags once each, as links
+    assert ">sweep-a</a>" in html and ">main</a>" not in html and ">untagged</a>" not in html
+    assert [(r["name"], r["tags"]) for r in api] == [("sweep-a", ["ablation", "lr-sweep"])]
+    assert 'href="?tag=ablation"' in html
+    # and the tag picker offers every tag in use
+    assert all(f'<option value="{t}">' in html for t in ("ablation", "lr-sweep", "prod"))
+
+
+@pytest.mark.django_db
+def test_too_many_or_too_long_tags_are_a_400_naming_the_field(post_batch):
+    for tags in (["x"] * 33, ["y" * 65]):
+        body = {"batch_id": f"bad-{len(tags)}", "run": "r", "run_info": {"tags": tags}}
+        response = post_batch(body)
+        assert response.status_code == 400
+        assert "run_info.tags" in response.content.decode()
