@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from logbook.checkpoint_interval import advice_as_dict
 from logbook.failures import failure_report_as_dict
-from logbook.paging import PAGE_PARAMETERS, Counted, paginate
+from logbook.paging import PAGE_PARAMETERS, RUN_FILTER_PARAMETER, Counted, paginate
 from logbook.selectors import checkpoints as checkpoint_selectors
 from logbook.selectors import failures as failure_selectors
 from logbook.selectors.failures import FailureFilters
@@ -37,7 +37,7 @@ class FailureBreakdownApi(APIView):
     @extend_schema(
         operation_id="failure_breakdown",
         parameters=[
-            OpenApiParameter("run", OpenApiTypes.INT, description="Only this run."),
+            RUN_FILTER_PARAMETER,
             *TIME_WINDOW_PARAMETERS,
             OpenApiParameter("site", OpenApiTypes.STR, description="Site name."),
             OpenApiParameter("cluster", OpenApiTypes.STR, description="<site>/<cluster>."),

@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from logbook.models import Annotation
+from logbook.paging import optional_integer_parameter
 from logbook.selectors import annotations as annotation_selectors
 from logbook.selectors.annotations import MAX_BIGINT
 from logbook.services import annotations as annotation_services
@@ -150,15 +151,15 @@ class AnnotationListApi(APIView):
     @extend_schema(
         operation_id="annotations_list",
         parameters=[
-            OpenApiParameter("run", OpenApiTypes.INT, description="Only this run (404 if not "
+            optional_integer_parameter("run", "Only this run (404 if not "
                              "yours). Without it: every run of your projects."),
-            OpenApiParameter("from", OpenApiTypes.INT, description="Epoch ms: marks ending at "
+            optional_integer_parameter("from", "Epoch ms: marks ending at "
                              "or after this time (marks without a time are left out)."),
-            OpenApiParameter("to", OpenApiTypes.INT, description="Epoch ms: marks starting at "
+            optional_integer_parameter("to", "Epoch ms: marks starting at "
                              "or before this time (marks without a time are left out)."),
             OpenApiParameter("tags", OpenApiTypes.STR, many=True, description="Repeat for "
                              "several: marks having every tag named."),
-            OpenApiParameter("limit", OpenApiTypes.INT, description=f"At most this many "
+            optional_integer_parameter("limit", f"At most this many "
                              f"(default {DEFAULT_LIMIT}, max {MAX_LIMIT}), newest first."),
         ],
         responses={200: AnnotationOut(many=True)},

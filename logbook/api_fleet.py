@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from logbook.models import SdcReplay
-from logbook.paging import PAGE_PARAMETERS, paginate
+from logbook.paging import PAGE_PARAMETERS, RUN_FILTER_PARAMETER, paginate
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.filters import FilterError
@@ -24,7 +24,7 @@ from telemetry.models import Host, Membership
 from telemetry.selectors import user_has_role
 
 _FILTER_PARAMETERS = [
-    OpenApiParameter("run", OpenApiTypes.INT, description="Only this run (404 if not yours)."),
+    RUN_FILTER_PARAMETER,
     OpenApiParameter("since", OpenApiTypes.STR, description="From this date or datetime (UTC)."),
     OpenApiParameter("until", OpenApiTypes.STR, description="Before this datetime, or through "
                      "the end of this date (UTC)."),

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from logbook.models import Interruption
+from logbook.paging import RUN_FILTER_PARAMETER
 from logbook.selectors import incidents as selectors
 from logbook.selectors.filters import FilterError
 from logbook.serializers import (
@@ -28,7 +29,7 @@ from telemetry.models import Membership
 from telemetry.selectors import user_has_role
 
 _FILTER_PARAMETERS = [
-    OpenApiParameter("run", OpenApiTypes.INT, description="Only this run (404 if not yours)."),
+    RUN_FILTER_PARAMETER,
     OpenApiParameter("status", OpenApiTypes.STR, description="Comma-separated statuses, or "
                      "'all' (default: open,triaged)."),
     OpenApiParameter("category", OpenApiTypes.STR, description="Root-cause slug."),

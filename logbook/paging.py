@@ -140,3 +140,15 @@ PAGE_PARAMETERS = [
         description=f"Rows per page ({PAGE_SIZE} by default, at most {MAX_PAGE_SIZE}).",
     ),
 ]
+
+
+# A whole-number query parameter that may also be sent empty (an HTML form's "all" choice):
+# empty means no filter, so the schema says "digits, or nothing".
+OPTIONAL_INTEGER = {"type": "string", "pattern": "^-?[0-9]{0,19}$"}
+
+
+def optional_integer_parameter(name: str, description: str) -> OpenApiParameter:
+    return OpenApiParameter(name, OPTIONAL_INTEGER, description=f"{description} Empty: any.")
+
+
+RUN_FILTER_PARAMETER = optional_integer_parameter("run", "Only this run (404 if not yours).")

@@ -18,6 +18,19 @@ class BadTime(ValueError):
     pass
 
 
+def storable_text(value: str) -> bool:
+    """Whether PostgreSQL text can hold `value`: no NUL byte, no lone surrogate. A filter
+    value that cannot be stored cannot match anything either, and compared with a column it
+    would fail in the database instead of in the filter's own error."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse_time(text: str, *, end_of_day: bool = False) -> datetime:
     """The moment `text` names; a bare date is its midnight (the next one with end_of_day,
     so "until 2026-11-12" includes that day). Raises BadTime saying what is wrong."""

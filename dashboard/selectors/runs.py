@@ -16,7 +16,7 @@ from django.db.models.functions import Coalesce
 from logbook.models import Annotation, Checkpoint, Interruption, LogbookEntry
 from telemetry.choices import AttemptStatus
 from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
-from telemetry.query_time import BadTime, parse_time
+from telemetry.query_time import BadTime, parse_time, storable_text
 from telemetry.selectors import User, projects_for_user
 
 
@@ -82,8 +82,12 @@ class RunListQuery:
         ?sort; raises RunListError saying which and why."""
         search = (params.get("q") or "").strip()[:200]
         tag = (params.get("tag") or "").strip()
-        if len(tag) > Run.TAG_MAX_LENGTH or "\x00" in tag:
-            raise RunListError(f"Tag: at most {Run.TAG_MAX_LENGTH} characters, no NUL.")
+        if not storable_text(search):
+            raise RunListError("Search: no NUL bytes or unpaired surrogates.")
+        if len(tag) > Run.TAG_MAX_LENGTH or not storable_text(tag):
+            raise RunListError(
+                f"Tag: at most {Run.TAG_MAX_LENGTH} characters, no NUL or unpaired surrogates."
+            )
         status = (params.get("status") or "").strip()
         if status and status not in RUN_STATUSES:
             raise RunListError(f"Status must be one of {', '.join(RUN_STATUSES)}.")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from telemetry.query_time import BadTime, parse_time
+from telemetry.query_time import BadTime, parse_time, storable_text
 
 
 class FilterError(ValueError):
@@ -40,7 +40,7 @@ class FilterParams:
             self.fail(name, "must be given once")
             return ""
         value = (self.params.get(name) or "").strip()
-        if not _storable(value):
+        if not storable_text(value):
             # PostgreSQL text holds neither NUL nor a lone surrogate: compared with a
             # column, such a value would fail in the database instead of here.
             self.fail(name, "must not contain NUL bytes or unpaired surrogates")
@@ -94,13 +94,3 @@ class FilterParams:
             self.fail(name, f"must be one of {', '.join(choices)}")
             return ""
         return value
-
-
-def _storable(value: str) -> bool:
-    if "\x00" in value:
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

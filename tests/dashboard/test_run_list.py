@@ -141,3 +141,14 @@ def test_too_many_or_too_long_tags_are_a_400_naming_the_field(post_batch):
         response = post_batch(body)
         assert response.status_code == 400
         assert "run_info.tags" in response.content.decode()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("param", ["q", "tag"])
+def test_a_nul_in_the_search_or_tag_is_refused_not_a_500(client, alice, param):
+    # Found by `make chaos`'s full parameter sweep: /api/v1/runs?q=%00 answered 500.
+    client.force_login(alice)
+    api = client.get("/api/v1/runs", {param: "a\x00b"})
+    page = client.get("/", {param: "a\x00b"})
+    assert api.status_code == 400 and "NUL" in api.content.decode()
+    assert page.status_code == 200 and "NUL" in page.content.decode()
