@@ -53,7 +53,7 @@ def body_read(request: Request, *, content_types: tuple[str, ...], hint: str) ->
     if content_type not in content_types:
         raise BodyError(415, f"Content-Type must be {hint}, got {content_type or 'nothing'!r}.")
     declared = request.META.get("CONTENT_LENGTH") or "0"
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise BodyError(413, f"The body is {declared} bytes; the limit is {limit} bytes.")
     raw = request.body
     if len(raw) > limit:

@@ -260,7 +260,7 @@ def experiment_get(*, project: Project, experiment_id: str) -> MlflowExperiment:
     if experiment_id == DEFAULT_EXPERIMENT_ID:
         return _experiment_default(project)
     experiment = None
-    if experiment_id.isdigit():
+    if experiment_id.isascii() and experiment_id.isdigit():
         experiment = MlflowExperiment.objects.filter(project=project, pk=int(experiment_id)).first()
     if experiment is None:
         raise MlflowError(

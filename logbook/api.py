@@ -22,7 +22,7 @@ from logbook.selectors.failures import FailureFilters
 from logbook.selectors.filters import FilterError
 from logbook.serializers import FailureBreakdownOut, RunCheckpointsOut
 from telemetry.models import Run
-from telemetry.query_time import TIME_WINDOW_PARAMETERS
+from telemetry.query_time import TIME_WINDOW_PARAMETERS, optional_integer_parameter
 from telemetry.selectors import run_get_for_user
 
 
@@ -41,10 +41,8 @@ class FailureBreakdownApi(APIView):
             *TIME_WINDOW_PARAMETERS,
             OpenApiParameter("site", OpenApiTypes.STR, description="Site name."),
             OpenApiParameter("cluster", OpenApiTypes.STR, description="<site>/<cluster>."),
-            OpenApiParameter(
-                "accelerators",
-                OpenApiTypes.INT,
-                description="Accelerator count to project the MTBF to (100,000 by default).",
+            optional_integer_parameter(
+                "accelerators", "Accelerator count to project the MTBF to (100,000 by default)."
             ),
         ],
         responses={200: FailureBreakdownOut},

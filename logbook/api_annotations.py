@@ -18,7 +18,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from logbook.models import Annotation
-from logbook.paging import optional_integer_parameter
 from logbook.selectors import annotations as annotation_selectors
 from logbook.selectors.annotations import MAX_BIGINT
 from logbook.services import annotations as annotation_services
@@ -32,6 +31,7 @@ from logbook.services.annotations import (
     epoch_ms_to_datetime,
 )
 from telemetry.models import Project
+from telemetry.query_time import optional_integer_parameter
 from telemetry.selectors import User, run_get_for_user
 
 DEFAULT_LIMIT = 100

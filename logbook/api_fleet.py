@@ -21,6 +21,7 @@ from logbook.selectors.sdc import HardwareFilters
 from logbook.serializers import FleetHostsOut, HostQuarantineOut, SdcLedgerOut
 from logbook.services import quarantine as quarantine_services
 from telemetry.models import Host, Membership
+from telemetry.query_time import optional_integer_parameter
 from telemetry.selectors import user_has_role
 
 _FILTER_PARAMETERS = [
@@ -72,9 +73,9 @@ class FleetHostsApi(APIView):
         operation_id="fleet_hosts",
         parameters=[
             *_FILTER_PARAMETERS,
-            OpenApiParameter("k", OpenApiTypes.INT, description="Incidents that make a repeat "
+            optional_integer_parameter("k", "Incidents that make a repeat "
                              f"offender ({fleet_selectors.REPEAT_OFFENDER_K} by default)."),
-            OpenApiParameter("window_days", OpenApiTypes.INT, description="Offender window in "
+            optional_integer_parameter("window_days", "Offender window in "
                              f"days ({fleet_selectors.REPEAT_OFFENDER_WINDOW_DAYS} by default)."),
             *PAGE_PARAMETERS,
         ],

@@ -434,7 +434,7 @@ def _parse_facts(facts: dict[str, tuple[str, int]]) -> dict[str, Any]:
 
 def _integer(text: str, line: int) -> int:
     cleaned = text.replace(",", "").strip()
-    if not cleaned.isdigit():
+    if not (cleaned.isascii() and cleaned.isdigit()):
         raise ChronicleError(f"{text!r} is not a whole number.", line=line)
     return int(cleaned)
 

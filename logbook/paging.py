@@ -18,6 +18,8 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 
+from telemetry.query_time import optional_integer_parameter
+
 PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 
@@ -140,15 +142,6 @@ PAGE_PARAMETERS = [
         description=f"Rows per page ({PAGE_SIZE} by default, at most {MAX_PAGE_SIZE}).",
     ),
 ]
-
-
-# A whole-number query parameter that may also be sent empty (an HTML form's "all" choice):
-# empty means no filter, so the schema says "digits, or nothing".
-OPTIONAL_INTEGER = {"type": "string", "pattern": "^-?[0-9]{0,19}$"}
-
-
-def optional_integer_parameter(name: str, description: str) -> OpenApiParameter:
-    return OpenApiParameter(name, OPTIONAL_INTEGER, description=f"{description} Empty: any.")
 
 
 RUN_FILTER_PARAMETER = optional_integer_parameter("run", "Only this run (404 if not yours).")

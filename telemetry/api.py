@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from telemetry import selectors
+from telemetry.query_time import optional_integer_parameter
 from telemetry.selectors import series as series_selectors
 
 MAX_POINTS_DEFAULT = 2000
@@ -42,10 +43,9 @@ class SeriesApi(APIView):
         operation_id="run_series",
         parameters=[
             OpenApiParameter("name", OpenApiTypes.STR, required=True, description="Metric name."),
-            OpenApiParameter(
+            optional_integer_parameter(
                 "max_points",
-                OpenApiTypes.INT,
-                description=f"At most this many points in all ({MAX_POINTS_DEFAULT} by default, "
+                f"At most this many points in all ({MAX_POINTS_DEFAULT} by default, "
                 f"{MAX_POINTS_LIMIT} at most); each bucket's min and max are kept.",
             ),
         ],
@@ -94,7 +94,7 @@ def _rfc3339(times: npt.NDArray[np.datetime64]) -> list[str | None]:
 def _max_points(raw: str | None) -> int:
     if raw is None or raw == "":
         return MAX_POINTS_DEFAULT
-    if not raw.isdigit() or not 10 <= int(raw) <= MAX_POINTS_LIMIT:
+    if not (raw.isascii() and raw.isdigit()) or not 10 <= int(raw) <= MAX_POINTS_LIMIT:
         raise ValidationError(
             {"max_points": f"must be an integer from 10 to {MAX_POINTS_LIMIT}, got {raw[:20]!r}"}
         )

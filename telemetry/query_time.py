@@ -78,3 +78,12 @@ TIME_WINDOW_PARAMETERS = [
         "end", "Window end, exclusive (ISO 8601; a bare date means through that day)."
     ),
 ]
+
+
+# A whole-number query parameter that may also be sent empty (an HTML form's "all" choice):
+# empty (or blank: values are trimmed) means no filter, so the schema says "digits, or nothing".
+OPTIONAL_INTEGER = {"type": "string", "pattern": "^\\s*-?[0-9]{0,19}\\s*$"}
+
+
+def optional_integer_parameter(name: str, description: str) -> OpenApiParameter:
+    return OpenApiParameter(name, OPTIONAL_INTEGER, description=f"{description} Empty: any.")

@@ -25,7 +25,7 @@ MAX_COMPARED = 8
 def _run_ids(raw: str) -> list[int] | str:
     """The ?runs= ids in order, duplicates dropped, or what is wrong with them."""
     parts = [part.strip() for part in raw.split(",") if part.strip()]
-    if not all(part.isdigit() and len(part) < 12 for part in parts):
+    if not all(part.isascii() and part.isdigit() and len(part) < 12 for part in parts):
         return "runs: give run ids separated by commas, e.g. ?runs=12,15."
     ids = list(dict.fromkeys(int(part) for part in parts))
     if not 2 <= len(ids) <= MAX_COMPARED:

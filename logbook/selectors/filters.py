@@ -49,9 +49,9 @@ class FilterParams:
 
     def run_id(self, name: str = "run") -> int | None:
         raw = self.text(name)
-        if raw and not raw.isdigit():
+        if raw and not (raw.isascii() and raw.isdigit()):
             self.fail(name, f"must be a run id, got {raw[:20]!r}")
-        return int(raw) if raw.isdigit() else None
+        return int(raw) if raw.isascii() and raw.isdigit() else None
 
     def time(self, name: str, *, end_of_day: bool) -> datetime | None:
         """A date (YYYY-MM-DD, the whole day: its end when `end_of_day`) or an ISO 8601
@@ -83,7 +83,7 @@ class FilterParams:
         raw = self.text(name)
         if not raw:
             return default
-        if not raw.isdigit() or not low <= int(raw) <= high:
+        if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
             self.fail(name, f"must be an integer from {low} to {high:,}, got {raw[:20]!r}")
             return default
         return int(raw)

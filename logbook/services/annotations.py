@@ -61,7 +61,11 @@ def parse_time(value: Any, *, field: str) -> datetime | None:
         return None
     if isinstance(value, bool):
         raise ValidationError({field: "Give epoch milliseconds or an ISO 8601 time."})
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if (
+        isinstance(value, str)
+        and value.strip().lstrip("-").isascii()
+        and value.strip().lstrip("-").isdigit()
+    ):
         value = int(value.strip())
     if isinstance(value, int | float):
         if isinstance(value, float) and not math.isfinite(value):
@@ -83,7 +87,7 @@ def parse_time(value: Any, *, field: str) -> datetime | None:
 def parse_step(value: Any, *, field: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         value = int(value.strip())
     if isinstance(value, float) and value.is_integer():
         value = int(value)

@@ -53,3 +53,26 @@ def test_a_filter_given_twice_is_a_400_not_whichever_came_last(client, alice):
     response = client.get("/api/v1/incidents?run=1&run=")
     assert response.status_code == 400
     assert response.json() == {"run": "must be given once"}
+
+
+@pytest.mark.django_db
+def test_unicode_digits_in_number_filters_are_a_400_not_a_500(client, alice, project):
+    # "²".isdigit() is true in Python but int("²") raises: every whole-number filter checked
+    # isdigit() alone. Each must refuse it in words.
+    from telemetry.services import run_upsert
+
+    run = run_upsert(project=project, name="digits")
+    client.force_login(alice)
+    for url in (
+        "/api/v1/incidents?run=²",
+        "/api/v1/fleet/hosts?k=²",
+        "/api/v1/failures?accelerators=²",
+        f"/api/v1/runs/{run.pk}/series?name=loss&max_points=²",
+        "/api/v1/annotations?run=²",
+        f"/compare/?runs={run.pk},²",
+    ):
+        response = client.get(url)
+        assert 400 <= response.status_code < 500, (url, response.status_code)
+    # a page shows the message above its unfiltered view
+    page = client.get("/fleet/?k=²")
+    assert page.status_code == 200 and "must be an integer" in page.content.decode()
