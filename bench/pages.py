@@ -25,6 +25,9 @@ PAGES: list[tuple[str, str]] = [
     ("MFU", "/runs/{run}/mfu/"),
     ("goodput", "/runs/{run}/goodput/"),
     ("checkpoints", "/runs/{run}/checkpoints/"),
+    ("ranks", "/runs/{run}/ranks/"),
+    ("logbook", "/runs/{run}/logbook/"),
+    ("incidents", "/incidents/"),
     ("failures", "/failures/"),
     ("SDC ledger", "/sdc/"),
     ("fleet", "/fleet/"),
@@ -107,6 +110,8 @@ class PageFigure:
     p95_ms: float
     max_ms: float
     first_ms: float  # the first (cold) request, alone, before the concurrent phase
+    # A page of the Llama-scale run: its first view has a target of its own (bench.report).
+    run_scoped: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,6 +131,7 @@ def measure(
     whose cold request fails or takes over `cold_limit_s` is left out of the concurrent walk
     (8 readers on it would only pile up behind gunicorn's timeout) and reported as it was."""
     paths = [(label, template.format(run=run_id)) for label, template in PAGES]
+    template_of = dict(PAGES)
     first: dict[str, tuple[float, int]] = {}
     for _, path in paths:
         first[path] = _get(app.base_url, path, cookie)
@@ -172,6 +178,7 @@ def measure(
                 p95_ms=round(percentile(ms, 95), 1) if ms else float("nan"),
                 max_ms=round(max(ms), 1) if ms else float("nan"),
                 first_ms=round(first[path][0] * 1000, 1),
+                run_scoped="{run}" in template_of[label],
             )
         )
     return figures

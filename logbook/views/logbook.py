@@ -22,6 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from logbook.choices import TimePrecision
 from logbook.chronicles import ChronicleError, logbook_to_markdown, when_text
 from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
+from logbook.paging import table_page
 from logbook.selectors import logbook as selectors
 from logbook.services import entries as entry_services
 from logbook.services import imports as import_services
@@ -232,6 +233,9 @@ def _entry_display(entry: LogbookEntry) -> dict[str, Any]:
     }
 
 
+LOGBOOK_PAGE_SIZE = 50
+
+
 def _logbook_page(
     request: HttpRequest, run: Run, *, form: EntryForm | None = None, status: int = 200
 ) -> HttpResponse:
@@ -240,13 +244,16 @@ def _logbook_page(
     )
     if form is None and may_write:
         form = EntryForm(run=run)
-    entries = list(selectors.run_logbook_entries(run=run))
+    # Newest first, a page at a time: a Llama-3-scale run has an entry per restart (hundreds),
+    # and rendering every one's Markdown took over half a second on each view.
+    page = table_page(request, selectors.run_logbook_entries(run=run), size=LOGBOOK_PAGE_SIZE)
     return render(
         request,
         "logbook/logbook.html",
         {
             "run": run,
-            "entries": [_entry_display(entry) for entry in entries],
+            "page": page,
+            "entries": [_entry_display(entry) for entry in page.rows],
             "may_write": may_write,
             "form": form,
             "config_rows": _posted_or_blank_rows(request),

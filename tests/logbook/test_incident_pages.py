@@ -97,6 +97,32 @@ def test_queue_lists_open_and_triaged_unexpected_incidents_newest_first(client, 
 
 
 @pytest.mark.django_db
+def test_a_long_queue_shows_a_page_at_a_time_with_the_filters_kept(
+    client, alice, project, monkeypatch
+):
+    # given more open incidents than a page holds (a page of 3 here)
+    from logbook.views import incidents as views
+
+    monkeypatch.setattr(views, "QUEUE_PAGE_SIZE", 3)
+    world = build_queue(project, extra=2)
+    client.force_login(alice)
+
+    # when the queue, filtered to one run, is read page by page
+    run = world["run"].pk
+    first = client.get(f"/incidents/?run={run}")
+    second = client.get(f"/incidents/?run={run}&page=2")
+
+    # then every open incident of the run shows once, newest first, and the count is all of them
+    ids = world["incidents"]
+    extra = list(Interruption.objects.filter(source_key__in=["x1", "x0"]).order_by("-occurred_at"))
+    expected = [e.pk for e in extra] + [ids[4].pk, ids[2].pk, ids[1].pk]
+    assert queue_ids(first) + queue_ids(second) == expected
+    assert len(queue_ids(first)) == 3
+    assert "5 incidents" in first.content.decode()
+    assert f"run={run}&amp;page=2" in first.content.decode()
+
+
+@pytest.mark.django_db
 def test_queue_filters(client, alice, project):
     world = build_queue(project)
     ids = {hour: incident.pk for hour, incident in world["incidents"].items()}

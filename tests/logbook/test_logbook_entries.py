@@ -547,3 +547,32 @@ def test_a_shift_in_the_logbook_in_a_browser(
     assert "Suspect the NIC on h123" in headings[1]
     assert "- **Corrected by:** the debrief of" in text
     assert errors == []
+
+
+@pytest.mark.django_db
+def test_a_long_logbook_shows_the_newest_entries_a_page_at_a_time(client, run, alice):
+    # given more entries than a page holds (a restart entry per attempt at Llama 3 scale)
+    from logbook.views.logbook import LOGBOOK_PAGE_SIZE
+
+    start = datetime(2026, 9, 1, tzinfo=UTC)
+    LogbookEntry.objects.bulk_create(
+        [
+            LogbookEntry(run=run, author_name="on-call", occurred_at=start + timedelta(hours=i),
+                         title=f"restart number {i:04d}", source_key=f"page-{i}")
+            for i in range(LOGBOOK_PAGE_SIZE + 5)
+        ]
+    )  # fmt: skip
+    client.force_login(alice)
+
+    # when the logbook is opened, then the next page
+    # (the entries' section only: the form lists every entry as one it may correct)
+    first, second = (
+        client.get(f"/runs/{run.pk}/logbook/{query}").content.decode().split('id="entries"')[1]
+        for query in ("", "?page=2")
+    )
+
+    # then the first page has the newest entries and a link on, the second the oldest
+    newest, oldest = f"restart number {LOGBOOK_PAGE_SIZE + 4:04d}", "restart number 0000"
+    assert newest in first and oldest not in first
+    assert 'rel="next"' in first
+    assert oldest in second and newest not in second

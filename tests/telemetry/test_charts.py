@@ -94,3 +94,27 @@ def test_many_attempts_and_marks_are_drawn_as_a_few_traces():
     assert restart_lines.text[0] == "attempt 2"
     assert figure.layout.yaxis2.overlaying == "y" and figure.layout.yaxis2.visible is False
     assert "interruptions" in names  # the hover markers stay
+
+
+def test_arrays_of_objects_encode_as_the_lists_they_hold():
+    # given a folded line's values as Plotly took them before (lists, None breaking the line),
+    # with numpy steps, datetimes and labels
+    from datetime import UTC, datetime
+
+    import numpy as np
+    import plotly.graph_objects as go
+
+    from telemetry.charts import as_objects
+
+    columns = {
+        "x": [np.int64(3), np.int64(4), None, datetime(2026, 9, 1, tzinfo=UTC), None],
+        "y": [1.5, float("nan"), None, 2.0, None],
+        "text": ["attempt 1", "attempt 1", None, "attempt 2", None],
+    }
+
+    # when the same values go in as arrays of objects
+    as_lists = go.Figure(go.Scatter(**columns)).to_json()
+    as_arrays = go.Figure(go.Scatter(**{k: as_objects(v) for k, v in columns.items()})).to_json()
+
+    # then the figure's JSON is the same, byte for byte
+    assert as_arrays == as_lists
