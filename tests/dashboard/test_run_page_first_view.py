@@ -75,21 +75,3 @@ def test_the_run_page_first_view_reads_no_more_when_the_run_grows(client, alice,
     # (its charts come from the rollups), far from its 96,000 points
     assert big_queries == small_queries
     assert big_rows <= max(small_rows, 2 * 1500 * 2), (small_rows, big_rows)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="MFU still reads every tokens_per_s and step_time_s point of the run (2 million at "
-    "Llama 3 scale, 2.5-3 s cold): its means and chart are not yet computed in PostgreSQL",
-)
-@pytest.mark.django_db
-def test_the_mfu_page_first_view_reads_no_more_when_the_run_grows(client, alice, project):
-    small = _run(project, "fv-small", steps=300)
-    big = _run(project, "fv-big", steps=3000)
-    client.force_login(alice)
-
-    _, small_rows = _first_view(client, small, "mfu/")
-    _, big_rows = _first_view(client, big, "mfu/")
-
-    assert big_rows <= max(small_rows, 2 * 3000 * 2), (small_rows, big_rows)
