@@ -11,7 +11,7 @@ from whitenoise.storage import CompressedManifestStaticFilesStorage
 class HashedStaticFilesStorage(CompressedManifestStaticFilesStorage):
     """Django's manifest storage hands out unhashed names under DEBUG; this one always hands
     out the hashed name from the manifest collectstatic wrote, which WhiteNoise serves as
-    immutable for a year."""
+    immutable (ten years)."""
 
     def url(self, name: Any, force: bool = False) -> str:
         return super().url(name, force=True)

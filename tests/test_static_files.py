@@ -42,7 +42,7 @@ def test_the_demo_serves_hashed_immutable_compressed_static_files(tmp_path: Path
     answer = json.loads(fetch.stdout.strip().splitlines()[-1])
 
     # then the name carries the content's hash, and the file comes compressed and cached for
-    # a year as immutable (a browser never asks again)
+    # ten years as immutable (a browser never asks again)
     assert answer["url"].startswith("/static/vendor/plotly.min.") and answer["url"].count(".") == 3
     assert answer["status"] == 200
     assert "immutable" in answer["cache"] and "max-age=315360000" in answer["cache"]
