@@ -1,5 +1,5 @@
-"""Static files as production and `make demo` serve them: hashed names, a year's immutable
-caching and a compressed copy (issue 15: plotly.js was re-validated on every page load)."""
+"""Static files as production and `make demo` serve them: hashed names, immutable caching
+(ten years) and a compressed copy (issue 15: plotly.js was re-validated on every page load)."""
 
 from __future__ import annotations
 
