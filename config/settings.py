@@ -219,9 +219,10 @@ STATICFILES_FINDERS = [
     "config.staticfinders.PlotlyJsFinder",
 ]
 # Hashed names (main.3f2a1c.js), compressed copies and immutable caching (WhiteNoise gives
-# ten years), from the files collectstatic writes to STATIC_ROOT: in production, and in `make demo` (which collects
-# them at start), so plotly.js (4.8 MB) is fetched once, not re-validated on every page.
-# Off in development with DEBUG, where edited files must show without a collectstatic.
+# ten years), from the files collectstatic writes to STATIC_ROOT: in production, and in
+# `make demo` (which collects them at start), so plotly.js (4.8 MB) is fetched once, not
+# re-validated on every page. Off in development with DEBUG, where edited files must show
+# without a collectstatic.
 STATIC_HASHED = env_bool("STATIC_HASHED", not DEBUG)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
