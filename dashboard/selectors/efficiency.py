@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from django.db import connection
+from django.db import connections, router
 from django.utils import timezone
 
 from logbook.models import Checkpoint, Interruption
@@ -39,6 +39,12 @@ STEP_TIME_S = "step_time_s"
 CHART_MAX_POINTS = 3000
 ROLLING_WINDOWS = 60
 ROLLING_MIN_WIDTH_S = 60.0
+
+
+def _reading() -> Any:
+    """The connection page reads go to: the read replica when config.replica routes this
+    request's reads there, else the primary (a raw cursor would always take the primary)."""
+    return connections[router.db_for_read(MetricPoint)]
 
 
 @dataclass(frozen=True)
@@ -262,7 +268,7 @@ def _throughput_table(run: Run, window: Window) -> pd.DataFrame:
         f"FROM {MetricPoint._meta.db_table} WHERE {' AND '.join(conditions)} GROUP BY series_id"
     )
     by_attempt: dict[int, dict[str, tuple[Any, Any, Any]]] = {}
-    with connection.cursor() as cursor:
+    with _reading().cursor() as cursor:
         cursor.execute(sql, params)
         for series_id, steps, values, times in cursor.fetchall():
             number, name = series[series_id]
@@ -364,7 +370,7 @@ def _step_starts_recorded(run: Run) -> dict[int, FloatArray]:
         f"FROM {StepStart._meta.db_table} s JOIN {Attempt._meta.db_table} a "
         "ON a.id = s.attempt_id WHERE a.run_id = %s GROUP BY a.number"
     )
-    with connection.cursor() as cursor:
+    with _reading().cursor() as cursor:
         cursor.execute(sql, [run.pk])
         return {
             number: _pairs(bytes(steps), bytes(times)) for number, steps, times in cursor.fetchall()
@@ -389,7 +395,7 @@ def _step_starts_derived(run: Run, numbers: list[int]) -> dict[int, FloatArray]:
         "GROUP BY a.number"
     )
     found = {}
-    with connection.cursor() as cursor:
+    with _reading().cursor() as cursor:
         cursor.execute(sql, [run.pk, STEP_TIME_S, numbers])
         for number, steps, ends, values in cursor.fetchall():
             pairs = _pairs(bytes(steps), bytes(ends))

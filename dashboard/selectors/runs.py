@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection
+from django.db import connections, router
 from django.db.models import Count, F, Func, IntegerField, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
@@ -182,7 +182,8 @@ def run_page_tables(*, run: Run, rows: int | None) -> RunPageTables:
         attempts, interruptions, checkpoints = (
             attempts[:rows], interruptions[:rows], checkpoints[:rows]
         )  # fmt: skip
-    with connection.cursor() as cursor:
+    # The replica when this request's reads go there (config.replica), as the ORM's would.
+    with connections[router.db_for_read(Run)].cursor() as cursor:
         cursor.execute(_COUNT_SQL, [run.pk] * 3)
         attempt_count, interruption_count, checkpoint_count = cursor.fetchone()
     return RunPageTables(

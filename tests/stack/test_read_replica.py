@@ -30,7 +30,20 @@ SCRIPT = textwrap.dedent(
     from django.db import connections
     from django.test import Client
 
+    from datetime import UTC, datetime, timedelta
+    from telemetry.models import Membership, Project
+    from telemetry.services import attempt_ensure, metric_points_insert, run_upsert
+
     user = get_user_model().objects.create_user("reader", password="x" * 12)
+    project = Project.objects.create(slug="p", name="P")
+    Membership.objects.create(project=project, user=user, role="viewer")
+    run = run_upsert(project=project, name="r", info={"parameter_count": 10**9,
+                                                     "tokens_per_step": 4096})
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    attempt = attempt_ensure(run=run, number=1, started_at=t0)
+    metric_points_insert(run=run, attempt=attempt, points=[
+        (name, step, value, t0 + timedelta(seconds=step))
+        for step in range(1, 50) for name, value in (("loss", 3.0), ("step_time_s", 1.0))])
     client = Client()
     client.force_login(user)
 
@@ -61,6 +74,8 @@ SCRIPT = textwrap.dedent(
     print(json.dumps({
         "replica_in_recovery": in_recovery,
         "page": queries("get", "/"),
+        # A page whose selectors read with raw SQL (dashboard.selectors.efficiency).
+        "mfu": queries("get", f"/runs/{run.pk}/mfu/"),
         # Any unsafe method marks the browser as having written (the view's answer aside).
         "write": queries("post", "/"),
         "after_write": queries("get", "/"),
@@ -107,6 +122,8 @@ def test_page_reads_go_to_the_replica_and_writes_to_the_primary(root):
     assert result["replica_in_recovery"] is True
     assert result["page"]["status"] == 200
     assert result["page"]["replica"] > 0 and result["page"]["default"] == 0
+    assert result["mfu"]["status"] == 200
+    assert result["mfu"]["replica"] > 0 and result["mfu"]["default"] == 0, result["mfu"]
     assert (
         result["write"]["replica"] == 0 and "chronicle_read_primary" in result["write"]["cookies"]
     )
