@@ -599,8 +599,10 @@ class RankStepStats(models.Model):
 
 class RankBucket(models.Model):
     """Every rank's mean time in one section over one time bucket: a column of the heat map,
-    and the window the straggler scores are computed on. Arrays, not a row per rank: a
-    16,384-rank job makes one row per bucket instead of 16,384."""
+    and (at RANK_BUCKET_S) the window the straggler scores are computed on. Arrays, not a row
+    per rank: a 16,384-rank job makes one row per bucket instead of 16,384. Buckets are kept
+    at RANK_BUCKET_S and at coarser widths (telemetry.rank_timings.COARSE_BUCKETS_S) made
+    from them, so a 54-day heat map reads a few hundred rows, not 7,776."""
 
     pk = models.CompositePrimaryKey("attempt", "section", "bucket_s", "bucket_start")
     attempt = models.ForeignKey(
@@ -615,11 +617,20 @@ class RankBucket(models.Model):
     # (a median shrugs off the odd slow step that a mean would carry).
     medians_s = ArrayField(RealField())
     counts = ArrayField(models.IntegerField())
+    # The heat map's row of this bucket: ranks in groups of `group_ranks` (a power of two, so
+    # at most 256 groups), each group's slowest mean and the rank that has it. Small arrays
+    # kept in the row, so drawing weeks of buckets never reads (or detoasts) the per-rank ones.
+    group_ranks = models.IntegerField(default=1)
+    group_slowest_s = ArrayField(RealField(null=True), default=list)
+    group_slowest_rank = ArrayField(models.IntegerField(null=True), default=list)
 
     class Meta:
         ordering = ["attempt", "section", "bucket_s", "bucket_start"]
         constraints = [
             models.CheckConstraint(condition=Q(bucket_s__gt=0), name="rank_bucket_width_positive"),
+            models.CheckConstraint(
+                condition=Q(group_ranks__gt=0), name="rank_bucket_group_positive"
+            ),
         ]
 
     def __str__(self) -> str:

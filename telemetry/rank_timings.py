@@ -17,6 +17,7 @@ import numpy as np
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
+from telemetry import rank_heat
 from telemetry.models import Attempt, RankBucket, RankStepStats
 from telemetry.services import fleet_version_bump, hosts_ensure, run_data_version_bump
 from telemetry.straggler_scores import percentiles
@@ -28,6 +29,9 @@ PARTITION_S = 3600
 PARTITIONS_AHEAD = timedelta(hours=6)
 # How many of a step's slowest ranks its distribution row names.
 SLOWEST_KEPT = 5
+# Coarser heat-map buckets made from the RANK_BUCKET_S ones: an hour draws 12 days in 300
+# columns, six hours 75 days (a 54-day run is 216 columns of 6 h).
+COARSE_BUCKETS_S = (3600, 6 * 3600)
 
 
 def rank_timings_record(
@@ -124,6 +128,12 @@ def rank_timings_rollup(*, attempt_id: int, since: datetime) -> Rollup:
             buckets.add((section, bucket_start(recorded_at, bucket_s)))
     for section, start in sorted(buckets):
         _bucket_refresh(attempt_id, section, start, bucket_s)
+    # Then each coarser level, from the one below it, for the buckets those touched.
+    coarse = buckets
+    for width in bucket_levels()[1:]:
+        coarse = {(section, bucket_start(start, width)) for section, start in coarse}
+        for section, start in sorted(coarse):
+            _coarse_refresh(attempt_id, section, start, width)
     if touched:
         run_id = Attempt.objects.values_list("run_id", flat=True).get(pk=attempt_id)
         run_data_version_bump(run_id=run_id)
@@ -183,8 +193,44 @@ def _bucket_refresh(attempt_id: int, section: str, start: datetime, bucket_s: in
             [attempt_id, section, start, start + timedelta(seconds=bucket_s)],
         )
         ranks, means, medians, counts = cursor.fetchone()
+    _bucket_store(attempt_id, section, bucket_s, start, ranks, means, medians, counts)
+
+
+def _coarse_refresh(attempt_id: int, section: str, start: datetime, bucket_s: int) -> None:
+    """One coarse bucket from the next finer level's: each rank's count-weighted mean (and
+    median, an approximation nothing scores on) over the finer buckets it spans."""
+    finer = _finer_level(bucket_s)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(array_agg(r ORDER BY r), '{}'),"
+            " coalesce(array_agg(m ORDER BY r), '{}'), coalesce(array_agg(d ORDER BY r), '{}'),"
+            " coalesce(array_agg(n ORDER BY r), '{}')"
+            " FROM (SELECT u.r, sum(u.m * u.n) / sum(u.n) AS m, sum(u.d * u.n) / sum(u.n) AS d,"
+            " sum(u.n)::integer AS n"
+            " FROM telemetry_rankbucket, unnest(ranks, means_s, medians_s, counts) AS u(r, m, d, n)"
+            " WHERE attempt_id = %s AND section = %s AND bucket_s = %s"
+            " AND bucket_start >= %s AND bucket_start < %s AND u.n > 0"
+            " GROUP BY u.r) per_rank",
+            [attempt_id, section, finer, start, start + timedelta(seconds=bucket_s)],
+        )
+        ranks, means, medians, counts = cursor.fetchone()
+    _bucket_store(attempt_id, section, bucket_s, start, ranks, means, medians, counts)
+
+
+def _bucket_store(
+    attempt_id: int,
+    section: str,
+    bucket_s: int,
+    start: datetime,
+    ranks: list[int],
+    means: list[float],
+    medians: list[float],
+    counts: list[int],
+) -> None:
     if not ranks:
         return
+    group_ranks = rank_heat.group_ranks_for(max(ranks) + 1)
+    slowest_s, slowest_rank = rank_heat.slowest_per_group(ranks, means, group_ranks)
     RankBucket.objects.update_or_create(
         attempt_id=attempt_id,
         section=section,
@@ -195,8 +241,22 @@ def _bucket_refresh(attempt_id: int, section: str, start: datetime, bucket_s: in
             "means_s": [float(m) for m in means],
             "medians_s": [float(m) for m in medians],
             "counts": counts,
+            "group_ranks": group_ranks,
+            "group_slowest_s": slowest_s,
+            "group_slowest_rank": slowest_rank,
         },
     )
+
+
+def bucket_levels() -> list[int]:
+    """The bucket widths kept, finest first: RANK_BUCKET_S and the coarse widths it divides."""
+    fine = settings.RANK_BUCKET_S
+    return [fine, *(width for width in COARSE_BUCKETS_S if width > fine and width % fine == 0)]
+
+
+def _finer_level(bucket_s: int) -> int:
+    levels = bucket_levels()
+    return levels[levels.index(bucket_s) - 1]
 
 
 def attempts_with_new_timings(*, since: datetime) -> list[int]:

@@ -9,6 +9,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from dashboard.query import BadQuery, window_from_query
+from dashboard.selectors.efficiency import Window
 from logbook.charts import as_payload
 from logbook.selectors.stragglers import straggler_records_for_run
 from telemetry import rank_charts, run_cache, selectors
@@ -26,11 +28,17 @@ def run_ranks(request: HttpRequest, run_id: int) -> HttpResponse:
     if sections and section not in sections:
         error = f"section: {section[:64]!r} is not one this run reported ({', '.join(sections)})"
         section = sections[0]
+    try:
+        window = window_from_query(request.GET)
+    except BadQuery as exc:
+        error, window = error or str(exc), Window()
     status = 400 if error else 200
 
-    def draw() -> list[dict[str, Any]]:
+    def draw() -> dict[str, Any]:
         payload = []
-        heatmap = rank_selectors.rank_heatmap(run=run, section=section)
+        heatmap = rank_selectors.rank_heatmap(
+            run=run, section=section, since=window.start, until=window.end
+        )
         if heatmap is not None:
             figure = rank_charts.heatmap_figure(heatmap, section=section)
             payload.append({"id": "chart-rank-heatmap", "figure": as_payload(figure)})
@@ -38,11 +46,15 @@ def run_ranks(request: HttpRequest, run_id: int) -> HttpResponse:
         if spread:
             figure = rank_charts.spread_figure(spread, section=section)
             payload.append({"id": "chart-rank-spread", "figure": as_payload(figure)})
-        return payload
+        return {"charts": payload, "heat_bucket_s": heatmap.bucket_s if heatmap else None}
 
-    key = f"{run_cache.run_version_key(run=run)}:ranks:{section}"
-    payload = run_cache.cached(key, draw) if sections else []
-    drawn = {chart["id"] for chart in payload}
+    key = (
+        f"{run_cache.run_version_key(run=run)}:ranks:{section}"
+        f":{window.start and window.start.timestamp()}:{window.end and window.end.timestamp()}"
+    )
+    drawn = run_cache.cached(key, draw) if sections else {"charts": [], "heat_bucket_s": None}
+    payload = drawn["charts"]
+    ids = {chart["id"] for chart in payload}
     return render(
         request,
         "dashboard/run_ranks.html",
@@ -51,8 +63,10 @@ def run_ranks(request: HttpRequest, run_id: int) -> HttpResponse:
             "sections": sections,
             "section": section,
             "error": error,
-            "has_heatmap": "chart-rank-heatmap" in drawn,
-            "has_spread": "chart-rank-spread" in drawn,
+            "has_heatmap": "chart-rank-heatmap" in ids,
+            "has_spread": "chart-rank-spread" in ids,
+            "heat_bucket_s": drawn["heat_bucket_s"],
+            "window": window,
             "records": list(straggler_records_for_run(run=run)[:500]),
             "can_quarantine": selectors.user_has_role(
                 user=request.user, at_least=Membership.Role.ONCALL, project_id=run.project_id
@@ -60,6 +74,7 @@ def run_ranks(request: HttpRequest, run_id: int) -> HttpResponse:
             "threshold": settings.RANK_STRAGGLER_THRESHOLD,
             "windows": settings.RANK_STRAGGLER_WINDOWS,
             "bucket_min": settings.RANK_BUCKET_S // 60,
+            "bucket_s": settings.RANK_BUCKET_S,
             "charts_script": charts_script(payload),
         },
         status=status,

@@ -11,9 +11,11 @@ from datetime import datetime
 import numpy as np
 from django.conf import settings
 from django.db import connection
+from django.db.models import Max, Min, Q
 
+from telemetry import rank_heat
 from telemetry.models import Attempt, RankBucket, RankPlacement, RankStepStats, Run
-from telemetry.rank_timings import RAW_TABLE
+from telemetry.rank_timings import RAW_TABLE, bucket_levels, bucket_start
 
 
 def rank_sections(*, run: Run) -> list[str]:
@@ -81,76 +83,111 @@ class Heatmap:
     ranks: list[list[int | None]]
     hosts: list[list[str]]
     ranks_per_row: int
+    bucket_s: int  # the stored level drawn: RANK_BUCKET_S, or a coarser one for long windows
 
 
 def rank_heatmap(
-    *, run: Run, section: str, max_rows: int = 256, max_cols: int = 300
+    *,
+    run: Run,
+    section: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    max_columns: int = rank_heat.MAX_COLUMNS,
 ) -> Heatmap | None:
+    """The run's heat map over [since, until) (the whole run by default), drawn from the
+    finest stored level of buckets that fits `max_columns`: reads one small row per bucket
+    (the groups' slowest ranks), never the per-rank arrays."""
+    window = Q(attempt__run=run, section=section)
+    if since is not None:
+        window &= Q(bucket_start__gte=since)
+    if until is not None:
+        window &= Q(bucket_start__lt=until)
+    fine = settings.RANK_BUCKET_S
+    span = RankBucket.objects.filter(window, bucket_s=fine).aggregate(
+        first=Min("bucket_start"), last=Max("bucket_start")
+    )
+    if span["first"] is None:
+        return None
+    seconds = (span["last"] - span["first"]).total_seconds() + fine
+    width = rank_heat.level_for_span(seconds, bucket_levels(), max_columns)
+    drawn = Q(attempt__run=run, section=section, bucket_s=width)
+    if since is not None:
+        # From the bucket holding `since`: at 6 h, it began before it.
+        drawn &= Q(bucket_start__gte=bucket_start(since, width))
+    if until is not None:
+        drawn &= Q(bucket_start__lt=until)
     rows = list(
-        RankBucket.objects.filter(
-            attempt__run=run, section=section, bucket_s=settings.RANK_BUCKET_S
-        )
+        RankBucket.objects.filter(drawn)
         .order_by("bucket_start", "attempt_id")
-        .values_list("attempt_id", "bucket_start", "ranks", "means_s", "counts")
+        .values_list(
+            "attempt_id", "bucket_start", "group_ranks", "group_slowest_s", "group_slowest_rank"
+        )
     )
     if not rows:
         return None
-    n_ranks = max(max(ranks) for _, _, ranks, _, _ in rows) + 1
-    # Columns: buckets, merged in runs of `per_col` when there are too many (count-weighted).
-    per_col = math.ceil(len(rows) / max_cols)
-    n_cols = math.ceil(len(rows) / per_col)
-    sums = np.zeros((n_ranks, n_cols))
-    counts = np.zeros((n_ranks, n_cols))
-    col_attempt: list[int] = []
-    times: list[datetime] = []
-    for index, (attempt_id, start, ranks, means, weights) in enumerate(rows):
-        col = index // per_col
-        if col == len(times):
-            times.append(start)
-            col_attempt.append(attempt_id)
-        r = np.asarray(ranks)
-        w = np.asarray(weights, dtype=float)
-        sums[r, col] += np.asarray(means) * w
-        counts[r, col] += w
-    with np.errstate(invalid="ignore", divide="ignore"):
-        matrix = sums / counts  # NaN where a rank sent nothing
-    per_row = math.ceil(n_ranks / max_rows)
-    n_rows = math.ceil(n_ranks / per_row)
-    padded = np.full((n_rows * per_row, n_cols), np.nan)
-    padded[:n_ranks] = matrix
-    grouped = padded.reshape(n_rows, per_row, n_cols)
-    filled = np.where(np.isnan(grouped), -np.inf, grouped)
-    slowest = filled.argmax(axis=1)  # (n_rows, n_cols): offset of the slowest rank in a row
-    peak = np.take_along_axis(filled, slowest[:, None, :], axis=1)[:, 0, :]
-    placements = {
-        attempt_id: rank_placements(attempt_id=attempt_id) for attempt_id in set(col_attempt)
-    }
-    values: list[list[float | None]] = []
+    per_row = max(group for _, _, group, _, _ in rows)
+    starts = sorted({start for _, start, _, _, _ in rows})
+    # Columns: buckets (attempts that share one merged), then runs of `per_col` buckets when
+    # there are more than max_columns (the coarsest level past 75 days).
+    per_col = math.ceil(len(starts) / max_columns)
+    column_of = {start: index // per_col for index, start in enumerate(starts)}
+    times = starts[::per_col]
+    n_rows = max(math.ceil(len(values) * group / per_row) for _, _, group, values, _ in rows)
+    peak = np.full((n_rows, len(times)), -np.inf)
+    slowest = np.full((n_rows, len(times)), -1, dtype=np.int64)
+    attempt_of = np.zeros((n_rows, len(times)), dtype=np.int64)
+    for attempt_id, start, group, values, ranks in rows:
+        maxes, at = rank_heat.regroup(values, ranks, per_row // group)
+        maxes = np.where(np.isnan(maxes), -np.inf, maxes)
+        col = column_of[start]
+        here = np.arange(len(maxes))
+        better = maxes > peak[here, col]
+        peak[here[better], col] = maxes[better]
+        slowest[here[better], col] = at[better]
+        attempt_of[here[better], col] = attempt_id
+    hosts_of = _hosts_of(attempt_of[slowest >= 0], slowest[slowest >= 0])
+    values_out: list[list[float | None]] = []
     names: list[list[int | None]] = []
     hosts: list[list[str]] = []
     for row in range(n_rows):
         row_values, row_ranks, row_hosts = [], [], []
-        for col in range(n_cols):
-            value = peak[row, col]
-            if not np.isfinite(value):
+        for col in range(len(times)):
+            rank = int(slowest[row, col])
+            if rank < 0:
                 row_values.append(None)
                 row_ranks.append(None)
                 row_hosts.append("")
                 continue
-            rank = int(row * per_row + slowest[row, col])
-            row_values.append(round(float(value), 6))
+            row_values.append(round(float(peak[row, col]), 6))
             row_ranks.append(rank)
-            row_hosts.append(placements[col_attempt[col]].get(rank, ("", ""))[0])
-        values.append(row_values)
+            row_hosts.append(hosts_of.get((int(attempt_of[row, col]), rank), ""))
+        values_out.append(row_values)
         names.append(row_ranks)
         hosts.append(row_hosts)
+    n_ranks = int(slowest.max()) + 1
     labels = [
         f"{row * per_row}"
         if per_row == 1
-        else f"{row * per_row}-{min(n_ranks, (row + 1) * per_row) - 1}"
+        else f"{row * per_row}-{max(row * per_row, min(n_ranks, (row + 1) * per_row) - 1)}"
         for row in range(n_rows)
     ]
-    return Heatmap(times, labels, values, names, hosts, per_row)
+    return Heatmap(times, labels, values_out, names, hosts, per_row, width)
+
+
+def _hosts_of(attempts: np.ndarray, ranks: np.ndarray) -> dict[tuple[int, int], str]:
+    """Host of each (attempt, rank) named in the heat map, in one query: only the cells'
+    slowest ranks, not every placement of every attempt (16,384 rows each)."""
+    pairs = sorted(set(zip(attempts.tolist(), ranks.tolist(), strict=True)))
+    if not pairs:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p.attempt_id, p.rank, p.host FROM telemetry_rankplacement p"
+            " JOIN unnest(%s::bigint[], %s::integer[]) AS u(a, r)"
+            " ON p.attempt_id = u.a AND p.rank = u.r",
+            [[a for a, _ in pairs], [r for _, r in pairs]],
+        )
+        return {(attempt, rank): host for attempt, rank, host in cursor.fetchall()}
 
 
 # --- The per-step spread ---------------------------------------------------------------------

@@ -99,6 +99,33 @@ def test_ranks_page_for_viewer_outsider_and_a_bad_section(
     assert client.get(f"/runs/{ranked_run.pk}/ranks/").status_code == 404
 
 
+def heatmap_times(body: str) -> list[str]:
+    charts = json.loads(
+        body.split('id="charts-data" type="application/json">')[1].split("</script>")[0]
+    )
+    return charts[0]["figure"]["data"][0]["x"]
+
+
+@pytest.mark.django_db
+def test_ranks_page_draws_the_heat_map_over_the_range_asked(
+    client: Any, alice: Any, ranked_run: Run
+) -> None:
+    client.force_login(alice)
+    whole = client.get(f"/runs/{ranked_run.pk}/ranks/")
+    assert len(heatmap_times(whole.content.decode())) == 5  # 50 minutes of 10-minute buckets
+    first = ranked_run.attempts.get().rank_buckets.filter(bucket_s=600).earliest("bucket_start")
+    start = first.bucket_start + timedelta(minutes=20)
+    part = client.get(
+        f"/runs/{ranked_run.pk}/ranks/",
+        {"start": start.isoformat(), "end": (start + timedelta(minutes=20)).isoformat()},
+    )
+    body = part.content.decode()
+    assert part.status_code == 200 and len(heatmap_times(body)) == 2
+    assert "over 10 min" in body
+    bad = client.get(f"/runs/{ranked_run.pk}/ranks/", {"start": "yesterday"})
+    assert bad.status_code == 400 and "start: cannot read" in bad.content.decode()
+
+
 @pytest.mark.django_db
 def test_host_page_shows_its_ranks_scores(client: Any, alice: Any, ranked_run: Run) -> None:
     client.force_login(alice)

@@ -141,9 +141,15 @@ def test_rollup_keeps_each_steps_distribution_and_slowest_ranks(token: Any) -> N
     assert stats.min_s == pytest.approx(1.0) and stats.max_s == pytest.approx(1.2)
     assert stats.median_s == pytest.approx(1.0035, abs=1e-6)
     assert stats.slowest_ranks[:2] == [6, 7]
-    bucket = RankBucket.objects.get(attempt=attempt, section="step")
+    bucket = RankBucket.objects.get(attempt=attempt, section="step", bucket_s=600)
     assert bucket.ranks == list(range(8)) and bucket.counts == [1] * 8
     assert bucket.means_s[6] == pytest.approx(1.2)
+    # and the hour and six-hour buckets above it hold the same single step
+    assert sorted(
+        RankBucket.objects.filter(attempt=attempt, section="step").values_list(
+            "bucket_s", flat=True
+        )
+    ) == [600, 3600, 21600]
 
 
 def partitions() -> list[str]:
