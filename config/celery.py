@@ -36,7 +36,7 @@ app.conf.beat_schedule = {
     # Runs still "running" but silent for 15 minutes notify once per stall.
     "logbook-runs-stall-check": {"task": "logbook.runs_stall_check", "schedule": 60.0},
     # Rank timings received lately: per-step distributions, heat-map buckets, straggler
-    # records (logbook.tasks.RANK_REFRESH_PERIOD_S).
+    # records; each attempt resumes where its last pass left off.
     "logbook-rank-timings-refresh": {"task": "logbook.rank_timings_refresh", "schedule": 30.0},
     # Runs still reporting whose step stopped advancing open a "hang suspected" interruption.
     "logbook-hangs-check": {"task": "logbook.hangs_check", "schedule": 60.0},

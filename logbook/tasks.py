@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from celery import shared_task
-from django.utils import timezone
 
 from logbook.selectors import webhooks as webhook_selectors
 from logbook.services import hangs as hang_services
 from logbook.services import stragglers as straggler_services
 from logbook.services import webhooks as webhook_services
-
-# config/celery.py schedules logbook.rank_timings_refresh this often.
-RANK_REFRESH_PERIOD_S = 30
 
 
 @shared_task(
@@ -45,10 +39,9 @@ def runs_stall_check_task() -> int:
 
 @shared_task(name="logbook.rank_timings_refresh", ignore_result=True, soft_time_limit=240)
 def rank_timings_refresh_task() -> int:
-    # Looks back twice the schedule's period: a pass that ran late or failed is covered by
-    # the next, and recomputing a step already rolled up gives the same rows.
-    since = timezone.now() - timedelta(seconds=2 * RANK_REFRESH_PERIOD_S)
-    return straggler_services.rank_timings_refresh(since=since)
+    # Each attempt resumes where its last pass left off, so a pass that runs late (a busy
+    # worker) or fails skips nothing.
+    return straggler_services.rank_timings_refresh()
 
 
 @shared_task(name="logbook.hangs_check", ignore_result=True, soft_time_limit=120)

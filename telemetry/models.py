@@ -258,6 +258,9 @@ class Attempt(models.Model):
     # Accelerators this attempt ran on, when it differs from the run's (BLOOM-176B resumed on
     # 24 nodes instead of 48); MFU and failure rates prefer it to run.accelerator_count.
     accelerator_count = models.PositiveIntegerField(null=True, blank=True)
+    # Where the periodic rank-timings pass left off: raw rows received since then (less an
+    # overlap) are rolled up next, however late the pass runs. Null: never rolled up.
+    rank_timings_rolled_up_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "number"]
@@ -595,6 +598,42 @@ class RankStepStats(models.Model):
 
     def __str__(self) -> str:
         return f"{self.attempt_id} {self.section}@{self.step} median {self.median_s:.3f}s"
+
+
+class RankStepBlock(models.Model):
+    """The distributions of a block of `steps` consecutive steps (from `first_step`), made
+    from RankStepStats: what the spread chart reads when it draws hundreds of steps per point
+    (a 54-day run has 777,600 steps; its chart has 2,000 points)."""
+
+    pk = models.CompositePrimaryKey("attempt", "section", "steps", "first_step")
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.CASCADE, related_name="rank_step_blocks", db_index=False
+    )
+    section = models.CharField(max_length=64)
+    steps = models.IntegerField()  # the block's width in steps
+    first_step = models.BigIntegerField()
+    step_count = models.IntegerField()  # steps reported in the block
+    # As the spread chart merges steps: the fastest rank at its best, the median averaged
+    # (weighted by steps), the tails and the slowest rank at their worst.
+    min_s = models.FloatField()
+    median_s = models.FloatField()
+    p90_s = models.FloatField()
+    p99_s = models.FloatField()
+    max_s = models.FloatField()
+    slowest_rank = models.IntegerField(null=True)
+
+    class Meta:
+        ordering = ["attempt", "section", "steps", "first_step"]
+        constraints = [
+            models.CheckConstraint(condition=Q(steps__gt=0), name="rank_step_block_width_positive"),
+            models.CheckConstraint(
+                condition=Q(step_count__gt=0, step_count__lte=F("steps")),
+                name="rank_step_block_count_fits",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attempt_id} {self.section} steps {self.first_step}+{self.steps}"
 
 
 class RankBucket(models.Model):

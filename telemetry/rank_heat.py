@@ -54,8 +54,9 @@ def regroup(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Merge every `factor` consecutive groups into one (max, and the rank that has it), as
     float and int arrays with NaN and -1 where no rank reported."""
-    values = np.array([np.nan if v is None else v for v in maxes], dtype=np.float64)
-    ranks = np.array([-1 if r is None else r for r in slowest], dtype=np.int64)
+    # None becomes NaN on the way in (numpy's float conversion), then -1 for the ranks.
+    values = np.array(maxes, dtype=np.float64)
+    ranks = np.nan_to_num(np.array(slowest, dtype=np.float64), nan=-1).astype(np.int64)
     if factor == 1:
         return values, ranks
     size = math.ceil(len(values) / factor) * factor

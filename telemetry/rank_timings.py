@@ -32,6 +32,25 @@ SLOWEST_KEPT = 5
 # Coarser heat-map buckets made from the RANK_BUCKET_S ones: an hour draws 12 days in 300
 # columns, six hours 75 days (a 54-day run is 216 columns of 6 h).
 COARSE_BUCKETS_S = (3600, 6 * 3600)
+# Blocks of steps the spread chart reads when it draws many steps per point: 100 for runs up
+# to 200,000 steps (at 2,000 points), 10,000 past 20 million. Each from the level below.
+STEP_BLOCKS = (100, 10_000)
+
+# Steps merged into one row: the fastest rank at its best, the median averaged, the tails and
+# the slowest rank at their worst; from the steps' rows, or from blocks of steps (their
+# medians weighted by how many steps each holds). The spread chart merges the same way.
+MERGE_STEPS = (
+    "min(min_s), avg(median_s), max(p90_s), max(p99_s), max(max_s),"
+    " (array_agg(slowest_ranks[1] ORDER BY max_s DESC))[1]"
+)
+MERGE_BLOCKS = (
+    "min(min_s), sum(median_s * step_count) / sum(step_count), max(p90_s), max(p99_s),"
+    " max(max_s), (array_agg(slowest_rank ORDER BY max_s DESC))[1]"
+)
+_BLOCK_FROM = {
+    "telemetry_rankstepstats": (f"count(*), {MERGE_STEPS}", "step"),
+    "telemetry_rankstepblock": (f"sum(step_count), {MERGE_BLOCKS}", "first_step"),
+}
 
 
 def rank_timings_record(
@@ -126,6 +145,11 @@ def rank_timings_rollup(*, attempt_id: int, since: datetime) -> Rollup:
         recorded_at = _step_stats_refresh(attempt_id, section, first_step)
         if recorded_at is not None:
             buckets.add((section, bucket_start(recorded_at, bucket_s)))
+    blocks = set(touched)
+    for width in STEP_BLOCKS:
+        blocks = {(section, step // width * width) for section, step in blocks}
+        for section, first in sorted(blocks):
+            _step_block_refresh(attempt_id, section, width, first)
     for section, start in sorted(buckets):
         _bucket_refresh(attempt_id, section, start, bucket_s)
     # Then each coarser level, from the one below it, for the buckets those touched.
@@ -176,6 +200,26 @@ def _step_stats_refresh(attempt_id: int, section: str, step: int) -> datetime | 
         },
     )
     return recorded_at
+
+
+def _step_block_refresh(attempt_id: int, section: str, width: int, first: int) -> None:
+    finer = STEP_BLOCKS.index(width) - 1
+    source = "telemetry_rankstepstats" if finer < 0 else "telemetry_rankstepblock"
+    columns, step = _BLOCK_FROM[source]
+    level = "" if finer < 0 else f" AND steps = {STEP_BLOCKS[finer]}"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO telemetry_rankstepblock (attempt_id, section, steps, first_step,"
+            " step_count, min_s, median_s, p90_s, p99_s, max_s, slowest_rank)"
+            f" SELECT attempt_id, section, %s, %s, {columns} FROM {source}"
+            f" WHERE attempt_id = %s AND section = %s AND {step} >= %s AND {step} < %s{level}"
+            " GROUP BY attempt_id, section"
+            " ON CONFLICT (attempt_id, section, steps, first_step) DO UPDATE SET"
+            " step_count = EXCLUDED.step_count, min_s = EXCLUDED.min_s,"
+            " median_s = EXCLUDED.median_s, p90_s = EXCLUDED.p90_s, p99_s = EXCLUDED.p99_s,"
+            " max_s = EXCLUDED.max_s, slowest_rank = EXCLUDED.slowest_rank",
+            [width, first, attempt_id, section, first, first + width],
+        )
 
 
 def _bucket_refresh(attempt_id: int, section: str, start: datetime, bucket_s: int) -> None:
@@ -259,15 +303,33 @@ def _finer_level(bucket_s: int) -> int:
     return levels[levels.index(bucket_s) - 1]
 
 
-def attempts_with_new_timings(*, since: datetime) -> list[int]:
-    """Attempts with raw rows received since `since`: the ones the periodic rollup visits."""
+# Rows are stamped with their transaction's start; one that began before a pass read the
+# table and committed after it has a received_at the pass already moved past. Each pass looks
+# back this far behind the previous one to take those too (re-rolling a step gives the same
+# rows). Batches commit in well under a second.
+ROLLUP_OVERLAP = timedelta(seconds=30)
+
+
+def attempts_to_roll_up() -> list[tuple[int, datetime]]:
+    """(attempt, since): attempts with raw rows received since their last pass, less the
+    overlap, and that moment. A pass that runs late, or fails, leaves the mark where it was,
+    so nothing received in between is skipped."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT DISTINCT attempt_id FROM {RAW_TABLE} WHERE received_at >= %s", [since]
+            "SELECT a.id, coalesce(a.rank_timings_rolled_up_at - %s, 'epoch'::timestamptz)"
+            f" FROM telemetry_attempt a WHERE a.id IN (SELECT DISTINCT r.attempt_id"
+            f" FROM {RAW_TABLE} r JOIN telemetry_attempt m ON m.id = r.attempt_id"
+            " WHERE r.received_at >= coalesce(m.rank_timings_rolled_up_at - %s,"
+            " 'epoch'::timestamptz)) ORDER BY a.id",
+            [ROLLUP_OVERLAP, ROLLUP_OVERLAP],
         )
-        found = [row[0] for row in cursor.fetchall()]
-    # Raw rows have no foreign key: a deleted attempt's rows linger until their partition goes.
-    return list(Attempt.objects.filter(pk__in=found).order_by("pk").values_list("pk", flat=True))
+        # Raw rows have no foreign key: a deleted attempt's rows linger until their partition
+        # goes, and the join leaves them out.
+        return [(attempt_id, since) for attempt_id, since in cursor.fetchall()]
+
+
+def rolled_up_mark(*, attempt_id: int, at: datetime) -> None:
+    Attempt.objects.filter(pk=attempt_id).update(rank_timings_rolled_up_at=at)
 
 
 # --- Partitions ------------------------------------------------------------------------------

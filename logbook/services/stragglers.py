@@ -150,13 +150,16 @@ def stragglers_resolve(*, attempt_id: int, now: datetime | None = None) -> int:
     return resolved
 
 
-def rank_timings_refresh(*, since: datetime) -> int:
-    """The periodic pass: for every attempt with rank timings received since `since`, roll
-    them up (telemetry), then update its straggler records and resolve the run's older ones.
-    Returns how many attempts it visited."""
-    attempt_ids = rank_timings.attempts_with_new_timings(since=since)
-    for attempt_id in attempt_ids:
+def rank_timings_refresh(*, now: datetime | None = None) -> int:
+    """The periodic pass: for every attempt with rank timings received since its last pass,
+    roll them up (telemetry), then update its straggler records and resolve the run's older
+    ones, and mark where it left off. Returns how many attempts it visited."""
+    now = now or timezone.now()
+    pending = rank_timings.attempts_to_roll_up()
+    for attempt_id, since in pending:
         rank_timings.rank_timings_rollup(attempt_id=attempt_id, since=since)
         stragglers_detect(attempt_id=attempt_id)
         stragglers_resolve(attempt_id=attempt_id)
-    return len(attempt_ids)
+        # `now` was read before the rollup: rows that arrived during it are taken next time.
+        rank_timings.rolled_up_mark(attempt_id=attempt_id, at=now)
+    return len(pending)

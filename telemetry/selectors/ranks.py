@@ -11,11 +11,25 @@ from datetime import datetime
 import numpy as np
 from django.conf import settings
 from django.db import connection
-from django.db.models import Max, Min, Q
+from django.db.models import Max, Min, Q, Sum
 
 from telemetry import rank_heat
-from telemetry.models import Attempt, RankBucket, RankPlacement, RankStepStats, Run
-from telemetry.rank_timings import RAW_TABLE, bucket_levels, bucket_start
+from telemetry.models import (
+    Attempt,
+    RankBucket,
+    RankPlacement,
+    RankStepBlock,
+    RankStepStats,
+    Run,
+)
+from telemetry.rank_timings import (
+    MERGE_BLOCKS,
+    MERGE_STEPS,
+    RAW_TABLE,
+    STEP_BLOCKS,
+    bucket_levels,
+    bucket_start,
+)
 
 
 def rank_sections(*, run: Run) -> list[str]:
@@ -146,24 +160,14 @@ def rank_heatmap(
         slowest[here[better], col] = at[better]
         attempt_of[here[better], col] = attempt_id
     hosts_of = _hosts_of(attempt_of[slowest >= 0], slowest[slowest >= 0])
-    values_out: list[list[float | None]] = []
-    names: list[list[int | None]] = []
-    hosts: list[list[str]] = []
-    for row in range(n_rows):
-        row_values, row_ranks, row_hosts = [], [], []
-        for col in range(len(times)):
-            rank = int(slowest[row, col])
-            if rank < 0:
-                row_values.append(None)
-                row_ranks.append(None)
-                row_hosts.append("")
-                continue
-            row_values.append(round(float(peak[row, col]), 6))
-            row_ranks.append(rank)
-            row_hosts.append(hosts_of.get((int(attempt_of[row, col]), rank), ""))
-        values_out.append(row_values)
-        names.append(row_ranks)
-        hosts.append(row_hosts)
+    found = slowest >= 0
+    values_out = np.where(found, peak.round(6), None).tolist()
+    names = np.where(found, slowest, None).tolist()
+    attempts = attempt_of.tolist()
+    hosts = [
+        [hosts_of.get((attempts[row][col], rank), "") for col, rank in enumerate(cells)]
+        for row, cells in enumerate(names)
+    ]
     n_ranks = int(slowest.max()) + 1
     labels = [
         f"{row * per_row}"
@@ -212,14 +216,27 @@ def rank_spread(*, run: Run, section: str, max_points: int = 2000) -> list[Sprea
     attempts = dict(Attempt.objects.filter(run=run).values_list("pk", "number"))
     if not attempts:
         return []
-    span = RankStepStats.objects.filter(attempt_id__in=attempts, section=section).count() or 1
+    finest = STEP_BLOCKS[0]
+    span = (
+        RankStepBlock.objects.filter(
+            attempt_id__in=attempts, section=section, steps=finest
+        ).aggregate(steps=Sum("step_count"))["steps"]
+        or 1
+    )
     width = max(1, math.ceil(span / max_points))
+    # Past a block's width, read the blocks (a 54-day run: 7,776 rows, not 777,600).
+    level = max((block for block in STEP_BLOCKS if block <= width), default=None)
+    if level is None:
+        source, step, columns, level_filter = "telemetry_rankstepstats", "step", MERGE_STEPS, ""
+    else:
+        width = math.ceil(width / level) * level
+        source, step, columns = "telemetry_rankstepblock", "first_step", MERGE_BLOCKS
+        level_filter = f" AND steps = {level}"
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT attempt_id, min(step), min(min_s), avg(median_s), max(p90_s), max(p99_s),"
-            " max(max_s), (array_agg(slowest_ranks[1] ORDER BY max_s DESC))[1]"
-            " FROM telemetry_rankstepstats WHERE attempt_id = ANY(%s) AND section = %s"
-            " GROUP BY attempt_id, step / %s ORDER BY attempt_id, 2",
+            f"SELECT attempt_id, min({step}), {columns} FROM {source}"
+            f" WHERE attempt_id = ANY(%s) AND section = %s{level_filter}"
+            f" GROUP BY attempt_id, {step} / %s ORDER BY attempt_id, 2",
             [list(attempts), section, width],
         )
         rows = cursor.fetchall()

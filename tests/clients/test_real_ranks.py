@@ -95,11 +95,10 @@ def test_a_planted_straggler_is_named_with_its_host(
 ) -> None:
     # 2-second windows, so 40 steps of 0.2 s make four of them
     settings.RANK_BUCKET_S = 2
-    started = timezone.now()
     run_ranks(live_server.url, ingest_token, tmp_path, steps=40, slow=5, stops={})
     wait(all_done, what="the worker")
     # when the periodic pass runs
-    stragglers.rank_timings_refresh(since=started)
+    stragglers.rank_timings_refresh()
     # then the ledger names rank 5 on node1 (its device too)
     record = StragglerRecord.objects.get()
     assert (record.rank, record.host.name, record.device.uuid) == (5, "node1", "GPU-5")
@@ -121,11 +120,10 @@ def test_a_planted_hang_opens_one_interruption(
     live_server: Any, celery_worker: Any, ingest_token: str, wait: Any, tmp_path: Path
 ) -> None:
     # given: rank 3 stops after step 5, the others after step 7 (stuck in the collective)
-    started = timezone.now()
     stops = {rank: 6 if rank == 3 else 8 for rank in range(RANKS)}
     run_ranks(live_server.url, ingest_token, tmp_path, steps=20, slow=-1, stops=stops)
     wait(all_done, what="the worker")
-    stragglers.rank_timings_refresh(since=started)
+    stragglers.rank_timings_refresh()
     run = Run.objects.get(name="real-ranks")
     assert run.last_step == 7
     # when the check runs six minutes on (past the 5-minute floor; heartbeats still recent)

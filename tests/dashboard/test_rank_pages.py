@@ -53,7 +53,7 @@ def ranked_run(project: Any) -> Run:
     document = {"batch_id": "ranks", "run": "ranked", "attempt": 1, "events": events}
     acceptance = services.batch_submit(token=token, body=json.dumps(document).encode())
     assert services.batch_process(batch_pk=acceptance.batch.pk) == "done"
-    stragglers.rank_timings_refresh(since=timezone.now() - timedelta(minutes=1))
+    stragglers.rank_timings_refresh()
     return Run.objects.get(name="ranked")
 
 

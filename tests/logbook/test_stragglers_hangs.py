@@ -10,13 +10,15 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from ingest import services
 from logbook.models import Interruption, StragglerRecord, WebhookDelivery
 from logbook.services import hangs, stragglers
 from logbook.services import webhooks as webhook_services
-from telemetry.models import Run
+from telemetry import rank_timings
+from telemetry.models import RankStepStats, Run
 
 HOSTS = ["h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3"]
 
@@ -70,9 +72,8 @@ def test_a_rank_20_percent_slower_for_three_windows_is_a_straggler_then_resolved
     start -= timedelta(minutes=start.minute % 10)
     gathered_steps(token, attempt=1, steps=range(0, 30), start=start, slow={5: 1.2}, hosts=HOSTS)
     # when: the periodic pass runs (twice: it is idempotent)
-    since = timezone.now() - timedelta(minutes=1)
-    assert stragglers.rank_timings_refresh(since=since) == 1
-    stragglers.rank_timings_refresh(since=since)
+    assert stragglers.rank_timings_refresh() == 1
+    stragglers.rank_timings_refresh()
     # then: one record, naming rank 5, its host and device
     record = StragglerRecord.objects.get()
     assert (record.rank, record.host.name, record.device.uuid) == (5, "h2", "GPU-h2-1")
@@ -84,14 +85,14 @@ def test_a_rank_20_percent_slower_for_three_windows_is_a_straggler_then_resolved
     # when: attempt 2 keeps rank 5 on h2: still open
     later = start + timedelta(hours=1)
     gathered_steps(token, attempt=2, steps=range(30, 31), start=later, slow={}, hosts=HOSTS)
-    stragglers.rank_timings_refresh(since=since)
+    stragglers.rank_timings_refresh()
     record.refresh_from_db()
     assert record.status == StragglerRecord.Status.OPEN
 
     # when: attempt 3 runs rank 5 on another host, and it is fast there
     moved = [*HOSTS[:4], "h9", "h9", *HOSTS[6:]]
     gathered_steps(token, attempt=3, steps=range(31, 41), start=later, slow={}, hosts=moved)
-    stragglers.rank_timings_refresh(since=since)
+    stragglers.rank_timings_refresh()
     # then: resolved by attempt 3, and attempt 3 has no straggler of its own
     record.refresh_from_db()
     assert record.status == StragglerRecord.Status.RESOLVED
@@ -99,11 +100,42 @@ def test_a_rank_20_percent_slower_for_three_windows_is_a_straggler_then_resolved
     assert StragglerRecord.objects.count() == 1
 
 
+def rolled_steps(run_name: str = "big") -> set[int]:
+    return set(
+        RankStepStats.objects.filter(attempt__run__name=run_name).values_list("step", flat=True)
+    )
+
+
+@pytest.mark.django_db
+def test_a_pass_that_runs_late_rolls_up_everything_since_the_last_one(token: Any) -> None:
+    # given: steps 0-9 rolled up by a pass; then steps 10-19 arrive and the next pass only
+    # runs ten minutes later (a busy worker): their rows were received long before it
+    start = timezone.now() - timedelta(hours=1)
+    gathered_steps(token, attempt=1, steps=range(0, 10), start=start, slow={}, hosts=HOSTS)
+    assert stragglers.rank_timings_refresh() == 1
+    gathered_steps(token, attempt=1, steps=range(10, 20), start=start, slow={}, hosts=HOSTS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE telemetry_ranktiming_raw SET received_at = received_at - interval '10 min'"
+            " WHERE first_step >= 10"
+        )
+        cursor.execute("UPDATE telemetry_attempt SET rank_timings_rolled_up_at ="
+                       " rank_timings_rolled_up_at - interval '11 min'")  # fmt: skip
+    # when
+    assert stragglers.rank_timings_refresh() == 1
+    # then: every step is rolled up (a fixed look-back of a minute skipped 10-19)
+    assert rolled_steps() == set(range(20))
+    # and once past the overlap, a pass with nothing new visits nobody
+    later = timezone.now() + rank_timings.ROLLUP_OVERLAP * 2
+    stragglers.rank_timings_refresh(now=later)
+    assert stragglers.rank_timings_refresh() == 0
+
+
 @pytest.mark.django_db
 def test_evenly_fast_ranks_make_no_straggler(token: Any) -> None:
     start = timezone.now() - timedelta(hours=2)
     gathered_steps(token, attempt=1, steps=range(0, 40), start=start, slow={}, hosts=HOSTS)
-    stragglers.rank_timings_refresh(since=timezone.now() - timedelta(minutes=1))
+    stragglers.rank_timings_refresh()
     assert not StragglerRecord.objects.exists()
 
 
@@ -144,7 +176,7 @@ def test_heartbeats_without_progress_open_one_hang_naming_the_ranks_that_stopped
         )
     send(token, "steps", events)
     heartbeat(token, "hb-1", now - timedelta(minutes=1))
-    stragglers.rank_timings_refresh(since=now - timedelta(minutes=1))
+    stragglers.rank_timings_refresh()
     # when: the check runs twice, 6 minutes after the server received them (progress and
     # last seen are the server's receive times; the threshold is the 5-minute floor)
     check_at = timezone.now() + timedelta(minutes=6)

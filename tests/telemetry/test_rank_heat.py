@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from ingest import services
 from telemetry import rank_heat, rank_timings
-from telemetry.models import RankBucket, Run
+from telemetry.models import RankBucket, RankStepBlock, RankStepStats, Run
 from telemetry.selectors import ranks as rank_selectors
 
 # --- Pure arithmetic ---------------------------------------------------------------------------
@@ -207,3 +207,47 @@ def test_the_migration_gives_existing_buckets_their_rows_and_coarse_levels(proje
         coarse = RankBucket.objects.get(attempt=attempt, bucket_s=width, bucket_start=DAY0)
         assert coarse.counts == [2, 6, 2]
         assert coarse.means_s[1] == pytest.approx(2.5) and coarse.group_slowest_rank[1] == 1
+
+
+@pytest.mark.django_db
+def test_the_spread_of_a_long_run_reads_blocks_of_steps_with_the_same_figures(
+    project: Any, django_assert_max_num_queries: Any
+) -> None:
+    # given: 250 steps of 8 ranks; rank 5 slowest at step 130, rank 2 at every other step
+    token, _ = services.token_create(project=project, name="blocks")
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    events = []
+    for step in range(250):
+        values = [1.0 + step / 1000 + rank / 100 for rank in range(8)]
+        values[2] += 0.5
+        if step == 130:
+            values[5] = 9.0
+        events.append(rank_event(at + timedelta(seconds=6 * step), step, values))
+    body = json.dumps({"batch_id": "b", "run": "blocks", "attempt": 1, "events": events})
+    services.batch_process(batch_pk=services.batch_submit(token=token, body=body.encode()).batch.pk)
+    run = Run.objects.get(name="blocks")
+    attempt = run.attempts.get()
+    # when
+    rank_timings.rank_timings_rollup(attempt_id=attempt.pk, since=at - timedelta(days=999))
+    # then: blocks of 100 (100, 100, 50 steps) and one of 10,000 (250 steps)
+    blocks = {(b.steps, b.first_step): b for b in RankStepBlock.objects.filter(attempt=attempt)}
+    assert {key: b.step_count for key, b in blocks.items()} == {
+        (100, 0): 100, (100, 100): 100, (100, 200): 50, (10_000, 0): 250,
+    }  # fmt: skip
+    stats = list(RankStepStats.objects.filter(attempt=attempt, section="step"))
+    whole = blocks[(10_000, 0)]
+    assert whole.max_s == pytest.approx(9.0) and whole.slowest_rank == 5
+    assert whole.median_s == pytest.approx(np.mean([s.median_s for s in stats]))
+    assert whole.min_s == pytest.approx(min(s.min_s for s in stats))
+    # and the spread drawn in 2 points reads the blocks of 100 (2 per point): steps 0-199
+    # and 200-249, the same figures as merging the steps themselves
+    with django_assert_max_num_queries(4):
+        points = rank_selectors.rank_spread(run=run, section="step", max_points=2)
+    assert [p.step for p in points] == [0, 200]
+    first = [s for s in stats if s.step < 200]
+    assert points[0].max_s == pytest.approx(9.0) and points[0].slowest_rank == 5
+    assert points[0].median_s == pytest.approx(np.mean([s.median_s for s in first]))
+    assert points[0].p99_s == pytest.approx(max(s.p99_s for s in first))
+    assert points[1].slowest_rank == 2 and points[1].min_s == pytest.approx(1.2)
+    # while a short spread still draws every step
+    assert len(rank_selectors.rank_spread(run=run, section="step")) == 250
