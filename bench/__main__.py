@@ -7,13 +7,26 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
+import subprocess
 import sys
 import threading
 import time
 from typing import Any
 
-from bench import browser, charts, copy_ceiling, floor, isolation, load, mlflow_side, pages, report
+from bench import (
+    browser,
+    charts,
+    copy_ceiling,
+    floor,
+    isolation,
+    load,
+    mlflow_side,
+    pages,
+    rank_sustain,
+    report,
+)
 from stack.chronicle import Chronicle, chronicle_stack
 
 
@@ -44,6 +57,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--skip-browser", action="store_true", help="Skip the pages in Chromium (needs pages)."
     )
     parser.add_argument("--browser-loads", type=int, help="Warm loads per page in Chromium.")
+    parser.add_argument("--skip-ranks", action="store_true", help="Skip the 16,384-rank phase.")
+    parser.add_argument(
+        "--ranks-seconds", type=float, help="How long the 16,384-rank job reports (s)."
+    )
+    parser.add_argument("--ranks-days", type=int, help="Length of the run the rank pages read.")
     parser.add_argument("--no-write", action="store_true", help="Print only; no results file.")
     args = parser.parse_args(argv)
     quick = args.quick
@@ -53,6 +71,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.llama_scale = args.llama_scale or (0.01 if quick else 1.0)
     args.page_rounds = args.page_rounds or (1 if quick else 4)
     args.browser_loads = args.browser_loads or (2 if quick else 10)
+    args.ranks_seconds = args.ranks_seconds or (60 if quick else 600)
+    args.ranks_days = args.ranks_days or (3 if quick else 54)
     return args
 
 
@@ -154,6 +174,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 _phase(
                     results, "isolation", lambda: _isolation(app, token, results, stamp, workload)
                 )
+        if not args.skip_ranks:
+            # Last: it starts the beat, whose refresh rolls the ranks' steps up.
+            log(f"16,384 ranks: {args.ranks_seconds:.0f} s of steps, {args.ranks_days}-day reads")
+            _phase(results, "ranks", lambda: _ranks(app, token, args, stamp))
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     if not args.no_write:
         path = report.write(results)
@@ -217,6 +241,19 @@ def _browser(app: Chronicle, results: dict[str, Any], args: argparse.Namespace) 
         )  # fmt: skip
         found[name] = [f.as_dict() for f in figures]
     return {"browser": found}
+
+
+def _ranks(app: Chronicle, token: str, args: argparse.Namespace, stamp: str) -> dict[str, Any]:
+    sustained = rank_sustain.measure(app, token, seconds=args.ranks_seconds, stamp=stamp)
+    log(f"ranks sustained: {json.dumps(sustained)}")
+    # The reads: in-process against the stack's database (a scratch one), as their own module.
+    reads = subprocess.run(
+        [sys.executable, "-m", "bench.rank_timings", "--steps", "10", "--reads", "5",
+         "--days", str(args.ranks_days)],
+        env=app.env(CELERY_TASK_ALWAYS_EAGER="1"), capture_output=True, text=True, check=True,
+        timeout=3600,
+    )  # fmt: skip
+    return {"ranks": {"sustained": sustained, "reads": json.loads(reads.stdout)}}
 
 
 def _isolation(

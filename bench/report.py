@@ -36,6 +36,8 @@ FLOOR_SHARE = 0.60
 FLOOR_CPU_RATIO = 2.0
 MLFLOW_PATH_SHARE = 0.80
 PAGES_UNDER_INGEST_RATIO = 1.5
+# Issue 16: the heat map and spread of a 54-day, 16,384-rank run, server time.
+RANK_PAGE_P95_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,31 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 bool(layout["ratio_p95"] <= PAGES_UNDER_INGEST_RATIO) and not layout["page_errors"],
             )
         )
+    ranks = results.get("ranks") or {}
+    if ranks.get("sustained"):
+        held = ranks["sustained"]
+        found.append(
+            Target(
+                f"{held['ranks']:,}-rank job keeps up ({held['seconds']:.0f} s): 2nd-half lag",
+                held["rollup_lag_steps_max"][1],
+                "no growth",
+                bool(held["keeps_up"]),
+            )
+        )
+    if ranks.get("reads"):
+        reads = ranks["reads"]
+        for key, label in (
+            ("heatmap_whole_run_p95_s", "heat map"),
+            ("spread_whole_run_p95_s", "spread chart"),
+        ):
+            found.append(
+                Target(
+                    f"{label}, {reads['long_run_days']} days x {reads['ranks']:,} ranks p95 (s)",
+                    reads[key],
+                    f"<= {RANK_PAGE_P95_S:.0f}",
+                    reads[key] <= RANK_PAGE_P95_S,
+                )
+            )
     for role, peak in (results.get("rss_peak_process") or {}).items():
         found.append(
             Target(
@@ -295,6 +322,30 @@ def table(results: dict[str, Any]) -> str:
                                    _fmt(layout["busy_p95_ms"]), _fmt(layout["ratio_p95"]),
                                    _fmt(layout["ingest_points_per_s"]),
                                    str(layout["page_errors"])))  # fmt: skip
+    ranks = results.get("ranks") or {}
+    if ranks.get("sustained"):
+        held = ranks["sustained"]
+        lines += ["", f"{held['ranks']:,}-rank job, a step every 6 s, {held['sections']} sections,"
+                  f" {held['seconds']:.0f} s over HTTP ({held['body_bytes'] / 1e6:.1f} MB a step)",
+                  f"  POST p50 {_fmt(held['post_p50_s'])} s, p95 {_fmt(held['post_p95_s'])} s;"
+                  f" pending batches max {held['pending_batches_max']} (1st half, 2nd half);"
+                  f" steps not rolled up max {held['rollup_lag_steps_max']};"
+                  f" drained {_fmt(held['drained_after_s'])} s after the last step"]  # fmt: skip
+    if ranks.get("reads"):
+        reads = ranks["reads"]
+        stored = reads["long_run_stored"]
+        lines += ["", f"Rank pages of a {reads['long_run_days']}-day, {reads['ranks']:,}-rank run"
+                  f" (server time, p95)",
+                  f"  heat map, whole run: {_fmt(reads['heatmap_whole_run_p95_s'])} s"
+                  f" ({reads['heatmap_whole_run_cells'][0]} x {reads['heatmap_whole_run_cells'][1]}"
+                  f" cells of {reads['heatmap_whole_run_bucket_s'] // 60} min);"
+                  f" last day: {_fmt(reads['heatmap_last_day_p95_s'])} s;"
+                  f" spread, every step: {_fmt(reads['spread_whole_run_p95_s'])} s",
+                  *(f"  {table}: {figure['rows']:,} rows, {figure['bytes'] / 1e9:.2f} GB"
+                    for table, figure in stored.items() if table.startswith("telemetry_")),
+                  "  rank buckets per level (s: rows): " + ", ".join(
+                      f"{level}: {rows:,}" for level, rows in
+                      stored["rankbucket_rows_per_level"].items())]  # fmt: skip
     for name, figures in (results.get("browser") or {}).items():
         lines += ["", f"{name} run:", *browser.table(figures)]
     if results.get("rss_peak_process"):
