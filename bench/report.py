@@ -193,7 +193,7 @@ def targets(results: dict[str, Any]) -> list[Target]:
         held = ranks["sustained"]
         found.append(
             Target(
-                f"{held['ranks']:,}-rank job keeps up ({held['seconds']:.0f} s): 2nd-half lag",
+                f"{held['ranks']:,}-rank job keeps up ({held['seconds']:.0f} s): last-third lag",
                 held["rollup_lag_steps_max"][1],
                 "no growth",
                 bool(held["keeps_up"]),
@@ -328,7 +328,7 @@ def table(results: dict[str, Any]) -> str:
         lines += ["", f"{held['ranks']:,}-rank job, a step every 6 s, {held['sections']} sections,"
                   f" {held['seconds']:.0f} s over HTTP ({held['body_bytes'] / 1e6:.1f} MB a step)",
                   f"  POST p50 {_fmt(held['post_p50_s'])} s, p95 {_fmt(held['post_p95_s'])} s;"
-                  f" pending batches max {held['pending_batches_max']} (1st half, 2nd half);"
+                  f" pending batches max {held['pending_batches_max']} (middle, last third);"
                   f" steps not rolled up max {held['rollup_lag_steps_max']};"
                   f" drained {_fmt(held['drained_after_s'])} s after the last step"]  # fmt: skip
     if ranks.get("reads"):
@@ -338,7 +338,7 @@ def table(results: dict[str, Any]) -> str:
                   f" (server time, p95)",
                   f"  heat map, whole run: {_fmt(reads['heatmap_whole_run_p95_s'])} s"
                   f" ({reads['heatmap_whole_run_cells'][0]} x {reads['heatmap_whole_run_cells'][1]}"
-                  f" cells of {reads['heatmap_whole_run_bucket_s'] // 60} min);"
+                  f" cells of {reads['heatmap_whole_run_bucket_s'] / 3600:g} h);"
                   f" last day: {_fmt(reads['heatmap_last_day_p95_s'])} s;"
                   f" spread, every step: {_fmt(reads['spread_whole_run_p95_s'])} s",
                   *(f"  {table}: {figure['rows']:,} rows, {figure['bytes'] / 1e9:.2f} GB"

@@ -40,9 +40,12 @@ def layout(**look: Any) -> dict[str, Any]:
 
 
 def as_payload(figure: go.Figure | Figure) -> Figure:
-    """A figure for the page's json_script. A go.Figure built without our template (see
-    fleet_charts) gets the shared one here, so it is not validated on every request."""
+    """A figure for the page's json_script. A figure built without our template (see
+    fleet_charts, rank_charts) gets the shared one here, so it is not validated on every
+    request."""
     if isinstance(figure, dict):
+        if "template" not in figure.get("layout", {}):
+            figure = {**figure, "layout": {**figure.get("layout", {}), "template": plotly_white()}}
         return figure
     body = json.loads(figure.to_json())
     body.setdefault("layout", {})["template"] = plotly_white()
