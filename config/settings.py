@@ -215,8 +215,6 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    # plotly.min.js comes from the installed plotly package, never from a CDN.
-    "config.staticfinders.PlotlyJsFinder",
 ]
 # Hashed names (main.3f2a1c.js), compressed copies and immutable caching (WhiteNoise gives
 # ten years), from the files collectstatic writes to STATIC_ROOT: in production, and in
