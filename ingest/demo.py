@@ -3,7 +3,8 @@
 `demo_batches()` returns the batch documents a training job (plus its supervisor) would POST
 to the ingest endpoint, in order: eight attempts, seven interruptions across different
 root causes (one planned), checkpoints every 200 steps, wasted progress after each crash, an
-SDC-style loss spike and a NaN divergence. Pure: standard library and numpy only, no ORM, so
+SDC-style loss spike, a NaN divergence, and per-rank timings in which the GPU that fails
+first runs slow for its last hours. Pure: standard library and numpy only, no ORM, so
 it can feed a management command, a fixture or a load test alike.
 """
 
@@ -36,6 +37,10 @@ PEAK_LR, MIN_LR, WARMUP, TRAIN_STEPS = 1.5e-4, 1.5e-5, 500, 24_000
 # A few thousand points per request: well under the 20,000 limit, and each batch is a
 # realistic "flush every ~8 hours of steps" from the job.
 STEPS_PER_BATCH = 600
+# Per-rank timings: one event per ~10 minutes of steps (a heat-map bucket), all ranks.
+RANK_STEPS = 12
+RANK_SEED = 16
+SLOW_FACTOR, SLOW_FOR_S = 1.15, 3 * 3600
 SPIKE_STEP = 1290  # inside attempt 2's wasted range, so attempt 3 replays it cleanly
 MILESTONE_STEP = math.ceil(100e9 / TOKENS_PER_STEP)  # first step past 100B tokens
 
@@ -239,6 +244,7 @@ def demo_batches(*, seed: int = 7, start: datetime | None = None) -> list[dict[s
             note |= {"step": MILESTONE_STEP, "body": body}
             events.append((when, {"type": "note", "time": _iso(t0, when)} | note))
 
+        placed, slow_rank = list(active), None  # the hosts before a swap below
         if stop.category is not None:
             occurred = clock + float(rng.uniform(5, 40))  # mid-way through the next step
             # Most faults surface within minutes; a hang only when the NCCL watchdog fires.
@@ -246,6 +252,9 @@ def demo_batches(*, seed: int = 7, start: datetime | None = None) -> list[dict[s
             detected = occurred + lag + float(rng.uniform(60, 300))
             recovered = detected + float(rng.uniform(600, 2400))
             hosts, devices = _culprits(rng, stop.category, active, suspect, devices_of)
+            if stop.category == "faulty-gpu":  # it ran slow for hours before it fell off
+                slow_rank = GPUS_PER_HOST * active.index(hosts[0])
+                slow_rank += devices_of(hosts[0]).index(devices[0])
             last_ckpt = stop.last_step - stop.last_step % CKPT_EVERY
             interruption = {
                 "type": "interruption",
@@ -272,6 +281,10 @@ def demo_batches(*, seed: int = 7, start: datetime | None = None) -> list[dict[s
                 lr_scale, diverged_at = LR_SCALE_AFTER_DIVERGENCE, stop.last_step
             resume, clock = last_ckpt, recovered
 
+        # Its own generator: the rank timings draw nothing from `rng`, so adding them left
+        # every other number of the demo as it was.
+        timings_rng = np.random.default_rng([seed, attempt, RANK_SEED])
+        events += _rank_timings(timings_rng, t0, rows, placed, slow_rank)
         batches += _chunk(t0, attempt, len(batches), seed, rows, events)
 
     batches[0]["run_info"] = _run_info()
@@ -297,6 +310,45 @@ def _culprits(
     if category == "nccl-watchdog-timeout":  # the rank that never joined the collective
         return [active[int(rng.integers(len(active)))]], []
     return [], []
+
+
+def _rank_timings(
+    rng: np.random.Generator,
+    t0: datetime,
+    rows: list[tuple[int, float, dict[str, float]]],
+    hosts: list[str],
+    slow_rank: int | None,
+) -> list[tuple[float, dict[str, Any]]]:
+    """One rank_timings event per RANK_STEPS steps, gathered on rank 0 for all N_GPUS ranks:
+    each rank's mean step, forward and data-loading time over those steps. `slow_rank`, when
+    given, runs SLOW_FACTOR slower for the attempt's last SLOW_FOR_S (a GPU failing slowly
+    before it falls off the bus); the straggler ledger finds it, and the next attempt, on a
+    spare host, resolves it."""
+    events = []
+    end = rows[-1][1] if rows else 0.0
+    for index in range(0, len(rows), RANK_STEPS):
+        block = rows[index : index + RANK_STEPS]
+        when = block[-1][1]
+        step_s = float(np.mean([values["step_time_s"] for _, _, values in block]))
+        times = step_s * rng.normal(1.0, 0.008, N_GPUS)
+        if slow_rank is not None and when >= end - SLOW_FOR_S:
+            times[slow_rank] *= SLOW_FACTOR
+        event: dict[str, Any] = {
+            "type": "rank_timings",
+            "time": _iso(t0, when),
+            "first_step": block[0][0],
+            "last_step": block[-1][0],
+            "ranks": list(range(N_GPUS)),
+            "sections": {
+                "step": np.round(times, 3).tolist(),
+                "forward": np.round(times * 0.36, 3).tolist(),
+                "data_loading": np.round(rng.normal(0.08, 0.0008, N_GPUS), 4).tolist(),
+            },
+        }
+        if index == 0:  # where each rank runs, once per attempt
+            event["hosts"] = [hosts[rank // GPUS_PER_HOST] for rank in range(N_GPUS)]
+        events.append((when, event))
+    return events
 
 
 def _chunk(
