@@ -8,8 +8,9 @@ for the exact error (section, index, field and position).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from ingest.checks import (
@@ -36,6 +37,12 @@ class MetricIn(NamedTuple):
 
 
 _METRIC_KEYS = frozenset(METRIC_FIELDS)
+# 0001-01-01T00:00:00Z in epoch seconds: the earliest time a datetime (and check_time) holds.
+_EPOCH_MIN = -62135596800.0
+# Exact types only: a bool is an int to isinstance, and never a step, value or time here.
+_INTS = frozenset({int})
+_FLOATS = frozenset({float})
+_NUMBERS = frozenset({int, float})
 
 
 class BatchTimes:
@@ -51,10 +58,23 @@ class BatchTimes:
         """The datetime, or None when `raw` needs the full check (and its error message)."""
         moment = self.seen.get(raw)
         if moment is None:
-            if not (-62135596800.0 < raw <= self.limit):  # NaN fails too
+            if not (_EPOCH_MIN < raw <= self.limit):  # NaN fails too
                 return None
             moment = self.seen[raw] = datetime.fromtimestamp(raw, tz=UTC)
         return moment
+
+    def column(self, raw: list[Any]) -> list[datetime] | None:
+        """A whole column of epoch seconds as datetimes, or None when any item needs the
+        full check. Each distinct time is checked and converted once (a batch's series
+        share their steps' times), the rest is lookups in C."""
+        if not _NUMBERS.issuperset(map(type, raw)):
+            return None
+        seen = self.seen
+        for moment in set(raw).difference(seen):
+            if not (_EPOCH_MIN < moment <= self.limit):  # NaN fails too
+                return None
+            seen[moment] = datetime.fromtimestamp(moment, tz=UTC)
+        return list(map(seen.__getitem__, raw))
 
 
 def metric_rows_validate(items: list[Any], errors: ErrorList, times: BatchTimes) -> list[MetricIn]:
@@ -171,24 +191,38 @@ def metric_series_validate(
         if columns is None:
             continue
         steps, values, raw_times = columns
-        clean_steps = _column(steps, check_step, _exact_steps, index, "steps", errors)
-        clean_values = _column(values, check_value, _exact_values, index, "values", errors)
-        moments: list[datetime | None] = [None] * len(steps)
+        clean_steps = _column(steps, check_step, steps_bulk, index, "steps", errors)
+        clean_values = _column(values, check_value, values_bulk, index, "values", errors)
+        moments: Iterable[datetime | None] = repeat(None)
         if raw_times is not None:
-            epoch = times.epoch
-            for position, raw in enumerate(raw_times):
-                moment = epoch(raw) if type(raw) is float or type(raw) is int else None
-                if moment is None:
-                    try:
-                        moment = check_time(raw)
-                    except FieldError as exc:
-                        errors.add("series", index, f"times[{position}]", str(exc))
-                        break
-                moments[position] = moment
+            column: Sequence[datetime | None] | None = times.column(raw_times)
+            if column is None:
+                column = _times_checked(raw_times, times, index, errors)
+            if column is None:
+                continue
+            moments = column
         if clean_steps is None or clean_values is None:
             continue
-        metrics += map(MetricIn, [name] * len(steps), clean_steps, clean_values, moments)
+        metrics += map(MetricIn, repeat(name, len(steps)), clean_steps, clean_values, moments)
     return metrics
+
+
+def _times_checked(
+    raw: list[Any], times: BatchTimes, index: int, errors: ErrorList
+) -> list[datetime | None] | None:
+    """The times column item by item: RFC 3339 strings, or the first bad item named."""
+    moments: list[datetime | None] = []
+    epoch = times.epoch
+    for position, item in enumerate(raw):
+        moment = epoch(item) if type(item) is float or type(item) is int else None
+        if moment is None:
+            try:
+                moment = check_time(item)
+            except FieldError as exc:
+                errors.add("series", index, f"times[{position}]", str(exc))
+                return None
+        moments.append(moment)
+    return moments
 
 
 def _series_columns(
@@ -216,28 +250,44 @@ def _series_columns(
     return steps, values, raw_times
 
 
-def _exact_steps(raw: list[Any]) -> bool:
-    return all(type(item) is int for item in raw) and (
-        not raw or (min(raw) >= 0 and max(raw) <= MAX_STEP)
-    )
+def steps_bulk(raw: list[Any]) -> list[int] | None:
+    """The steps column as sent when every item is a plain int in range (checked over the
+    whole list at once), else None: check_step then finds the bad item."""
+    if not _INTS.issuperset(map(type, raw)):
+        return None
+    if raw and (min(raw) < 0 or max(raw) > MAX_STEP):
+        return None
+    return raw
 
 
-def _exact_values(raw: list[Any]) -> bool:
-    return all(type(item) is float for item in raw)
+def values_bulk(raw: list[Any]) -> list[float] | None:
+    """The values column as floats when every item is a plain float or int (as check_value
+    converts it), else None: check_value then finds the bad item (or the int too large
+    for a float)."""
+    kinds = set(map(type, raw))
+    if kinds <= _FLOATS:
+        return raw
+    if kinds <= _NUMBERS:
+        try:
+            return list(map(float, raw))
+        except OverflowError:
+            return None
+    return None
 
 
 def _column(
     raw: list[Any],
     check: Checker,
-    exact: Callable[[list[Any]], bool],
+    bulk: Callable[[list[Any]], list[Any] | None],
     index: int,
     key: str,
     errors: ErrorList,
 ) -> list[Any] | None:
-    """The checked column, or None after naming its first bad item. A column that `exact`
-    accepts whole (plain ints for steps, floats for values) passes without a call per item."""
-    if exact(raw):
-        return raw
+    """The checked column, or None after naming its first bad item. A column that `bulk`
+    accepts whole (plain ints for steps, numbers for values) passes without a call per item."""
+    clean = bulk(raw)
+    if clean is not None:
+        return clean
     clean = []
     for position, item in enumerate(raw):
         try:
