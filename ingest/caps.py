@@ -37,7 +37,7 @@ def runs_cap_check(*, project_id: int, run_name: str, new: bool = False) -> None
 
 def batch_caps_check(*, project_id: int, batch_in: BatchIn) -> None:
     """Raise BatchError when the batch would create a run or series past its cap."""
-    names = set(map(itemgetter(0), batch_in.metrics))  # MetricIn.name, in C
+    names = set(map(itemgetter(0), batch_in.metrics))  # each point's name, in C
     if not names:
         runs_cap_check(project_id=project_id, run_name=batch_in.run)
         return
