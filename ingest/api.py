@@ -31,7 +31,7 @@ from ingest.edge import BodyError, IngestTokenView, body_read
 from ingest.schema import BatchError, RateLimited
 from ingest.throttles import BACKLOG_RETRY_AFTER_S, backlog_is_full
 
-# Host names and device UUIDs are one URL path segment each (ingest.schema.check_url_name).
+# Host names and device UUIDs are one URL path segment each (ingest.checks.check_url_name).
 URL_NAME_PATTERN = r"^[^\s/]+$"
 
 # Documentation only, built from ingest.contract: validation is ingest.schema (faster, and

@@ -1,5 +1,5 @@
 """The ingest contract, stated once: every field a batch may carry, what it accepts, and which
-column it fills. `ingest.schema` builds its checks from these tables, `ingest.api` its OpenAPI
+column it fills. `ingest.checks` builds its checks from these tables, `ingest.api` its OpenAPI
 documentation, and `ingest.services` dispatches on the same event types (a test holds the
 three to one set of names). See docs/ingest.md.
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ingest.schema import MAX_FUTURE_SKEW
+from ingest.checks import MAX_FUTURE_SKEW
 from telemetry.dcgm import FIELDS, XID, GpuReadings, is_reading
 from telemetry.hardware_names import hardware_name_problem
 

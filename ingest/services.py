@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
+from operator import itemgetter
 
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, transaction
@@ -293,15 +294,19 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
         if event.type == "attempt_started":
             _attempt_started(context, event)
     attempt = context.attempt(default_number)
-    points = [(m.name, m.step, m.value, m.time) for m in batch_in.metrics]
+    # MetricIn is the (name, step, value, time) tuple the insert takes: no copy per point.
+    points = batch_in.metrics
     telemetry_services.metric_points_insert(
         run=run, attempt=attempt, points=points, record_progress=False
     )
-    if batch_in.metrics:
+    deterministic = {name for name in run.deterministic_metrics or () if isinstance(name, str)}
+    if points and deterministic:
         # A step this attempt replays must match what an earlier attempt reported there.
+        # Only the deterministic metrics are compared, so only their steps are gathered.
         steps_by_metric: dict[str, list[int]] = {}
-        for metric in batch_in.metrics:
-            steps_by_metric.setdefault(metric.name, []).append(metric.step)
+        for name, step, _, _ in points:
+            if name in deterministic:
+                steps_by_metric.setdefault(name, []).append(step)
         sdc_services.sdc_divergence_check(run=run, attempt=attempt, steps_by_metric=steps_by_metric)
     for event in batch_in.events:
         if event.type != "attempt_started":  # applied first, above
@@ -314,11 +319,13 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
     # client's clock may be wrong or absent (metrics need no `time`), and a time sent a day
     # ahead would keep the run "seen" and silence the alert.
     # Rank timings advance the step too: a job may send only those (and heartbeats).
-    steps = [p[1] for p in points] + [
+    steps = [
         event.fields.get("last_step", event.fields["first_step"])
         for event in batch_in.events
         if event.type == "rank_timings"
     ]
+    if points:
+        steps.append(max(map(itemgetter(1), points)))
     if points or batch_in.events:
         telemetry_services.run_progress_record(
             run=run,

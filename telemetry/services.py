@@ -241,6 +241,10 @@ def metric_points_insert(
 
 
 # Per-session staging table for point inserts (temporary: no WAL, invisible to others).
+# ON COMMIT DELETE ROWS: PostgreSQL never vacuums a temporary table, so rows deleted from it
+# stayed as dead tuples for as long as the connection lived (CONN_MAX_AGE), and every
+# batch's DELETE below scanned all of them: 18 MB and 17 ms more per batch after 300
+# batches on one connection. Truncated at each commit, the stage stays one batch long.
 _POINTS_STAGE = "chronicle_points_stage"
 
 
@@ -257,13 +261,17 @@ def _points_insert_postgresql(
         cursor = wrapper.cursor  # psycopg's own cursor: COPY is not in the DB-API
         cursor.execute(
             f"CREATE TEMPORARY TABLE IF NOT EXISTS {_POINTS_STAGE} "
-            "(series_id bigint, step bigint, value float8, wall_time timestamptz)"
+            "(series_id bigint, step bigint, value float8, wall_time timestamptz) "
+            "ON COMMIT DELETE ROWS"
         )
+        names, steps, values, moments = zip(*points, strict=True)
+        ids = map(series_ids.__getitem__, names)
         with cursor.copy(f"COPY {_POINTS_STAGE} FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(["int8", "int8", "float8", "timestamptz"])
             write_row = copy.write_row
-            for name, step, value, moment in points:
-                write_row((series_ids[name], step, value, moment))
+            # The rows are zipped from the columns in C; psycopg encodes each in C too.
+            for row in zip(ids, steps, values, moments, strict=True):
+                write_row(row)
         cursor.execute(
             f"WITH staged AS (DELETE FROM {_POINTS_STAGE} RETURNING *) "
             f"INSERT INTO {table} (series_id, step, value, wall_time) "

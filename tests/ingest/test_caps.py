@@ -96,3 +96,22 @@ def test_mlflow_api_refuses_past_the_caps_in_mlflows_error_shape(tracking_caps, 
 @pytest.fixture
 def tracking_caps(mlflow_tracking: str) -> str:
     return mlflow_tracking
+
+
+@pytest.mark.django_db
+def test_a_known_runs_batch_checks_its_caps_in_one_query(project, django_assert_num_queries):
+    from ingest.caps import batch_caps_check
+    from ingest.schema import validate_batch
+    from telemetry import services as telemetry_services
+
+    # given a run that already holds one of the batch's series
+    run = telemetry_services.run_upsert(project=project, name="r")
+    attempt = telemetry_services.attempt_ensure(run=run, number=1)
+    telemetry_services.series_ensure(run=run, attempt=attempt, names=["loss"])
+    batch_in = validate_batch(batch("k", "r", ["loss", "lr"]), max_metrics=10, max_events=10)
+    # when its caps are checked, then one query finds the known names (and so the run)
+    with django_assert_num_queries(2):  # the known names, and the count for the new "lr"
+        batch_caps_check(project_id=project.pk, batch_in=batch_in)
+    steady = validate_batch(batch("s", "r", ["loss"]), max_metrics=10, max_events=10)
+    with django_assert_num_queries(1):
+        batch_caps_check(project_id=project.pk, batch_in=steady)

@@ -17,7 +17,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest import schema, services
+from ingest import checks, schema, services
 from ingest.contract import (
     BATCH_FIELDS,
     BATCH_REQUIRED,
@@ -146,7 +146,7 @@ def value_for(spec: Field) -> st.SearchStrategy[Any]:
         case "timings":
             assert spec.max_length is not None
             # Up to the contract's limit, and now and then past it (the validator refuses).
-            seconds = st.floats(min_value=0, max_value=schema.MAX_SECTION_S) | st.just(
+            seconds = st.floats(min_value=0, max_value=checks.MAX_SECTION_S) | st.just(
                 1.7976931348623157e308
             )
             return st.dictionaries(

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.schema import BatchError, _Errors, _metric_checked, parse_json, validate_batch
+from ingest.checks import ErrorList
+from ingest.metric_schema import metric_row_checked
+from ingest.schema import BatchError, parse_json, validate_batch
 
 LIMITS = {"max_metrics": 20_000, "max_events": 1_000}
 
@@ -47,12 +49,12 @@ def metric_items(draw: Any) -> Any:
 
 
 def _slow(items: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
-    errors = _Errors()
+    errors = ErrorList()
     kept = []
     for index, item in enumerate(items):
         if errors.full():
             break
-        metric = _metric_checked(item, index, errors)
+        metric = metric_row_checked(item, index, errors)
         if metric is not None:
             kept.append(metric)
     return kept, errors.items
