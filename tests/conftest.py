@@ -189,6 +189,26 @@ def wait() -> Callable[..., Any]:
 
 
 @pytest.fixture
+def migrate_to() -> Iterator[Callable[[list[tuple[str, str]]], Any]]:
+    """`migrate_to(targets)` migrates the test database to those migrations and returns their
+    historical apps; afterwards the database goes back to the latest migrations. For tests
+    marked `django_db(transaction=True)`: migrations cannot run inside the test's transaction."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    def migrate(targets: list[tuple[str, str]]) -> Any:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(targets)
+        return executor.loader.project_state(targets).apps
+
+    yield migrate
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.fixture
 def project(db: None) -> Any:
     from telemetry.models import Project
 

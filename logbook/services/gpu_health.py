@@ -23,14 +23,13 @@ from django.db.models import F, OuterRef, Subquery
 
 from logbook.models import Interruption
 from logbook.services.interruptions import interruption_record
-from telemetry import dcgm
+from telemetry import dcgm, device_samples
 from telemetry import services as telemetry_services
 from telemetry.models import (
     Attempt,
     Device,
     DeviceEvent,
     DeviceHealthState,
-    DeviceSample,
     Host,
     Project,
 )
@@ -79,15 +78,30 @@ class PushOutcome:
     interruptions: list[Interruption]
 
 
-@transaction.atomic
 def dcgm_push_record(
     *, project: Project, gpus: Sequence[dcgm.GpuReadings], received_at: datetime
 ) -> PushOutcome:
-    """Store one push's readings (samples, each device's state), record the health events
-    they signal and open interruptions on the runs using the affected hosts. Devices are
-    placed on the host the exporter names. Readings without a timestamp are dated
-    `received_at`. Holds a row lock on each device's state, so two pushes for the same GPU
-    compare readings one after the other."""
+    """Store one push's readings (raw samples and their 5-minute summaries, each device's
+    state), record the health events they signal and open interruptions on the runs using
+    the affected hosts. Devices are placed on the host the exporter names. Readings without
+    a timestamp are dated `received_at`. Holds a row lock on each device's state, so two
+    pushes for the same GPU compare readings one after the other."""
+    # Before the push's transaction: making a day's partition locks the samples table until
+    # its transaction ends, and the beat has usually made it already.
+    moments = {received_at}
+    moments.update(_stamp(t) for gpu in gpus for t in gpu.timestamps.values())
+    device_samples.device_sample_partitions_ensure(moments=moments, now=received_at)
+    return _push_record(project=project, gpus=gpus, received_at=received_at)
+
+
+def _stamp(epoch_s: float) -> datetime:
+    return datetime.fromtimestamp(epoch_s, tz=UTC)
+
+
+@transaction.atomic
+def _push_record(
+    *, project: Project, gpus: Sequence[dcgm.GpuReadings], received_at: datetime
+) -> PushOutcome:
     if not gpus:
         return PushOutcome(devices=0, samples=0, events=[], interruptions=[])
     hosts = {
@@ -114,7 +128,7 @@ def dcgm_push_record(
         .order_by("device_id")  # one lock order for every push: no deadlock between two
     }
 
-    samples: list[DeviceSample] = []
+    samples: list[tuple[int, str, datetime, float]] = []
     events: list[DeviceEvent] = []
     for gpu in gpus:
         device = devices[gpu.uuid]
@@ -122,12 +136,9 @@ def dcgm_push_record(
 
         def at(name: str, gpu: dcgm.GpuReadings = gpu) -> datetime:
             stamp = gpu.timestamps.get(name)
-            return received_at if stamp is None else datetime.fromtimestamp(stamp, tz=UTC)
+            return received_at if stamp is None else _stamp(stamp)
 
-        samples += [
-            DeviceSample(device=device, field=name, sampled_at=at(name), value=value)
-            for name, value in gpu.values.items()
-        ]
+        samples += [(device.pk, name, at(name), value) for name, value in gpu.values.items()]
         # An empty state is one just created: the device was never seen.
         previous = state.last_values or None
         for found in dcgm.events_detect(previous=previous, current=gpu.values):
@@ -149,7 +160,7 @@ def dcgm_push_record(
             if created:
                 events.append(event)
         _state_update(state=state, gpu=gpu, received_at=received_at, xid_at=at(dcgm.XID))
-    DeviceSample.objects.bulk_create(samples, ignore_conflicts=True)
+    device_samples.device_samples_record(rows=samples, now=received_at)
     DeviceHealthState.objects.bulk_update(
         list(states.values()),
         [
