@@ -118,16 +118,7 @@ def _push_record(
         )
     }
     _devices_place(gpus=gpus, hosts=hosts, devices=devices)
-    DeviceHealthState.objects.bulk_create(
-        [DeviceHealthState(device=device, last_push_at=received_at) for device in devices.values()],
-        ignore_conflicts=True,
-    )
-    states = {
-        state.device_id: state
-        for state in DeviceHealthState.objects.select_for_update()
-        .filter(device__in=list(devices.values()))
-        .order_by("device_id")  # one lock order for every push: no deadlock between two
-    }
+    states = _states_lock(devices=list(devices.values()), received_at=received_at)
 
     samples: list[tuple[int, str, datetime, float]] = []
     events: list[DeviceEvent] = []
@@ -169,6 +160,31 @@ def _push_record(
     return PushOutcome(
         devices=len(devices), samples=len(samples), events=events, interruptions=interruptions
     )
+
+
+def _states_lock(*, devices: list[Device], received_at: datetime) -> dict[int, DeviceHealthState]:
+    """The devices' health states, locked (created empty for devices never seen)."""
+
+    def lock() -> dict[int, DeviceHealthState]:
+        rows = (
+            DeviceHealthState.objects.select_for_update()
+            .filter(device__in=devices)
+            .order_by("device_id")  # one lock order for every push: no deadlock between two
+        )
+        return {state.device_id: state for state in rows}
+
+    states = lock()
+    if len(states) < len(devices):
+        DeviceHealthState.objects.bulk_create(
+            [
+                DeviceHealthState(device=device, last_push_at=received_at)
+                for device in devices
+                if device.pk not in states
+            ],
+            ignore_conflicts=True,  # a push racing this one may create them too
+        )
+        states = lock()
+    return states
 
 
 def _devices_place(
