@@ -131,6 +131,8 @@ class FleetFigure:
     # every core: steadier than wall-clock figures when others share the machine.
     cpu_ms_per_push: float = float("nan")
     cpu_bound_pushes_per_s: float = float("nan")
+    web_cpu_ms_per_push: float = float("nan")  # gunicorn's share of it
+    db_cpu_ms_per_push: float = float("nan")  # PostgreSQL's
     raw_bytes: int = 0
     raw_samples: int = 0
     summary_bytes: int = 0
@@ -206,7 +208,11 @@ def measure(
     app.manage("shell", "-c", _SQL_SHELL % "TRUNCATE telemetry_devicesample")
     count = int(seconds * rate)
     bodies = [host_text(i % hosts, 1 + i // hosts) for i in range(count)]
-    with CpuMeter(lambda: chronicle_server_pids(app)) as cpu:
+    with (
+        CpuMeter(lambda: chronicle_server_pids(app)) as cpu,
+        CpuMeter(lambda: [pool.pid for pool in app.pools if pool.alive()]) as web_cpu,
+        CpuMeter(lambda: [app.pg.pid]) as db_cpu,
+    ):
         out, start, end = _run(app, token, bodies, rate=rate, senders=senders)
     backlog = sum(1 for t in out["answers"] if t > end + 1.0 / rate)
     last = max(out["answers"], default=end)
@@ -232,6 +238,8 @@ def measure(
     if ms:
         figure.cpu_ms_per_push = round(cpu.seconds / len(ms) * 1000, 1)
         figure.cpu_bound_pushes_per_s = round(cores * 1000 / figure.cpu_ms_per_push, 1)
+        figure.web_cpu_ms_per_push = round(web_cpu.seconds / len(ms) * 1000, 1)
+        figure.db_cpu_ms_per_push = round(db_cpu.seconds / len(ms) * 1000, 1)
     _sizes(app, figure)
     return figure
 

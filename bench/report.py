@@ -279,7 +279,8 @@ def _dcgm_lines(fleet: dict[str, Any]) -> list[str]:
         f"{_fmt(fleet['max_ms'])} ms; backlog {fleet['backlog']} (drained "
         f"{fleet['drain_s']:.1f} s after the schedule)",
         f"  server CPU {fleet['server_cpu_share']:.0%} of the machine, "
-        f"{_fmt(fleet['cpu_ms_per_push'])} ms a push: all cores would serve "
+        f"{_fmt(fleet['cpu_ms_per_push'])} ms a push (web {_fmt(fleet.get('web_cpu_ms_per_push'))}"
+        f", PostgreSQL {_fmt(fleet.get('db_cpu_ms_per_push'))}): all cores would serve "
         f"{_fmt(fleet['cpu_bound_pushes_per_s'])} pushes/s",
         f"  storage: {_fmt(fleet['bytes_per_sample'])} B per raw sample, "
         f"{_fmt(fleet['bytes_per_summary'])} B per 5-minute summary row; per GPU per day "

@@ -11,6 +11,7 @@ a summary row is one per GPU per 5 minutes, 288 a day.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
@@ -111,12 +112,34 @@ def device_samples_record(
     return int(inserted)
 
 
+# Days this process knows a partition covers (day start -> when it checked, monotonic), so the
+# catalog is read once per day and process, not on every push (it was 9% of a push's web
+# CPU). An entry cannot go stale by the upkeep: the beat drops only expired partitions, and
+# samples dated in them are never written. A partition dropped by hand is noticed within
+# COVERED_TTL_S.
+COVERED_TTL_S = 600.0
+_covered: dict[datetime, float] = {}
+
+
 def device_sample_partitions_ensure(*, moments: Iterable[datetime], now: datetime) -> list[str]:
     """Make the daily partitions that samples dated `moments` need (those still in the
-    window), so a push for a day the beat has not prepared never fails. One catalog query
-    when they all exist. Call outside the push's transaction."""
+    window), so a push for a day the beat has not prepared never fails. No query when this
+    process has seen them lately; one catalog query otherwise. Call outside the push's
+    transaction."""
     cutoff = raw_kept_since(now=now)
-    return partitions_ensure(PARTITIONS, moments=[m for m in moments if m >= cutoff])
+    days = {PARTITIONS.span_start(m) for m in moments if m >= cutoff}
+    checked = time.monotonic()
+    if all(day in _covered and checked - _covered[day] < COVERED_TTL_S for day in days):
+        return []
+    created = partitions_ensure(PARTITIONS, moments=days)
+    _covered.update(dict.fromkeys(days, checked))
+    return created
+
+
+def device_sample_partitions_forget() -> None:
+    """Forget which partitions exist: after partitions were dropped, or a transaction that
+    made some rolled back (tests)."""
+    _covered.clear()
 
 
 def device_sample_partitions_maintain(
@@ -124,4 +147,5 @@ def device_sample_partitions_maintain(
 ) -> tuple[list[str], list[str]]:
     """Make the coming days' partitions and drop those wholly older than
     DEVICE_SAMPLE_RETENTION_DAYS. Returns (created, dropped) partition names."""
+    device_sample_partitions_forget()
     return partitions_maintain(PARTITIONS, window=retention(), now=now)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from telemetry import device_samples
@@ -75,6 +76,24 @@ def test_a_push_for_a_new_day_makes_its_partition(push):
     with connection.cursor() as cursor:
         cursor.execute(f'SELECT field, value FROM "{name}" ORDER BY field')
         assert cursor.fetchall() == [(TEMP, 61.0), (POWER, 500.0)]
+
+
+@pytest.mark.django_db
+def test_the_catalog_is_read_once_per_day_not_on_every_push(push):
+    # given a first push today, which looks up (and makes) today's partition
+    now = timezone.now()
+    with CaptureQueriesContext(connection) as first:
+        push(exposition({TEMP: 61.0}, now))
+    # when the same GPU pushes again
+    with CaptureQueriesContext(connection) as second:
+        push(exposition({TEMP: 62.0}, now + timedelta(seconds=1)))
+
+    # then only the first push read the partitions from the catalog
+    def catalog(queries: CaptureQueriesContext) -> int:
+        return sum("pg_inherits" in query["sql"] for query in queries.captured_queries)
+
+    assert (catalog(first), catalog(second)) == (1, 0)
+    assert DeviceSample.objects.count() == 2
 
 
 @pytest.mark.django_db
