@@ -37,7 +37,7 @@ SUMMARY_FIELDS = list(FIELDS)
 # the summaries, as common table expressions: counts, sums and maxima per (device, bucket,
 # field), laid out in SUMMARY_FIELDS order, merged into any row the bucket already has (NULL
 # for a field not seen: coalesce(a + b, a, b) and greatest() skip it). Parameters: the
-# bucket width in seconds, then SUMMARY_FIELDS. Migration 0012 runs it over the samples
+# bucket width in seconds, then SUMMARY_FIELDS. Migration 0015 runs it over the samples
 # from before partitioning.
 SUMMARY_CTES = f"""
 per_field AS (

@@ -438,7 +438,7 @@ class DeviceSample(models.Model):
     per device and field" (a backward scan of one (device, field) prefix) and a device's
     history of a field (a range scan), and makes a re-sent timestamped push insert nothing.
 
-    The table is range-partitioned by day of `sampled_at` (migration 0012) and kept for
+    The table is range-partitioned by day of `sampled_at` (migration 0015) and kept for
     DEVICE_SAMPLE_RETENTION_DAYS: whole partitions are dropped (telemetry.device_samples).
     What outlives them is DeviceSampleSummary."""
 

@@ -4,7 +4,7 @@ partition, never by a DELETE of millions of rows. Used by the raw rank timings (
 telemetry.rank_timings) and the raw DCGM samples (daily, telemetry.device_samples).
 
 A partition's range is read from the catalog, not parsed from its name, so a partition of any
-span (the DCGM table from before partitioning, attached whole by migration 0012) expires like
+span (the DCGM table from before partitioning, attached whole by migration 0015) expires like
 the others once all of it is older than the window.
 """
 

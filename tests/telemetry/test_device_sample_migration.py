@@ -1,4 +1,4 @@
-"""telemetry 0012 turns the DCGM samples table into a day-partitioned one without copying it:
+"""telemetry 0015 turns the DCGM samples table into a day-partitioned one without copying it:
 the old table is attached whole as one partition, its rows summed into the 5-minute
 summaries; reversed, the rows come back into one plain table."""
 
@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-BEFORE = [("telemetry", "0011_run_tags")]
-AFTER = [("telemetry", "0012_device_sample_partitions")]
+BEFORE = [("telemetry", "0014_attempt_rank_timings_rolled_up_at")]
+AFTER = [("telemetry", "0015_device_sample_partitions")]
 T = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
 

@@ -74,7 +74,7 @@ def _unpartition(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0011_run_tags"),
+        ("telemetry", "0014_attempt_rank_timings_rolled_up_at"),
     ]
 
     operations = [
