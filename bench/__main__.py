@@ -19,6 +19,7 @@ from bench import (
     browser,
     charts,
     copy_ceiling,
+    dcgm_fleet,
     floor,
     isolation,
     load,
@@ -49,6 +50,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--worker-concurrency", type=int, default=2)
     parser.add_argument("--mlflow-workers", type=int, default=4)
     parser.add_argument("--skip-charts", action="store_true")
+    parser.add_argument("--skip-dcgm", action="store_true", help="Skip the DCGM fleet phase.")
+    parser.add_argument("--dcgm-seconds", type=float, help="Length of the DCGM fleet push run.")
     parser.add_argument("--skip-pages", action="store_true")
     parser.add_argument(
         "--skip-isolation", action="store_true", help="Skip pages-under-ingest (needs pages)."
@@ -73,6 +76,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.browser_loads = args.browser_loads or (2 if quick else 10)
     args.ranks_seconds = args.ranks_seconds or (60 if quick else 600)
     args.ranks_days = args.ranks_days or (3 if quick else 54)
+    args.dcgm_seconds = args.dcgm_seconds or (20.0 if quick else 60.0)
     return args
 
 
@@ -159,6 +163,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results["rss_peak_process"] = sampler.peak_process
         results["rss_peak_total"] = sampler.peak_total
 
+        if not args.skip_dcgm:
+            log(f"DCGM fleet: {dcgm_fleet.HOSTS:,} hosts x 8 GPUs, one push each per 30 s")
+            _phase(results, "dcgm", lambda: _dcgm(app, token, args))
         if not args.skip_charts:
             _phase(results, "charts", lambda: _charts(app, token, args, stamp, server))
         if server is not None:
@@ -194,6 +201,12 @@ def _phase(results: dict[str, Any], name: str, body: Any) -> None:
     except Exception as exc:
         results["notes"].append(f"{name} phase failed: {exc!r}"[:800])
         log(results["notes"][-1])
+
+
+def _dcgm(app: Chronicle, token: str, args: argparse.Namespace) -> dict[str, Any]:
+    figure = dcgm_fleet.measure(app, token, seconds=args.dcgm_seconds)
+    log(f"DCGM fleet: {figure.pushes_per_s:.1f} pushes/s, p95 {figure.p95_ms:.0f} ms")
+    return {"dcgm": figure.as_dict()}
 
 
 def _charts(

@@ -120,6 +120,27 @@ class SendResult:
     last_answer_at: float = 0.0
 
 
+def post(
+    conn: http.client.HTTPConnection | None,
+    address: tuple[str, int],
+    path: str,
+    body: bytes,
+    headers: dict[str, str],
+) -> tuple[http.client.HTTPConnection | None, int, bytes]:
+    """POST on a keep-alive connection (opened if None). Returns the connection to reuse
+    (None after a network error, with status 0 and the error as payload), status, body."""
+    try:
+        if conn is None:
+            conn = http.client.HTTPConnection(*address, timeout=120)
+        conn.request("POST", path, body=body, headers=headers)
+        response = conn.getresponse()
+        return conn, response.status, response.read()
+    except (OSError, http.client.HTTPException) as exc:
+        if conn is not None:
+            conn.close()
+        return None, 0, repr(exc).encode()
+
+
 def send_all(
     address: tuple[str, int],
     path: str,
@@ -147,17 +168,7 @@ def send_all(
                 break
             for _ in range(20):
                 began = time.perf_counter()
-                try:
-                    if conn is None:
-                        conn = http.client.HTTPConnection(*address, timeout=120)
-                    conn.request("POST", path, body=body, headers=all_headers)
-                    response = conn.getresponse()
-                    payload = response.read()
-                    status = response.status
-                except (OSError, http.client.HTTPException) as exc:
-                    if conn is not None:
-                        conn.close()
-                    conn, status, payload = None, 0, repr(exc).encode()
+                conn, status, payload = post(conn, address, path, body, all_headers)
                 elapsed = time.perf_counter() - began
                 if status in ok:
                     with lock:

@@ -38,6 +38,8 @@ MLFLOW_PATH_SHARE = 0.80
 PAGES_UNDER_INGEST_RATIO = 1.5
 # Issue 16: the heat map and spread of a 54-day, 16,384-rank run, server time.
 RANK_PAGE_P95_S = 1.0
+# Issue 17: a 2,048-host DCGM fleet (bench.dcgm_fleet) on one server.
+DCGM_PUSH_P95_MS = 250.0
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,7 @@ def targets(results: dict[str, Any]) -> list[Target]:
                     reads[key] <= RANK_PAGE_P95_S,
                 )
             )
+    found += _dcgm_targets(results.get("dcgm"))
     for role, peak in (results.get("rss_peak_process") or {}).items():
         found.append(
             Target(
@@ -247,6 +250,45 @@ def _floor_targets(
                f">= {MLFLOW_PATH_SHARE:.0%}",
                None if mlflow_share is None else mlflow_share >= MLFLOW_PATH_SHARE),
     ]  # fmt: skip
+
+
+def _dcgm_targets(fleet: dict[str, Any] | None) -> list[Target]:
+    """Issue 17: the fleet's push rate sustained (within 2%: the schedule's own rounding),
+    its p95, and nothing left waiting when the schedule ends."""
+    if not fleet:
+        return [Target("DCGM fleet pushes/s sustained", None, ">= 68", None)]
+    rate = fleet["target_per_s"]
+    return [
+        Target(f"DCGM fleet pushes/s sustained ({fleet['hosts']:,} hosts)", fleet["pushes_per_s"],
+               f">= {rate:.1f}", fleet["pushes_per_s"] >= 0.98 * rate and not fleet["failures"]),
+        Target("DCGM fleet push p95 (ms)", fleet["p95_ms"], f"<= {DCGM_PUSH_P95_MS:.0f}",
+               bool(fleet["p95_ms"] <= DCGM_PUSH_P95_MS)),
+        Target("DCGM fleet backlog at the end (pushes)", fleet["backlog"], "= 0",
+               fleet["backlog"] == 0),
+    ]  # fmt: skip
+
+
+def _dcgm_lines(fleet: dict[str, Any]) -> list[str]:
+    return [
+        "",
+        f"DCGM fleet ({fleet['hosts']:,} hosts x 8 GPUs, 20 fields of which 16 kept, one push "
+        f"per host per 30 s = {fleet['target_per_s']:.1f} pushes/s, open loop)",
+        f"  {fleet['pushes']:,} pushes due over {fleet['seconds']:.0f} s, "
+        f"{fleet['answered']:,} answered: {fleet['pushes_per_s']:.1f} pushes/s, p50 "
+        f"{_fmt(fleet['p50_ms'])} ms, p95 {_fmt(fleet['p95_ms'])} ms, max "
+        f"{_fmt(fleet['max_ms'])} ms; backlog {fleet['backlog']} (drained "
+        f"{fleet['drain_s']:.1f} s after the schedule)",
+        f"  server CPU {fleet['server_cpu_share']:.0%} of the machine, "
+        f"{_fmt(fleet['cpu_ms_per_push'])} ms a push (web {_fmt(fleet.get('web_cpu_ms_per_push'))}"
+        f", PostgreSQL {_fmt(fleet.get('db_cpu_ms_per_push'))}): all cores would serve "
+        f"{_fmt(fleet['cpu_bound_pushes_per_s'])} pushes/s",
+        f"  storage: {_fmt(fleet['bytes_per_sample'])} B per raw sample, "
+        f"{_fmt(fleet['bytes_per_summary'])} B per 5-minute summary row; per GPU per day "
+        f"{fleet['raw_bytes_per_gpu_day'] / 1e6:.2f} MB raw + "
+        f"{fleet['summary_bytes_per_gpu_day'] / 1e6:.3f} MB summaries; 2,048 hosts for 54 "
+        f"days: {fleet['fleet_disk_gb']:,.0f} GB ({fleet['fleet_raw_gb']:,.0f} GB raw window + "
+        f"{fleet['fleet_summary_gb']:,.0f} GB summaries)",
+    ]
 
 
 def _fmt(value: float | None) -> str:
@@ -346,6 +388,8 @@ def table(results: dict[str, Any]) -> str:
                   "  rank buckets per level (s: rows): " + ", ".join(
                       f"{level}: {rows:,}" for level, rows in
                       stored["rankbucket_rows_per_level"].items())]  # fmt: skip
+    if results.get("dcgm"):
+        lines += _dcgm_lines(results["dcgm"])
     for name, figures in (results.get("browser") or {}).items():
         lines += ["", f"{name} run:", *browser.table(figures)]
     if results.get("rss_peak_process"):

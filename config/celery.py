@@ -24,6 +24,7 @@ app.conf.task_routes = {
     "logbook.rank_timings_refresh": {"queue": QUEUE_DEFAULT},
     "logbook.hangs_check": {"queue": QUEUE_DEFAULT},
     "telemetry.rank_partitions_maintain": {"queue": QUEUE_DEFAULT},
+    "telemetry.device_sample_partitions_maintain": {"queue": QUEUE_DEFAULT},
 }
 
 app.conf.beat_schedule = {
@@ -42,4 +43,10 @@ app.conf.beat_schedule = {
     "logbook-hangs-check": {"task": "logbook.hangs_check", "schedule": 60.0},
     # Raw rank timings: make the coming hours' partitions, drop the expired ones whole.
     "telemetry-rank-partitions": {"task": "telemetry.rank_partitions_maintain", "schedule": 600.0},
+    # Raw DCGM samples: make the coming days' partitions, drop those past
+    # DEVICE_SAMPLE_RETENTION_DAYS whole (summaries and health events stay).
+    "telemetry-device-sample-partitions": {
+        "task": "telemetry.device_sample_partitions_maintain",
+        "schedule": 3600.0,
+    },
 }

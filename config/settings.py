@@ -271,6 +271,15 @@ INGEST_TOKEN_REQUESTS_PER_S = env_int("INGEST_TOKEN_REQUESTS_PER_S", 20)
 INGEST_PROJECT_POINTS_PER_S = env_int("INGEST_PROJECT_POINTS_PER_S", 20_000)
 INGEST_PROJECT_REQUESTS_PER_S = env_int("INGEST_PROJECT_REQUESTS_PER_S", 40)
 
+# --- GPU health from dcgm-exporter (telemetry.device_samples) ---------------------------------
+# Raw DCGM samples are kept this many days (daily partitions, dropped whole by the beat);
+# per-device 5-minute summaries (mean and max of each field) and health events stay.
+DEVICE_SAMPLE_RETENTION_DAYS = env_int("DEVICE_SAMPLE_RETENTION_DAYS", 7)
+if DEVICE_SAMPLE_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured(
+        f"DEVICE_SAMPLE_RETENTION_DAYS must be at least 1, got {DEVICE_SAMPLE_RETENTION_DAYS}."
+    )
+
 # --- Per-rank timings (rank_timings; telemetry.rank_timings, logbook.services.stragglers) -------
 # Raw per-rank values are kept this long (hourly partitions, dropped whole); what stays for
 # the run is a distribution per step and a mean per (rank, bucket).

@@ -436,7 +436,11 @@ class DeviceSample(models.Model):
     on one device. A wide fleet pushes every 30 s, so the row stays narrow: the composite
     primary key (device, field, sampled_at) is the only index, and serves both reads, "latest
     per device and field" (a backward scan of one (device, field) prefix) and a device's
-    history of a field (a range scan), and makes a re-sent timestamped push insert nothing."""
+    history of a field (a range scan), and makes a re-sent timestamped push insert nothing.
+
+    The table is range-partitioned by day of `sampled_at` (migration 0015) and kept for
+    DEVICE_SAMPLE_RETENTION_DAYS: whole partitions are dropped (telemetry.device_samples).
+    What outlives them is DeviceSampleSummary."""
 
     pk = models.CompositePrimaryKey("device", "field", "sampled_at")
     device = models.ForeignKey(
@@ -451,6 +455,33 @@ class DeviceSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.device_id} {self.field}={self.value} @{self.sampled_at:%H:%M:%S}"
+
+
+class DeviceSampleSummary(models.Model):
+    """A device's readings over one DEVICE_SUMMARY_BUCKET_S bucket: per DCGM field, how many
+    samples, their sum (the mean is sum / count) and their maximum. Kept after the raw
+    samples' partitions are dropped, for as long as the device is, and updated by every push
+    (telemetry.device_samples), from the raw rows that push actually inserted, so a re-sent
+    push adds nothing.
+
+    One row per device and bucket, with a value per field at the field's position in
+    telemetry.dcgm.FIELDS (append-only; a field a bucket never saw is NULL, which costs a bit
+    in the array's null bitmap): a fifth of the bytes of a row per field."""
+
+    pk = models.CompositePrimaryKey("device", "bucket_start")
+    device = models.ForeignKey(
+        Device, on_delete=models.CASCADE, related_name="sample_summaries", db_index=False
+    )
+    bucket_start = models.DateTimeField()
+    sample_counts = ArrayField(models.IntegerField(null=True))
+    value_sums = ArrayField(models.FloatField(null=True))
+    value_maxes = ArrayField(models.FloatField(null=True))
+
+    class Meta:
+        ordering = ["device", "bucket_start"]
+
+    def __str__(self) -> str:
+        return f"{self.device_id} summary @{self.bucket_start:%Y-%m-%d %H:%M}"
 
 
 class DeviceHealthState(models.Model):

@@ -15,17 +15,16 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 
 from telemetry import rank_heat
 from telemetry.models import Attempt, RankBucket, RankStepStats
+from telemetry.partitions import PartitionedTable, partitions_maintain
 from telemetry.services import fleet_version_bump, hosts_ensure, run_data_version_bump
 from telemetry.straggler_scores import percentiles
 
 RAW_TABLE = "telemetry_ranktiming_raw"
 PARTITION_S = 3600
-# Partitions are made this far ahead, so inserts never wait for the beat (the default
-# partition catches anything if the beat is down for longer).
 PARTITIONS_AHEAD = timedelta(hours=6)
 # How many of a step's slowest ranks its distribution row names.
 SLOWEST_KEPT = 5
@@ -334,50 +333,17 @@ def rolled_up_mark(*, attempt_id: int, at: datetime) -> None:
 
 # --- Partitions ------------------------------------------------------------------------------
 
-
-def _partition_name(start: datetime) -> str:
-    return f"{RAW_TABLE}_p{start:%Y%m%d%H}"
+# Hourly partitions made this far ahead, so inserts never wait for the beat (the default
+# partition catches anything if the beat is down for longer).
+PARTITIONS = PartitionedTable(
+    table=RAW_TABLE, span=timedelta(seconds=PARTITION_S), ahead=PARTITIONS_AHEAD,
+    name_format="%Y%m%d%H",
+)  # fmt: skip
 
 
 def rank_partitions_maintain(*, now: datetime | None = None) -> tuple[list[str], list[str]]:
     """Create the hourly partitions from the current hour to PARTITIONS_AHEAD, drop those
     wholly older than RANK_TIMINGS_RAW_WINDOW_S, and delete expired rows the default
     partition caught. Returns (created, dropped) partition names."""
-    now = now or datetime.now(UTC)
     window = timedelta(seconds=settings.RANK_TIMINGS_RAW_WINDOW_S)
-    created, dropped = [], []
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
-            " JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = %s",
-            [RAW_TABLE],
-        )
-        existing = {row[0] for row in cursor.fetchall()}
-        start = bucket_start(now, PARTITION_S)
-        while start <= now + PARTITIONS_AHEAD:
-            name = _partition_name(start)
-            if name not in existing:
-                end = start + timedelta(seconds=PARTITION_S)
-                try:
-                    with transaction.atomic():
-                        # Literal bounds: DDL takes no bind parameters.
-                        cursor.execute(
-                            f'CREATE TABLE "{name}" PARTITION OF {RAW_TABLE}'
-                            f" FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
-                        )
-                    created.append(name)
-                except DatabaseError:
-                    # Rows for that hour already sit in the default partition (the beat was
-                    # down): they stay there until they expire, deleted below.
-                    pass
-            start += timedelta(seconds=PARTITION_S)
-        prefix = f"{RAW_TABLE}_p"
-        for name in sorted(existing):
-            if not name.startswith(prefix):
-                continue
-            begins = datetime.strptime(name[len(prefix) :], "%Y%m%d%H").replace(tzinfo=UTC)
-            if begins + timedelta(seconds=PARTITION_S) <= now - window:
-                cursor.execute(f'DROP TABLE "{name}"')
-                dropped.append(name)
-        cursor.execute(f"DELETE FROM {RAW_TABLE}_default WHERE received_at < %s", [now - window])
-    return created, dropped
+    return partitions_maintain(PARTITIONS, window=window, now=now)

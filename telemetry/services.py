@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
@@ -117,10 +117,7 @@ def hosts_ensure(*, project: Project | int, names: Iterable[str]) -> list[Host]:
     if not wanted:
         return []
     project_id = project if isinstance(project, int) else project.pk
-    Host.objects.bulk_create(
-        [Host(project_id=project_id, name=name) for name in wanted], ignore_conflicts=True
-    )
-    return list(Host.objects.filter(project_id=project_id, name__in=wanted))
+    return _named_ensure(Host, project_id, "name", wanted)
 
 
 def devices_ensure(*, project: Project | int, uuids: Iterable[str]) -> list[Device]:
@@ -129,10 +126,26 @@ def devices_ensure(*, project: Project | int, uuids: Iterable[str]) -> list[Devi
     if not wanted:
         return []
     project_id = project if isinstance(project, int) else project.pk
-    Device.objects.bulk_create(
-        [Device(project_id=project_id, uuid=uuid) for uuid in wanted], ignore_conflicts=True
+    return _named_ensure(Device, project_id, "uuid", wanted)
+
+
+_Hardware = TypeVar("_Hardware", Host, Device)
+
+
+def _named_ensure(
+    model: type[_Hardware], project_id: int, key: str, wanted: list[str]
+) -> list[_Hardware]:
+    """Read first and insert only what is missing: a fleet's every push names hardware that
+    exists already (a DCGM push names 8 GPUs 2,880 times a day)."""
+    found = list(model.objects.filter(project_id=project_id, **{f"{key}__in": wanted}))
+    if len(found) == len(wanted):
+        return found
+    have = {getattr(row, key) for row in found}
+    model.objects.bulk_create(
+        [model(project_id=project_id, **{key: name}) for name in wanted if name not in have],
+        ignore_conflicts=True,  # another request may create the same ones meanwhile
     )
-    return list(Device.objects.filter(project_id=project_id, uuid__in=wanted))
+    return list(model.objects.filter(project_id=project_id, **{f"{key}__in": wanted}))
 
 
 def attempt_ensure(

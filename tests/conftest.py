@@ -75,8 +75,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> Iterator[None]:
     """Throttle counters and cached gauges live in the cache (Redis): start every test with
-    none, deleting only Chronicle's cache keys (the Celery queues share the Redis server)."""
+    none, deleting only Chronicle's cache keys (the Celery queues share the Redis server).
+    Likewise the process's memory of which DCGM sample partitions exist: a test's rolled-back
+    transaction takes the partitions it made with it."""
+    from telemetry.device_samples import device_sample_partitions_forget
+
     _delete_cache_keys()
+    device_sample_partitions_forget()
     yield
     _delete_cache_keys()
 
@@ -186,6 +191,26 @@ def wait() -> Callable[..., Any]:
 
 
 # --- Personas and tokens -------------------------------------------------------------------
+
+
+@pytest.fixture
+def migrate_to() -> Iterator[Callable[[list[tuple[str, str]]], Any]]:
+    """`migrate_to(targets)` migrates the test database to those migrations and returns their
+    historical apps; afterwards the database goes back to the latest migrations. For tests
+    marked `django_db(transaction=True)`: migrations cannot run inside the test's transaction."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    def migrate(targets: list[tuple[str, str]]) -> Any:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(targets)
+        return executor.loader.project_state(targets).apps
+
+    yield migrate
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
 
 
 @pytest.fixture

@@ -14,23 +14,23 @@ attempt_ended, or its next attempt_started, says whether it did.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, OuterRef, Subquery
 
 from logbook.models import Interruption
 from logbook.services.interruptions import interruption_record
-from telemetry import dcgm
+from telemetry import dcgm, device_samples
 from telemetry import services as telemetry_services
 from telemetry.models import (
     Attempt,
     Device,
     DeviceEvent,
     DeviceHealthState,
-    DeviceSample,
     Host,
     Project,
 )
@@ -79,15 +79,30 @@ class PushOutcome:
     interruptions: list[Interruption]
 
 
-@transaction.atomic
 def dcgm_push_record(
     *, project: Project, gpus: Sequence[dcgm.GpuReadings], received_at: datetime
 ) -> PushOutcome:
-    """Store one push's readings (samples, each device's state), record the health events
-    they signal and open interruptions on the runs using the affected hosts. Devices are
-    placed on the host the exporter names. Readings without a timestamp are dated
-    `received_at`. Holds a row lock on each device's state, so two pushes for the same GPU
-    compare readings one after the other."""
+    """Store one push's readings (raw samples and their 5-minute summaries, each device's
+    state), record the health events they signal and open interruptions on the runs using
+    the affected hosts. Devices are placed on the host the exporter names. Readings without
+    a timestamp are dated `received_at`. Holds a row lock on each device's state, so two
+    pushes for the same GPU compare readings one after the other."""
+    # Before the push's transaction: making a day's partition locks the samples table until
+    # its transaction ends, and the beat has usually made it already.
+    moments = {received_at}
+    moments.update(_stamp(t) for gpu in gpus for t in gpu.timestamps.values())
+    device_samples.device_sample_partitions_ensure(moments=moments, now=received_at)
+    return _push_record(project=project, gpus=gpus, received_at=received_at)
+
+
+def _stamp(epoch_s: float) -> datetime:
+    return datetime.fromtimestamp(epoch_s, tz=UTC)
+
+
+@transaction.atomic
+def _push_record(
+    *, project: Project, gpus: Sequence[dcgm.GpuReadings], received_at: datetime
+) -> PushOutcome:
     if not gpus:
         return PushOutcome(devices=0, samples=0, events=[], interruptions=[])
     hosts = {
@@ -103,18 +118,9 @@ def dcgm_push_record(
         )
     }
     _devices_place(gpus=gpus, hosts=hosts, devices=devices)
-    DeviceHealthState.objects.bulk_create(
-        [DeviceHealthState(device=device, last_push_at=received_at) for device in devices.values()],
-        ignore_conflicts=True,
-    )
-    states = {
-        state.device_id: state
-        for state in DeviceHealthState.objects.select_for_update()
-        .filter(device__in=list(devices.values()))
-        .order_by("device_id")  # one lock order for every push: no deadlock between two
-    }
+    states = _states_lock(devices=list(devices.values()), received_at=received_at)
 
-    samples: list[DeviceSample] = []
+    samples: list[tuple[int, str, datetime, float]] = []
     events: list[DeviceEvent] = []
     for gpu in gpus:
         device = devices[gpu.uuid]
@@ -122,12 +128,9 @@ def dcgm_push_record(
 
         def at(name: str, gpu: dcgm.GpuReadings = gpu) -> datetime:
             stamp = gpu.timestamps.get(name)
-            return received_at if stamp is None else datetime.fromtimestamp(stamp, tz=UTC)
+            return received_at if stamp is None else _stamp(stamp)
 
-        samples += [
-            DeviceSample(device=device, field=name, sampled_at=at(name), value=value)
-            for name, value in gpu.values.items()
-        ]
+        samples += [(device.pk, name, at(name), value) for name, value in gpu.values.items()]
         # An empty state is one just created: the device was never seen.
         previous = state.last_values or None
         for found in dcgm.events_detect(previous=previous, current=gpu.values):
@@ -149,25 +152,39 @@ def dcgm_push_record(
             if created:
                 events.append(event)
         _state_update(state=state, gpu=gpu, received_at=received_at, xid_at=at(dcgm.XID))
-    DeviceSample.objects.bulk_create(samples, ignore_conflicts=True)
-    DeviceHealthState.objects.bulk_update(
-        list(states.values()),
-        [
-            "last_values",
-            "fields_sent",
-            "last_xid",
-            "last_xid_message",
-            "last_xid_at",
-            "model_name",
-            "last_push_at",
-        ],
-    )
+    device_samples.device_samples_record(rows=samples, now=received_at)
+    _states_save(list(states.values()))
     interruptions = _interruptions_open(
         project=project, events=events, devices=devices, received_at=received_at
     )
     return PushOutcome(
         devices=len(devices), samples=len(samples), events=events, interruptions=interruptions
     )
+
+
+def _states_lock(*, devices: list[Device], received_at: datetime) -> dict[int, DeviceHealthState]:
+    """The devices' health states, locked (created empty for devices never seen)."""
+
+    def lock() -> dict[int, DeviceHealthState]:
+        rows = (
+            DeviceHealthState.objects.select_for_update()
+            .filter(device__in=devices)
+            .order_by("device_id")  # one lock order for every push: no deadlock between two
+        )
+        return {state.device_id: state for state in rows}
+
+    states = lock()
+    if len(states) < len(devices):
+        DeviceHealthState.objects.bulk_create(
+            [
+                DeviceHealthState(device=device, last_push_at=received_at)
+                for device in devices
+                if device.pk not in states
+            ],
+            ignore_conflicts=True,  # a push racing this one may create them too
+        )
+        states = lock()
+    return states
 
 
 def _devices_place(
@@ -214,6 +231,32 @@ def _state_update(
     state.fields_sent = sorted(gpu.fields_sent)
     state.model_name = gpu.model_name or state.model_name
     state.last_push_at = received_at
+
+
+def _states_save(states: list[DeviceHealthState]) -> None:
+    """One UPDATE for the push's devices: bulk_update's CASE per field and row cost more CPU
+    than the rest of the push together (profile in README, "GPU health at fleet scale")."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {DeviceHealthState._meta.db_table} AS s SET last_values = u.last_values,"
+            " fields_sent = u.fields_sent, last_xid = u.last_xid,"
+            " last_xid_message = u.last_xid_message, last_xid_at = u.last_xid_at,"
+            " model_name = u.model_name, last_push_at = u.last_push_at"
+            " FROM unnest(%s::bigint[], %s::jsonb[], %s::jsonb[], %s::integer[], %s::text[],"
+            " %s::timestamptz[], %s::text[], %s::timestamptz[]) AS u(device_id, last_values,"
+            " fields_sent, last_xid, last_xid_message, last_xid_at, model_name, last_push_at)"
+            " WHERE s.device_id = u.device_id",
+            [
+                [state.device_id for state in states],
+                [json.dumps(state.last_values) for state in states],
+                [json.dumps(state.fields_sent) for state in states],
+                [state.last_xid for state in states],
+                [state.last_xid_message for state in states],
+                [state.last_xid_at for state in states],
+                [state.model_name for state in states],
+                [state.last_push_at for state in states],
+            ],
+        )
 
 
 def _interruptions_open(

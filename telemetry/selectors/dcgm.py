@@ -1,16 +1,25 @@
 """Reads of GPU health from dcgm-exporter: which health counters a host's exporter leaves off,
-a host's devices with their newest readings, a device's history of a field, and the health
-events a user may see."""
+a host's devices with their newest readings, a device's history of a field (raw samples
+inside the retention window, 5-minute summaries before it), and the health events a user may
+see."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from django.db.models import QuerySet
 
 from telemetry.dcgm import FIELDS, HEALTH_COUNTERS_OFF_BY_DEFAULT
-from telemetry.models import Device, DeviceEvent, DeviceHealthState, Host
+from telemetry.device_samples import SUMMARY_BUCKET_S, SUMMARY_FIELDS, raw_kept_since
+from telemetry.models import (
+    Device,
+    DeviceEvent,
+    DeviceHealthState,
+    DeviceSample,
+    DeviceSampleSummary,
+    Host,
+)
 from telemetry.selectors import User, projects_for_user
 
 
@@ -67,6 +76,57 @@ def dcgm_device_health(*, host: Host) -> list[DeviceHealth]:
         )
         for state in states
     ]
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    at: datetime  # the sample's time, or a summary bucket's start
+    mean: float
+    max: float
+    samples: int
+    bucket_s: int  # 0 for a raw sample
+
+
+def device_field_history(
+    *,
+    device: Device,
+    field: str,
+    since: datetime,
+    until: datetime,
+    now: datetime | None = None,
+) -> list[HistoryPoint]:
+    """A device's readings of one DCGM field in [since, until), oldest first: the raw samples
+    where they are still kept (raw_kept_since), the 5-minute summaries' mean and maximum
+    before that, for the range the raw partitions no longer hold. At most two queries."""
+    kept_since = raw_kept_since(now=now or datetime.now(UTC))
+    points: list[HistoryPoint] = []
+    if since < kept_since and field in SUMMARY_FIELDS:
+        # Django's array index transform is 0-based, like SUMMARY_FIELDS.
+        i = SUMMARY_FIELDS.index(field)
+        buckets = (
+            DeviceSampleSummary.objects.filter(
+                device=device,
+                bucket_start__gt=since - timedelta(seconds=SUMMARY_BUCKET_S),
+                bucket_start__lt=min(until, kept_since),
+            )
+            .order_by("bucket_start")
+            .values_list("bucket_start", f"sample_counts__{i}", f"value_sums__{i}",
+                         f"value_maxes__{i}")
+        )  # fmt: skip
+        points += [
+            HistoryPoint(start, total / count, peak, count, SUMMARY_BUCKET_S)
+            for start, count, total, peak in buckets
+            if count
+        ]
+    raw = (
+        DeviceSample.objects.filter(
+            device=device, field=field, sampled_at__gte=max(since, kept_since), sampled_at__lt=until
+        )
+        .order_by("sampled_at")
+        .values_list("sampled_at", "value")
+    )
+    points += [HistoryPoint(at, value, value, 1, 0) for at, value in raw]
+    return points
 
 
 def device_events_for_user(

@@ -206,3 +206,50 @@ def test_cpu_meter_counts_a_busy_child_and_its_reaped_children():
     finally:
         process.kill()
         process.wait()
+
+
+@pytest.mark.django_db
+def test_dcgm_fleet_push_is_8_gpus_of_16_kept_and_4_skipped_fields(client, ingest_token):
+    from bench import dcgm_fleet
+
+    # when one simulated host's scrape is pushed
+    response = client.post(
+        "/api/v1/ingest/prometheus", data=dcgm_fleet.host_text(7, 3), content_type="text/plain",
+        HTTP_AUTHORIZATION=f"Bearer {ingest_token}",
+    )  # fmt: skip
+
+    # then it is 8 GPUs x 16 kept fields, 4 skipped, no health event and no missing counter
+    # among those the fleet sends
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["devices"], body["samples"], body["skipped_samples"]) == (8, 128, 32)
+    assert body["events"] == []
+    assert dcgm_fleet.pushes_per_s() == pytest.approx(68.27, abs=0.01)
+
+
+def test_dcgm_fleet_targets_and_storage_line():
+    # given a fleet run that fell behind: 6.85 pushes/s of 68.27, p95 5.3 s, 1,861 late
+    fleet = {
+        "hosts": 2048, "target_per_s": 68.27, "seconds": 30.0, "pushes": 2048,
+        "answered": 2048, "pushes_per_s": 6.85, "p50_ms": 3661.6, "p95_ms": 5268.0,
+        "max_ms": 6516.0, "max_send_lag_ms": 265379.4, "backlog": 1861, "drain_s": 269.1,
+        "failures": [], "server_cpu_s": 152.0, "server_cpu_share": 0.25,
+        "cpu_ms_per_push": 74.2, "cpu_bound_pushes_per_s": 27.0, "bytes_per_sample": 161.6,
+        "bytes_per_summary": 514.2, "raw_bytes_per_gpu_day": 7446528,
+        "summary_bytes_per_gpu_day": 148090, "fleet_raw_gb": 976.0,
+        "fleet_summary_gb": 131.0, "fleet_disk_gb": 1107.0,
+    }  # fmt: skip
+    results = {"machine": report.machine(), "dcgm": fleet}
+
+    # when
+    verdicts = {t.name: t.verdict for t in report.targets(results)}
+
+    # then all three fleet targets miss, and the table states the disk for 54 days
+    assert verdicts["DCGM fleet pushes/s sustained (2,048 hosts)"] == "MISS"
+    assert verdicts["DCGM fleet push p95 (ms)"] == "MISS"
+    assert verdicts["DCGM fleet backlog at the end (pushes)"] == "MISS"
+    table = report.table(results)
+    assert "2,048 hosts for 54 days: 1,107 GB (976 GB raw window + 131 GB summaries)" in table
+    # and a run that kept up passes
+    fleet.update(pushes_per_s=68.0, p95_ms=180.0, backlog=0)
+    assert {t.verdict for t in report.targets(results) if t.name.startswith("DCGM")} == {"pass"}

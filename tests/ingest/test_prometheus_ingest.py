@@ -114,6 +114,44 @@ def test_fixture_maps_every_field_on_both_host_label_spellings():
     assert parsed.sample_lines == (len(FIELDS) + len(UNMAPPED)) * 4
 
 
+EDGE_LINES = [
+    'DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-x",Hostname="n1",} 1410 1763700000000',
+    'DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-x"} -1.5e3 -5',
+    "DCGM_FI_DEV_SM_CLOCK{} NaN",
+    'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-x"} +Inf',
+    'DCGM_FI_DEV_MEMORY_TEMP{UUID="GPU-x"} 9223372036854775794',
+    'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-x",UUID="GPU-y"} 1',  # duplicate label: refused
+    'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-x"Hostname="n1"} 1',  # no comma: refused
+    'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-\\"x"} 1',  # escaped quote: the library reads it
+    'DCGM_FI_DEV_SM_CLOCK{__name__="x",UUID="GPU-x"} 1',
+    'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-x"} 1_000',
+    'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-x"} 0x10',
+    'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-x"} 12 1.5',
+]
+
+
+def test_the_plain_line_reader_agrees_with_prometheus_client():
+    # given every sample line of the fixture and some edge cases
+    lines = [line for line in FIXTURE.split("\n") if line and not line.startswith("#")]
+
+    # then each line the fast reader takes gives what prometheus_client's parser gives, and
+    # the lines it leaves (or refuses) go to the library, which refuses the bad ones
+    for line in lines + EDGE_LINES:
+        plain = prometheus._plain_sample_parse(line)
+        try:
+            library = prometheus._library_sample_parse(1, line)
+        except ExpositionError:
+            assert plain is None, line
+            continue
+        assert plain is None or repr(plain) == repr(library), line  # repr: NaN == NaN
+    # and the exporter's own rendering never needs the library
+    assert all(prometheus._plain_sample_parse(line) for line in lines)
+    assert prometheus._plain_sample_parse(EDGE_LINES[0]) == (
+        "DCGM_FI_DEV_SM_CLOCK", {"gpu": "0", "UUID": "GPU-x", "Hostname": "n1"}, 1410.0,
+        1763700000.0,
+    )  # fmt: skip
+
+
 FLIT = "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
 
 
