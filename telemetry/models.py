@@ -369,6 +369,44 @@ class MetricRollup(models.Model):
         return f"{self.series_id} {self.width}x{self.bucket} n={self.point_count}"
 
 
+class ThroughputSum(models.Model):
+    """One attempt's throughput points (its tokens_per_s and step_time_s series, matched by
+    step) reduced to the sums MFU's means need (telemetry.mfu.ThroughputSums): the MFU page
+    reads one row per attempt instead of two million points.
+
+    PostgreSQL keeps them itself, like the rollups: a statement trigger on
+    telemetry_metricpoint (migration 0012) adds the rows each INSERT or COPY actually added,
+    in the same transaction, after locking the attempt's row, so that two writers of the two
+    halves of one step's pair cannot both miss it. A step's pair is counted by the statement
+    that completes it. `rollups_rebuild` recomputes them from the points.
+
+    Counts are of points; "finite" leaves NaN, ±Infinity and NULL out; "paired" is a step
+    with both points, a finite tokens_per_s and a finite step time > 0 (the weighted mean's
+    terms)."""
+
+    attempt = models.OneToOneField(
+        Attempt, on_delete=models.CASCADE, primary_key=True, related_name="throughput_sum"
+    )
+    reported_points = models.BigIntegerField(default=0)  # tokens_per_s points
+    timed_points = models.BigIntegerField(default=0)  # step_time_s points
+    both_points = models.BigIntegerField(default=0)  # steps with both
+    first_step = models.BigIntegerField(null=True)
+    last_step = models.BigIntegerField(null=True)
+    reported_finite_count = models.BigIntegerField(default=0)
+    reported_finite_sum = models.FloatField(default=0.0)
+    timed_finite_count = models.BigIntegerField(default=0)
+    timed_positive_count = models.BigIntegerField(default=0)
+    timed_positive_sum_s = models.FloatField(default=0.0)
+    paired_weighted_sum = models.FloatField(default=0.0)  # Σ tokens_per_s · step_time_s
+    paired_weight_s = models.FloatField(default=0.0)  # Σ step_time_s of those steps
+
+    class Meta:
+        ordering = ["attempt"]
+
+    def __str__(self) -> str:
+        return f"{self.attempt_id}: {self.reported_points}+{self.timed_points} points"
+
+
 class StepStart(models.Model):
     """When each step of an attempt started: the input of the goodput segment algorithm
     (Google's ml-goodput-measurement records one such entry per step)."""

@@ -9,10 +9,16 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from django.db import connection
+from django.db import connections, router
 
 from telemetry.downsample import ROLLUP_WIDTHS, read_plan, split_budget
 from telemetry.models import MetricPoint, MetricRollup, MetricSeries, Run
+
+
+def reading() -> Any:
+    """The connection page reads go to: the read replica when config.replica routes this
+    request's reads there, else the primary (a raw cursor would always take the primary)."""
+    return connections[router.db_for_read(MetricPoint)]
 
 
 def run_metric_names(*, run: Run) -> list[str]:
@@ -56,7 +62,7 @@ def series_for_run_in_steps(
     if not attempt_by_series or last_step < first_step:
         return []
     stride = max(1, math.ceil((last_step - first_step + 1) * len(attempt_by_series) / max_points))
-    with connection.cursor() as cursor:
+    with reading().cursor() as cursor:
         cursor.execute(
             _WINDOW, [list(attempt_by_series), first_step, last_step, first_step, stride]
         )
@@ -110,7 +116,7 @@ def _series_stats(series_ids: list[int]) -> dict[int, _SeriesStats]:
         "bool_or(nonfinite_step IS NOT NULL), sum(finite_sum) / nullif(sum(finite_count), 0) "
         f"FROM {_ROLLUP} WHERE width = %s AND series_id = ANY(%s::bigint[]) GROUP BY 1"
     )
-    with connection.cursor() as cursor:
+    with reading().cursor() as cursor:
         cursor.execute(sql, [ROLLUP_WIDTHS[-1], series_ids])
         return {
             sid: _SeriesStats(count, lo, hi, bad, math.nan if mean is None else mean)
@@ -210,7 +216,7 @@ def _series_from_rollups(attempt_by_series: dict[int, int], max_points: int) -> 
                 points, [sid, one.first_step, rows, plan.buckets], strict=True
             ):
                 column.append(value)
-    with connection.cursor() as cursor:
+    with reading().cursor() as cursor:
         cursor.execute(_READ, [*rollups, *points, whole])
         owners, steps, values, micros = _kept(*cursor.fetchone())
     # NaN microseconds (no time) become NaT.
