@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -193,7 +192,7 @@ def _figures(
             run=run, name=name, max_points=CHART_MAX_POINTS
         )
         frame = charts.attempts_frame(per_attempt, axis)
-        figure = charts.metric_figure(
+        figure = charts.metric_figure_data(
             frame,
             title=name,
             axis=axis,
@@ -208,8 +207,8 @@ def _figures(
                 "id": f"chart-{len(figures)}",
                 "name": name,
                 "total_points": sum(one.total_points for one in per_attempt),
-                # Through plotly's encoder: it turns numpy arrays into lists.
-                "figure": json.loads(figure.to_json()),
+                # JSON data already: no Plotly objects to build and encode.
+                "figure": figure,
             }
         )
     return figures
