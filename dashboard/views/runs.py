@@ -187,10 +187,11 @@ def _figures(
     entries = run_selectors.run_chart_entries(run=run)
     notes = marks_charts.chart_marks(annotations, entries, axis)
     figures: list[dict[str, Any]] = []
+    read = series_selectors.series_for_run_by_name(
+        run=run, names=names, max_points=CHART_MAX_POINTS
+    )
     for name in names:
-        per_attempt = series_selectors.series_for_run(
-            run=run, name=name, max_points=CHART_MAX_POINTS
-        )
+        per_attempt = read[name]
         frame = charts.attempts_frame(per_attempt, axis)
         figure = charts.metric_figure_data(
             frame,

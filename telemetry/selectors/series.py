@@ -4,6 +4,7 @@ run comes from telemetry.selectors.run_get_for_user, so it is one the user may s
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,10 +44,22 @@ def series_for_run(*, run: Run, name: str, max_points: int) -> list[AttemptSerie
     a bucket). A fixed number of queries, whatever the number of attempts or points; each
     reads at most a few rows per point returned, from the rollups
     (telemetry.models.MetricRollup), however long the series."""
-    attempt_by_series = dict(
-        MetricSeries.objects.filter(run=run, name=name).values_list("pk", "attempt__number")
-    )
-    return _series_from_rollups(attempt_by_series, max_points) if attempt_by_series else []
+    return series_for_run_by_name(run=run, names=[name], max_points=max_points)[name]
+
+
+def series_for_run_by_name(
+    *, run: Run, names: Sequence[str], max_points: int
+) -> dict[str, list[AttemptSeries]]:
+    """series_for_run of several metrics (each with its own `max_points`) in the queries of
+    one: the run page draws eight charts, and their round trips added up."""
+    found: dict[str, dict[int, int]] = {name: {} for name in names}
+    for pk, name, number in MetricSeries.objects.filter(run=run, name__in=names).values_list(
+        "pk", "name", "attempt__number"
+    ):
+        found[name][pk] = number
+    groups = [found[name] for name in names]
+    read = _series_from_rollups(groups, max_points) if any(groups) else [[] for _ in names]
+    return dict(zip(names, read, strict=True))
 
 
 def series_for_run_in_steps(
@@ -184,12 +197,22 @@ _READ = (
 )
 
 
-def _series_from_rollups(attempt_by_series: dict[int, int], max_points: int) -> list[AttemptSeries]:
-    """Plan each series (telemetry.downsample.read_plan), then read what each keeps in one
-    query: three in all, whatever the number of attempts or points."""
+def _series_from_rollups(
+    groups: list[dict[int, int]], max_points: int
+) -> list[list[AttemptSeries]]:
+    """For each group of series (series id -> attempt number; one metric's), plan each
+    series (telemetry.downsample.read_plan) within the group's `max_points`, then read what
+    every series keeps in one query: three in all, whatever the number of metrics, attempts
+    or points."""
+    attempt_by_series = {sid: number for group in groups for sid, number in group.items()}
     stats = _series_stats(list(attempt_by_series))
-    series_ids = sorted(stats, key=lambda sid: attempt_by_series[sid])
-    budgets = split_budget([stats[sid].count for sid in series_ids], max_points)
+    ordered = [sorted((s for s in group if s in stats), key=group.__getitem__) for group in groups]
+    series_ids = [sid for group in ordered for sid in group]
+    budgets = [
+        budget
+        for group in ordered
+        for budget in split_budget([stats[sid].count for sid in group], max_points)
+    ]
     plans = {}
     rollups: list[list[int]] = [[], [], [], [], []]
     points: list[list[int]] = [[], [], [], []]
@@ -224,13 +247,13 @@ def _series_from_rollups(attempt_by_series: dict[int, int], max_points: int) -> 
     times = times.view("datetime64[us]")
     starts = np.searchsorted(owners, series_ids, side="left")
     ends = np.searchsorted(owners, series_ids, side="right")
-    result = []
+    result = {}
     for sid, budget, start, end in zip(series_ids, budgets, starts, ends, strict=True):
         mine = (steps[start:end], values[start:end], times[start:end])
         if plans[sid].trim:
             mine = _trim(*mine, budget, stats[sid].finite_mean)
-        result.append(AttemptSeries(attempt_by_series[sid], stats[sid].count, *mine))
-    return result
+        result[sid] = AttemptSeries(attempt_by_series[sid], stats[sid].count, *mine)
+    return [[result[sid] for sid in group] for group in ordered]
 
 
 def _kept(
