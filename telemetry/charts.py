@@ -330,6 +330,7 @@ def metric_figure_data(
     y_title: str = "",
     attempt_name: Callable[[Any], str] = lambda attempt: f"attempt {attempt}",
     attempt_dash: Callable[[Any], str] = lambda attempt: "solid",
+    value_hover: str = "%{y:.4g}",
 ) -> dict[str, Any]:
     """One metric, a line per attempt, over steps or wall-clock time, as the JSON data of a
     Plotly figure ({"data", "layout"}), built from plain lists: a run page draws eight of
@@ -346,6 +347,7 @@ def metric_figure_data(
         (a range is shaded, a point is a line; both have a hover marker at the bottom).
     attempt_name, attempt_dash: a line's name and dash from its attempt value (the compare
         page names lines "<run> · attempt N" and dashes each run's lines its own way).
+    value_hover: how a hover shows a value (the MFU page: "MFU %{y:.2f}%").
     """
     data: list[dict[str, Any]] = []
     earlier, own = split_attempts(_groups(points))
@@ -354,7 +356,7 @@ def metric_figure_data(
         data.append(
             folded_trace_data(
                 [(a, x[f], v[f]) for (a, x, v), f in zip(earlier, finite, strict=True)],
-                hovertemplate="%{x}<br>%{y:.4g}<extra>%{text}</extra>",
+                hovertemplate=f"%{{x}}<br>{value_hover}<extra>%{{text}}</extra>",
             )
         )
         bad = [
@@ -388,7 +390,7 @@ def metric_figure_data(
                         "dash": attempt_dash(attempt),
                     },
                     # The name is escaped with the figure's text, the template is not.
-                    "hovertemplate": "%{x}<br>%{y:.4g}<extra>%{fullData.name}</extra>",
+                    "hovertemplate": f"%{{x}}<br>{value_hover}<extra>%{{fullData.name}}</extra>",
                 }
             )
         if (~finite).any():

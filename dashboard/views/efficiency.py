@@ -49,14 +49,14 @@ def run_mfu(request: HttpRequest, run_id: int) -> HttpResponse:
     def draw() -> list[dict[str, Any]]:
         if report.inputs is None or not report.total_points:
             return []
-        figure = efficiency_charts.mfu_figure(
+        figure = efficiency_charts.mfu_figure_data(
             report.points,
             axis=axis,
             label=label,
             restarts=report.restarts,
             interruptions=report.interruptions,
         )
-        return [{"id": "chart-mfu", "figure": _figure(figure)}]
+        return [{"id": "chart-mfu", "figure": figure}]
 
     charts = run_cache.cached(f"{key}:chart:{axis}", draw)
     per_attempt, attempt_count, bounded = rows_bounded(
