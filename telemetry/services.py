@@ -290,6 +290,12 @@ def throughput_sums_rebuild(*, attempt_ids: Sequence[int]) -> int:
     return _rebuild("telemetry_throughputsum_rebuild", attempt_ids)
 
 
+def step_start_chunks_rebuild(*, attempt_ids: Sequence[int]) -> int:
+    """Repack these attempts' step starts (StepStartChunk) from the table (PostgreSQL's
+    function from migration 0013). Returns how many chunks were written."""
+    return _rebuild("telemetry_stepstartchunk_rebuild", attempt_ids)
+
+
 def _rebuild(function: str, ids: Sequence[int]) -> int:
     written = 0
     for first in range(0, len(ids), ROLLUP_REBUILD_CHUNK):

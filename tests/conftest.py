@@ -185,27 +185,26 @@ def wait() -> Callable[..., Any]:
     return wait_for
 
 
-def _points_rows_read() -> int:
-    """Rows of the points table this transaction has read so far (sequential and by index),
-    from PostgreSQL's own per-transaction table statistics."""
+def _rows_read(table: str = "telemetry_metricpoint") -> int:
+    """Rows of `table` (the points by default) this transaction has read so far, sequentially
+    and by index, from PostgreSQL's own per-transaction table statistics."""
     from django.db import connection
-
-    from telemetry.models import MetricPoint
 
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
             "FROM pg_stat_xact_user_tables WHERE relname = %s",
-            [MetricPoint._meta.db_table],
+            [table],
         )
         row = cursor.fetchone()
     return int(row[0]) if row else 0
 
 
 @pytest.fixture
-def points_rows_read(db: None) -> Callable[[], int]:
-    """Call it for the rows of the points table the test's transaction has read so far."""
-    return _points_rows_read
+def rows_read(db: None) -> Callable[..., int]:
+    """Call it for the rows of the points table (or of the table named) the test's
+    transaction has read so far."""
+    return _rows_read
 
 
 # --- Personas and tokens -------------------------------------------------------------------

@@ -177,7 +177,7 @@ def test_sums_kept_through_split_and_redelivered_batches_equal_a_rebuild(project
 
 @pytest.mark.django_db
 def test_the_mfu_first_view_reads_no_more_points_when_the_run_grows(
-    client, alice, project, points_rows_read
+    client, alice, project, rows_read
 ):
     small = _run(project, "mfu-small", attempts=2, steps=300)
     big = _run(project, "mfu-big", attempts=2, steps=12_000)
@@ -187,10 +187,10 @@ def test_the_mfu_first_view_reads_no_more_points_when_the_run_grows(
         for url in (f"/runs/{run.pk}/mfu/", f"/api/v1/runs/{run.pk}/mfu"):
             # when the page and its JSON are first viewed, nothing cached
             cache.clear()
-            before = points_rows_read()
+            before = rows_read()
             with CaptureQueriesContext(connection) as queries:
                 assert client.get(url).status_code == 200
-            costs.append((len(queries), points_rows_read() - before))
+            costs.append((len(queries), rows_read() - before))
 
     # then the big run (~45,000 points) costs the same queries, and reads about as many
     # point rows as its chart draws (the rest from the rollups), not its points

@@ -1,7 +1,8 @@
 """Recompute metric rollups (telemetry.models.MetricRollup) and attempts' throughput sums
-(telemetry.models.ThroughputSum) from the points.
+(telemetry.models.ThroughputSum) from the points, and repack step starts
+(telemetry.models.StepStartChunk).
 
-PostgreSQL keeps both itself on every INSERT and COPY (migrations 0005 and 0012), so this
+PostgreSQL keeps all three itself on every INSERT and COPY (migrations 0005, 0012, 0013), so this
 is a repair tool: after points were deleted or changed by hand, or loaded with triggers
 disabled (pg_restore --disable-triggers, session_replication_role = replica)."""
 
@@ -33,7 +34,10 @@ class Command(BaseCommand):
         attempts = Attempt.objects.order_by("pk")
         if options["run"]:
             attempts = attempts.filter(run_id__in=options["run"])
-        sums = services.throughput_sums_rebuild(
-            attempt_ids=list(attempts.values_list("pk", flat=True))
+        attempt_ids = list(attempts.values_list("pk", flat=True))
+        sums = services.throughput_sums_rebuild(attempt_ids=attempt_ids)
+        chunks = services.step_start_chunks_rebuild(attempt_ids=attempt_ids)
+        self.stdout.write(
+            f"{written:,} rollup rows, {sums:,} throughput sums and {chunks:,} step start "
+            "chunks written"
         )
-        self.stdout.write(f"{written:,} rollup rows and {sums:,} throughput sums written")
