@@ -61,10 +61,9 @@ def chart_look(
     }
 
 
-def chart_layout(figure: go.Figure, **look: Any) -> go.Figure:
-    """`figure` with chart_look(**look) applied."""
-    figure.update_layout(chart_look(**look))
-    return figure
+def chart_look_data(**look: Any) -> dict[str, Any]:
+    """chart_look for a figure built as JSON data: the template as plotly.js takes it."""
+    return {**chart_look(**look), "template": _template("plotly_white")}
 
 
 def attempt_colour(position: int) -> str:

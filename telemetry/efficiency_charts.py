@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from telemetry.charts import chart_layout, chart_look, metric_figure_data
+from telemetry.charts import chart_look, chart_look_data, metric_figure_data, plain
 from telemetry.goodput import bucket_label
 
 PRODUCTIVE_COLOUR = "#2e7d32"
@@ -24,12 +24,6 @@ BADPUT_COLOURS = [
     "#1f77b4",
     "#7f7f7f",
 ]
-
-
-def _layout(figure: go.Figure, *, title: str, x_title: str, y_title: str) -> go.Figure:
-    return chart_layout(
-        figure, title=title, x_title=x_title, y_title=y_title, height=340, legend_y=-0.25
-    )
 
 
 def mfu_figure_data(
@@ -104,12 +98,15 @@ def _x(value: object) -> object:
     return value
 
 
-def buckets_figure(buckets: pd.DataFrame, *, title: str = "Where the time went") -> go.Figure:
-    """A horizontal stacked bar of productive time and every badput bucket (one trace each).
+def buckets_figure_data(
+    buckets: pd.DataFrame, *, title: str = "Where the time went"
+) -> dict[str, Any]:
+    """A horizontal stacked bar of productive time and every badput bucket (one trace each),
+    as JSON data.
 
     buckets: columns bucket, seconds (productive first, then badput in display order)."""
     total = float(buckets["seconds"].sum())
-    figure = go.Figure()
+    data = []
     badput_index = 0
     for row in buckets.itertuples():
         if row.bucket == "productive":
@@ -118,49 +115,61 @@ def buckets_figure(buckets: pd.DataFrame, *, title: str = "Where the time went")
             colour = BADPUT_COLOURS[badput_index % len(BADPUT_COLOURS)]
             badput_index += 1
         share = 100 * row.seconds / total if total > 0 else 0.0
-        figure.add_trace(
-            go.Bar(
-                x=[row.seconds],
-                y=["elapsed"],
-                orientation="h",
-                name=bucket_label(str(row.bucket)),
-                marker={"color": colour},
-                customdata=[[share]],
-                hovertemplate="%{x:.1f} s (%{customdata[0]:.2f}%)<extra>"
-                + bucket_label(str(row.bucket))
-                + "</extra>",
-            )
+        label = bucket_label(str(row.bucket))
+        data.append(
+            {
+                "type": "bar",
+                "x": [float(row.seconds)],
+                "y": ["elapsed"],
+                "orientation": "h",
+                "name": label,
+                "marker": {"color": colour},
+                "customdata": [[share]],
+                "hovertemplate": "%{x:.1f} s (%{customdata[0]:.2f}%)<extra>" + label + "</extra>",
+            }
         )
-    figure.update_layout(barmode="stack")
-    _layout(figure, title=title, x_title="seconds", y_title="")
-    figure.update_layout(height=340, legend={"orientation": "h", "y": -0.45})
-    return figure
+    layout = chart_look_data(title=title, x_title="seconds", y_title="", height=340, legend_y=-0.25)
+    layout["barmode"] = "stack"
+    layout["legend"] = {**layout["legend"], "orientation": "h", "y": -0.45}
+    return {"data": data, "layout": layout}
 
 
-def goodput_over_time_figure(rolling: pd.DataFrame, *, width_s: float) -> go.Figure:
-    """Goodput (percent) of rolling windows, plotted at each window's end.
+def buckets_figure(buckets: pd.DataFrame, **options: Any) -> go.Figure:
+    """buckets_figure_data as a Plotly figure (same arguments)."""
+    return go.Figure(buckets_figure_data(buckets, **options))
+
+
+def goodput_over_time_figure_data(rolling: pd.DataFrame, *, width_s: float) -> dict[str, Any]:
+    """Goodput (percent) of rolling windows, plotted at each window's end, as JSON data.
 
     rolling: columns end, goodput (a fraction)."""
-    figure = go.Figure()
     values = rolling["goodput"].to_numpy(dtype=float) * 100
     finite = np.isfinite(values)
-    figure.add_trace(
-        go.Scatter(
-            x=rolling["end"][finite],
-            y=values[finite],
-            mode="lines+markers",
-            name="goodput",
-            line={"color": PRODUCTIVE_COLOUR, "width": 1.5},
-            marker={"size": 4},
-            hovertemplate="window ending %{x}<br>goodput %{y:.1f}%<extra></extra>",
-        )
-    )
-    figure.update_yaxes(range=[0, 100])
+    # Naive UTC, as Plotly's date axis wants it.
+    ends = pd.to_datetime(rolling["end"], utc=True).dt.tz_localize(None).to_numpy()
     hours = width_s / 3600
     width = f"{hours:.1f} h" if hours >= 1 else f"{width_s / 60:.0f} min"
-    return _layout(
-        figure,
+    layout = chart_look_data(
         title=f"Goodput over time (rolling {width} windows)",
         x_title="time (UTC)",
         y_title="goodput (%)",
+        height=340,
+        legend_y=-0.25,
     )
+    layout["yaxis"]["range"] = [0, 100]
+    trace = {
+        "type": "scatter",
+        "x": plain(ends[finite]),
+        "y": values[finite].tolist(),
+        "mode": "lines+markers",
+        "name": "goodput",
+        "line": {"color": PRODUCTIVE_COLOUR, "width": 1.5},
+        "marker": {"size": 4},
+        "hovertemplate": "window ending %{x}<br>goodput %{y:.1f}%<extra></extra>",
+    }
+    return {"data": [trace], "layout": layout}
+
+
+def goodput_over_time_figure(rolling: pd.DataFrame, **options: Any) -> go.Figure:
+    """goodput_over_time_figure_data as a Plotly figure (same arguments)."""
+    return go.Figure(goodput_over_time_figure_data(rolling, **options))
