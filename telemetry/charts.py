@@ -551,9 +551,17 @@ def figure_text_escape(value: Any, key: str = "") -> Any:
     if isinstance(value, dict):
         return {k: figure_text_escape(v, k) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        # Numbers and None, most of a figure's values, are taken as they are without a call
-        # each (hundreds of thousands on a run page).
-        return [item if type(item) in _SCALARS else figure_text_escape(item, key) for item in value]
+        # Numbers, None and (outside templates) strings, most of a figure's values, are taken
+        # without a call each (tens of thousands on a run page).
+        plain_text = key not in _CODE_MARKUP_KEYS
+        return [
+            item
+            if type(item) in _SCALARS
+            else html.escape(item, quote=False)
+            if plain_text and type(item) is str
+            else figure_text_escape(item, key)
+            for item in value
+        ]
     return value
 
 
