@@ -5,8 +5,9 @@ Django set up.
 Metric points, step start times and attempt hosts (millions of rows) go in with PostgreSQL's
 binary COPY; interruptions, checkpoints, SDC records and the logbook through the services or
 bulk_create. PostgreSQL only: the point of the data set is to measure the production stack.
-The series' rollups (telemetry.models.MetricRollup) need nothing here: COPY fires the
-trigger that keeps them, in each attempt's transaction.
+The series' rollups (telemetry.models.MetricRollup), the throughput sums (ThroughputSum) and
+the packed step starts (StepStartChunk) need nothing here: COPY fires the triggers that keep
+them, in each attempt's transaction.
 """
 
 from __future__ import annotations

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import html
+import itertools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.safestring import SafeString
 
@@ -33,6 +36,7 @@ ATTEMPT_COLOURS = [
 ]
 
 Axis = Literal["step", "time"]
+FloatArray = npt.NDArray[np.float64]
 
 
 def chart_look(
@@ -57,10 +61,9 @@ def chart_look(
     }
 
 
-def chart_layout(figure: go.Figure, **look: Any) -> go.Figure:
-    """`figure` with chart_look(**look) applied."""
-    figure.update_layout(chart_look(**look))
-    return figure
+def chart_look_data(**look: Any) -> dict[str, Any]:
+    """chart_look for a figure built as JSON data: the template as plotly.js takes it."""
+    return {**chart_look(**look), "template": _template("plotly_white")}
 
 
 def attempt_colour(position: int) -> str:
@@ -91,24 +94,63 @@ def as_objects(values: list[Any]) -> npt.NDArray[np.object_]:
     return array
 
 
-def folded_trace(lines: list[tuple[Any, Any, Any]], *, hovertemplate: str) -> go.Scatter:
-    """One grey line through several attempts' (attempt, xs, ys), broken between attempts."""
+def plain(values: Any) -> list[Any]:
+    """Values as JSON takes them, the way Plotly's encoder writes them: numbers as numbers,
+    times as ISO strings (naive: UTC, as naive_utc gives them), None as None."""
+    array = np.asarray(values)
+    if array.dtype.kind == "M":
+        text = np.datetime_as_string(array.astype("datetime64[us]"), unit="us")
+        return [None if t == "NaT" else t for t in text.tolist()]
+    if array.dtype.kind in "iufb":
+        return array.tolist()
+    return [_plain(value) for value in array.tolist()]
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, np.datetime64):
+        return plain(np.array([value]))[0]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def as_scatter(trace: dict[str, Any]) -> go.Scatter:
+    """A trace built as JSON data as a Plotly Scatter, its lists as arrays (see as_objects)."""
+    return go.Scatter(
+        {key: as_objects(value) if isinstance(value, list) else value
+         for key, value in trace.items() if key != "type"}
+    )  # fmt: skip
+
+
+def folded_trace_data(lines: list[tuple[Any, Any, Any]], *, hovertemplate: str) -> dict[str, Any]:
+    """One grey line through several attempts' (attempt, xs, ys), broken between attempts,
+    as JSON data."""
     xs: list[Any] = []
     ys: list[Any] = []
     text: list[Any] = []
     for attempt, x, y in lines:
-        xs += [*x, None]
-        ys += [*y, None]
+        xs += [*plain(x), None]
+        ys += [*plain(y), None]
         text += [f"attempt {attempt}"] * len(x) + [None]
-    return go.Scatter(
-        x=as_objects(xs),
-        y=as_objects(ys),
-        mode="lines",
-        name=f"attempts {lines[0][0]} to {lines[-1][0]}",
-        line={"color": FOLDED_COLOUR, "width": 1},
-        text=as_objects(text),
-        hovertemplate=hovertemplate,
-    )
+    return {
+        "type": "scatter",
+        "x": xs,
+        "y": ys,
+        "mode": "lines",
+        "name": f"attempts {lines[0][0]} to {lines[-1][0]}",
+        "line": {"color": FOLDED_COLOUR, "width": 1},
+        "text": text,
+        "hovertemplate": hovertemplate,
+    }
+
+
+def folded_trace(lines: list[tuple[Any, Any, Any]], *, hovertemplate: str) -> go.Scatter:
+    """folded_trace_data as a Plotly Scatter."""
+    return as_scatter(folded_trace_data(lines, hovertemplate=hovertemplate))
 
 
 # Above this many marks of one kind, a chart draws them as one trace instead of a shape each:
@@ -122,17 +164,19 @@ MARKS_AXIS = "y2"
 @dataclass
 class Marks:
     """Vertical lines and shaded bands across a chart, collected and drawn at once: as
-    layout shapes when they are few, as one scatter trace per kind when they are many."""
+    layout shapes when they are few, as one scatter trace per kind when they are many (kept
+    as JSON data, for figures built as data and Plotly figures alike)."""
 
     shapes: list[dict[str, Any]] = field(default_factory=list)
     annotations: list[dict[str, Any]] = field(default_factory=list)
-    traces: list[go.Scatter] = field(default_factory=list)
+    traces: list[dict[str, Any]] = field(default_factory=list)
 
     def lines(
         self, xs: list[Any], *, line: dict[str, Any], name: str, labels: list[str] | None = None
     ) -> None:
         if not xs:
             return
+        xs = [_plain(x) for x in xs]
         if len(xs) <= MANY_MARKS:
             for index, x in enumerate(xs):
                 self.shapes.append({"type": "line", "xref": "x", "yref": "y domain",
@@ -149,22 +193,26 @@ class Marks:
             return
         text = labels or [None] * len(xs)
         self.traces.append(
-            go.Scatter(
-                x=as_objects([v for x in xs for v in (x, x, None)]),
-                y=as_objects([v for _ in xs for v in (0, 1, None)]),
-                yaxis=MARKS_AXIS,
-                mode="lines",
-                line=line,
-                name=name,
-                showlegend=False,
-                text=as_objects([v for label in text for v in (label, label, None)]),
-                hovertemplate="%{x}<br>%{text}<extra></extra>" if labels else "%{x}<extra></extra>",
-            )
+            {
+                "type": "scatter",
+                "x": [v for x in xs for v in (x, x, None)],
+                "y": [v for _ in xs for v in (0, 1, None)],
+                "yaxis": MARKS_AXIS,
+                "mode": "lines",
+                "line": line,
+                "name": name,
+                "showlegend": False,
+                "text": [v for label in text for v in (label, label, None)],
+                "hovertemplate": "%{x}<br>%{text}<extra></extra>"
+                if labels
+                else "%{x}<extra></extra>",
+            }
         )
 
     def bands(self, x0s: list[Any], x1s: list[Any], *, colour: str, name: str) -> None:
         if not x0s:
             return
+        x0s, x1s = [_plain(x) for x in x0s], [_plain(x) for x in x1s]
         if len(x0s) <= MANY_MARKS:
             for x0, x1 in zip(x0s, x1s, strict=True):
                 self.shapes.append(
@@ -174,26 +222,25 @@ class Marks:
                 )  # fmt: skip
             return
         self.traces.append(
-            go.Scatter(
-                x=as_objects(
-                    [v for x0, x1 in zip(x0s, x1s, strict=True) for v in (x0, x0, x1, x1, x0, None)]
-                ),
-                y=as_objects([v for _ in x0s for v in (0, 1, 1, 0, 0, None)]),
-                yaxis=MARKS_AXIS,
-                mode="lines",
-                fill="toself",
-                fillcolor=colour,
-                opacity=0.08,
-                line={"width": 0},
-                name=name,
-                showlegend=False,
-                hoverinfo="skip",
-            )
+            {
+                "type": "scatter",
+                "x": [
+                    v for x0, x1 in zip(x0s, x1s, strict=True) for v in (x0, x0, x1, x1, x0, None)
+                ],
+                "y": [v for _ in x0s for v in (0, 1, 1, 0, 0, None)],
+                "yaxis": MARKS_AXIS,
+                "mode": "lines",
+                "fill": "toself",
+                "fillcolor": colour,
+                "opacity": 0.08,
+                "line": {"width": 0},
+                "name": name,
+                "showlegend": False,
+                "hoverinfo": "skip",
+            }
         )
 
-    def draw(self, figure: go.Figure) -> None:
-        for trace in self.traces:
-            figure.add_trace(trace)
+    def layout(self) -> dict[str, Any]:
         layout: dict[str, Any] = {}
         if self.shapes:
             layout["shapes"] = self.shapes
@@ -202,7 +249,12 @@ class Marks:
         if self.traces:
             layout["yaxis2"] = {"overlaying": "y", "range": [0, 1], "visible": False,
                                 "fixedrange": True}  # fmt: skip
-        if layout:
+        return layout
+
+    def draw(self, figure: go.Figure) -> None:
+        for trace in self.traces:
+            figure.add_trace(as_scatter(trace))
+        if layout := self.layout():
             figure.update_layout(**layout)
 
 
@@ -227,7 +279,45 @@ def attempts_frame(
     return frame[frame["x"].notna()] if axis == "time" else frame
 
 
-def metric_figure(
+@cache
+def _template(name: str) -> dict[str, Any]:
+    """A Plotly template as the JSON of a figure carries it (plotly.js knows no names)."""
+    return cast(dict[str, Any], pio.templates[name].to_plotly_json())
+
+
+def _groups(points: pd.DataFrame) -> list[tuple[Any, npt.NDArray[Any], FloatArray]]:
+    """(attempt, xs, values) per attempt in attempt order, as numpy slices: pandas' groupby
+    and indexing cost milliseconds a group, and a Llama 3 scale run has hundreds."""
+    attempts = points["attempt"].to_numpy()
+    order = np.argsort(attempts, kind="stable")
+    attempts = attempts[order]
+    xs = points["x"].to_numpy()[order]
+    values = points["value"].to_numpy(dtype=float)[order]
+    firsts = np.flatnonzero(np.r_[True, attempts[1:] != attempts[:-1]]) if attempts.size else []
+    bounds = [*list(firsts), attempts.size]
+    return [
+        (attempts[start].item(), xs[start:end], values[start:end])
+        for start, end in itertools.pairwise(bounds)
+    ]
+
+
+def _non_finite(
+    x: Any, values: FloatArray, anchor: float, *, name: str, text: list[str]
+) -> dict[str, Any]:
+    # Plot non-finite values where the curve was, labelled, so a NaN is seen, not hidden.
+    return {
+        "type": "scatter",
+        "x": plain(x),
+        "y": [anchor] * len(values),
+        "mode": "markers",
+        "name": name,
+        "marker": {"color": "#d62728", "symbol": "x", "size": 10},
+        "text": text,
+        "hovertemplate": "%{x}<br>%{text}<extra></extra>",
+    }
+
+
+def metric_figure_data(
     points: pd.DataFrame,
     *,
     title: str,
@@ -239,10 +329,13 @@ def metric_figure(
     y_title: str = "",
     attempt_name: Callable[[Any], str] = lambda attempt: f"attempt {attempt}",
     attempt_dash: Callable[[Any], str] = lambda attempt: "solid",
-) -> go.Figure:
-    """One metric, a line per attempt, over steps or wall-clock time. SVG traces, not WebGL:
-    series arrive downsampled to a few thousand points, and WebGL contexts are a scarce
-    per-page resource (headless browsers and dashboards with many charts run out).
+    value_hover: str = "%{y:.4g}",
+) -> dict[str, Any]:
+    """One metric, a line per attempt, over steps or wall-clock time, as the JSON data of a
+    Plotly figure ({"data", "layout"}), built from plain lists: a run page draws eight of
+    these over hundreds of attempts, and Plotly's objects (validation, deep copies, its
+    encoder) cost seconds there. SVG traces, not WebGL: series arrive downsampled to a few
+    thousand points, and WebGL contexts are a scarce per-page resource.
 
     points: columns attempt, x, value (x is the step or the wall time; non-finite values
         allowed, drawn as marked points).
@@ -253,63 +346,65 @@ def metric_figure(
         (a range is shaded, a point is a line; both have a hover marker at the bottom).
     attempt_name, attempt_dash: a line's name and dash from its attempt value (the compare
         page names lines "<run> · attempt N" and dashes each run's lines its own way).
+    value_hover: how a hover shows a value (the MFU page: "MFU %{y:.2f}%").
     """
-    figure = go.Figure()
-    groups = list(points.groupby("attempt", sort=True))
-    earlier, own = split_attempts(groups)
+    data: list[dict[str, Any]] = []
+    earlier, own = split_attempts(_groups(points))
     if earlier:
-        values = [group["value"].to_numpy(dtype=float) for _, group in earlier]
-        finite = [np.isfinite(v) for v in values]
-        figure.add_trace(
-            folded_trace(
-                [(a, g["x"][f], g["value"][f]) for (a, g), f in zip(earlier, finite, strict=True)],
-                hovertemplate="%{x}<br>%{y:.4g}<extra>%{text}</extra>",
+        finite = [np.isfinite(values) for _, _, values in earlier]
+        data.append(
+            folded_trace_data(
+                [(a, x[f], v[f]) for (a, x, v), f in zip(earlier, finite, strict=True)],
+                hovertemplate=f"%{{x}}<br>{value_hover}<extra>%{{text}}</extra>",
             )
         )
-        bad = [(a, g[~f]) for (a, g), f in zip(earlier, finite, strict=True) if (~f).any()]
+        bad = [
+            (a, x[~f], v[~f]) for (a, x, v), f in zip(earlier, finite, strict=True) if (~f).any()
+        ]
         if bad:
-            anchor = values[0][finite[0]][-1] if finite[0].any() else 0.0
-            figure.add_trace(
-                go.Scatter(
-                    x=[x for _, b in bad for x in b["x"]],
-                    y=[anchor] * sum(len(b) for _, b in bad),
-                    mode="markers",
+            first_values = earlier[0][2][finite[0]]
+            anchor = float(first_values[-1]) if first_values.size else 0.0
+            data.append(
+                _non_finite(
+                    np.concatenate([x for _, x, _ in bad]),
+                    np.concatenate([v for _, _, v in bad]),
+                    anchor,
                     name=f"attempts {earlier[0][0]} to {earlier[-1][0]}: non-finite",
-                    marker={"color": "#d62728", "symbol": "x", "size": 10},
-                    text=[f"{v} (attempt {a})" for a, b in bad for v in b["value"]],
-                    hovertemplate="%{x}<br>%{text}<extra></extra>",
+                    text=[f"{v} (attempt {a})" for a, _, values in bad for v in values.tolist()],
                 )
             )
-    for index, (attempt, group) in enumerate(own, start=len(earlier)):
-        colour = attempt_colour(index)
-        finite = np.isfinite(group["value"].to_numpy(dtype=float))
+    for index, (attempt, xs, values) in enumerate(own, start=len(earlier)):
+        finite = np.isfinite(values)
         if finite.any():
-            figure.add_trace(
-                go.Scatter(
-                    x=group["x"][finite],
-                    y=group["value"][finite],
-                    mode="lines",
-                    name=attempt_name(attempt),
-                    line={"color": colour, "width": 1.2, "dash": attempt_dash(attempt)},
+            data.append(
+                {
+                    "type": "scatter",
+                    "x": plain(xs[finite]),
+                    "y": values[finite].tolist(),
+                    "mode": "lines",
+                    "name": attempt_name(attempt),
+                    "line": {
+                        "color": attempt_colour(index),
+                        "width": 1.2,
+                        "dash": attempt_dash(attempt),
+                    },
                     # The name is escaped with the figure's text, the template is not.
-                    hovertemplate="%{x}<br>%{y:.4g}<extra>%{fullData.name}</extra>",
-                )
+                    "hovertemplate": f"%{{x}}<br>{value_hover}<extra>%{{fullData.name}}</extra>",
+                }
             )
         if (~finite).any():
-            bad = group[~finite]
-            # Plot non-finite values where the curve was, labelled, so a NaN is seen, not hidden.
-            anchor = group["value"][finite].iloc[-1] if finite.any() else 0.0
-            figure.add_trace(
-                go.Scatter(
-                    x=bad["x"],
-                    y=[anchor] * len(bad),
-                    mode="markers",
+            anchor = float(values[finite][-1]) if finite.any() else 0.0
+            data.append(
+                _non_finite(
+                    xs[~finite],
+                    values[~finite],
+                    anchor,
                     name=f"{attempt_name(attempt)}: non-finite",
-                    marker={"color": "#d62728", "symbol": "x", "size": 10},
-                    text=[str(v) for v in bad["value"]],
-                    hovertemplate="%{x}<br>%{text}<extra></extra>",
+                    text=[str(v) for v in values[~finite].tolist()],
                 )
             )
+    all_values = points["value"].to_numpy(dtype=float)
+    finite_values = all_values[np.isfinite(all_values)]
     marks = Marks()
     if downtime is not None:
         marks.bands(list(downtime["x0"]), list(downtime["x1"]), colour="#d62728", name="downtime")
@@ -328,44 +423,53 @@ def metric_figure(
         )
         # Labels as hover markers along the top: text annotations overlap when restarts
         # cluster, and a hover names each one exactly.
-        values = points["value"].to_numpy(dtype=float)
-        finite_values = values[np.isfinite(values)]
         top = float(finite_values.max()) if finite_values.size else 0.0
-        figure.add_trace(
-            go.Scatter(
-                x=interruptions["x"],
-                y=[top] * len(interruptions),
-                mode="markers",
-                name="interruptions",
-                marker={"color": "#d62728", "symbol": "triangle-down", "size": 9},
-                text=[str(label) for label in interruptions["label"]],
-                hovertemplate="interrupted at %{x}<br>%{text}<extra></extra>",
-            )
+        data.append(
+            {
+                "type": "scatter",
+                "x": plain(interruptions["x"].to_numpy()),
+                "y": [top] * len(interruptions),
+                "mode": "markers",
+                "name": "interruptions",
+                "marker": {"color": "#d62728", "symbol": "triangle-down", "size": 9},
+                "text": [str(label) for label in interruptions["label"]],
+                "hovertemplate": "interrupted at %{x}<br>%{text}<extra></extra>",
+            }
         )
     if notes is not None and not notes.empty:
-        _add_notes(figure, marks, points, notes)
-    marks.draw(figure)
-    figure.update_layout(
-        title={"text": title, "x": 0.01, "font": {"size": 14}},
-        height=300,
-        margin={"l": 50, "r": 10, "t": 36, "b": 36},
-        xaxis_title="step" if axis == "step" else "wall-clock time (UTC)",
+        bottom = float(finite_values.min()) if finite_values.size else 0.0
+        data += _notes(marks, notes, bottom)
+    data += marks.traces
+    xaxis: dict[str, Any] = {
+        "title": {"text": "step" if axis == "step" else "wall-clock time (UTC)"},
         # Explicit: an axis with no points would otherwise guess "linear" and misdraw the
         # date-valued marks.
-        xaxis_type="linear" if axis == "step" else "date",
-        # Steps are whole numbers: no "1.5k" or "2,500.5" ticks.
-        xaxis_tickformat="d" if axis == "step" else None,
-        yaxis_title=y_title,
+        "type": "linear" if axis == "step" else "date",
+        "showspikes": True,
+        "spikemode": "across",
+        "spikethickness": 1,
+    }
+    if axis == "step":
+        xaxis["tickformat"] = "d"  # steps are whole numbers: no "1.5k" or "2,500.5" ticks
+    layout = {
+        "title": {"text": title, "x": 0.01, "font": {"size": 14}},
+        "height": 300,
+        "margin": {"l": 50, "r": 10, "t": 36, "b": 36},
+        "xaxis": xaxis,
+        "yaxis": {"title": {"text": y_title}},
         # The legend sits below the x axis title, with room for both.
-        legend={"orientation": "h", "y": -0.3, "yanchor": "top"},
-        template="plotly_white",
+        "legend": {"orientation": "h", "y": -0.3, "yanchor": "top"},
+        "template": _template("plotly_white"),
         # A crosshair: the hover lists every attempt's value at the step under the cursor.
-        hovermode="x unified",
-        xaxis_showspikes=True,
-        xaxis_spikemode="across",
-        xaxis_spikethickness=1,
-    )
-    return figure
+        "hovermode": "x unified",
+        **marks.layout(),
+    }
+    return {"data": data, "layout": layout}
+
+
+def metric_figure(points: pd.DataFrame, **options: Any) -> go.Figure:
+    """metric_figure_data as a Plotly figure (same arguments)."""
+    return go.Figure(metric_figure_data(points, **options))
 
 
 # Units by a metric name's last path part, exact or by suffix: what jobs conventionally send.
@@ -391,7 +495,8 @@ def metric_unit_title(name: str) -> str:
 NOTE_COLOURS = {"annotation": "#1f6feb", "logbook": "#2e7d32"}
 
 
-def _add_notes(figure: go.Figure, marks: Marks, points: pd.DataFrame, notes: pd.DataFrame) -> None:
+def _notes(marks: Marks, notes: pd.DataFrame, bottom: float) -> list[dict[str, Any]]:
+    """Marks for annotations and logbook entries, and their hover markers at `bottom`."""
     for kind, group in notes.groupby("kind", sort=True):
         colour = NOTE_COLOURS.get(str(kind), "#1f6feb")
         ranged = [x1 is not None and not pd.isna(x1) for x1 in group["x1"]]
@@ -402,26 +507,24 @@ def _add_notes(figure: go.Figure, marks: Marks, points: pd.DataFrame, notes: pd.
             line={"color": colour, "dash": "dashdot", "width": 1},
             name=f"{kind} lines",
         )
-    values = points["value"].to_numpy(dtype=float)
-    finite = values[np.isfinite(values)]
-    bottom = float(finite.min()) if finite.size else 0.0
-    for kind, group in notes.groupby("kind", sort=True):
-        figure.add_trace(
-            go.Scatter(
-                x=group["x0"],
-                y=[bottom] * len(group),
-                mode="markers",
-                name="annotations" if kind == "annotation" else "logbook entries",
-                marker={
-                    "color": NOTE_COLOURS.get(str(kind), "#1f6feb"),
-                    "symbol": "triangle-up",
-                    "size": 9,
-                },
-                # Escaped with the rest of the figure's text by charts_script.
-                text=list(group["label"]),
-                hovertemplate="%{x}<br>%{text}<extra></extra>",
-            )
-        )
+    return [
+        {
+            "type": "scatter",
+            "x": [_plain(x) for x in group["x0"]],
+            "y": [bottom] * len(group),
+            "mode": "markers",
+            "name": "annotations" if kind == "annotation" else "logbook entries",
+            "marker": {
+                "color": NOTE_COLOURS.get(str(kind), "#1f6feb"),
+                "symbol": "triangle-up",
+                "size": 9,
+            },
+            # Escaped with the rest of the figure's text by charts_script.
+            "text": list(group["label"]),
+            "hovertemplate": "%{x}<br>%{text}<extra></extra>",
+        }
+        for kind, group in notes.groupby("kind", sort=True)
+    ]
 
 
 def naive_utc(moment: datetime | None) -> pd.Timestamp | None:
@@ -448,15 +551,21 @@ def figure_text_escape(value: Any, key: str = "") -> Any:
     if isinstance(value, dict):
         return {k: figure_text_escape(v, k) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        # Numbers pass as they are without a call each: a heat map is 55,000 of them.
+        # Numbers, None and (outside templates) strings, most of a figure's values, are taken
+        # without a call each (tens of thousands on a run page).
+        plain_text = key not in _CODE_MARKUP_KEYS
         return [
-            item if item is None or type(item) in _PLAIN else figure_text_escape(item, key)
+            item
+            if type(item) in _SCALARS
+            else html.escape(item, quote=False)
+            if plain_text and type(item) is str
+            else figure_text_escape(item, key)
             for item in value
         ]
     return value
 
 
-_PLAIN = (int, float, bool)
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def charts_script(payload: list[dict[str, Any]]) -> SafeString:

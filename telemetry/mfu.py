@@ -15,6 +15,7 @@ compared as if they were one number.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -114,3 +115,94 @@ class MfuInputs:
     peak_flops: float
     accelerator: str
     label: Utilisation
+
+
+@dataclass(frozen=True)
+class ThroughputSums:
+    """One attempt's throughput (tokens_per_s and step_time_s, by step) reduced to what the
+    MFU means need, so that a run's mean reads one row per attempt instead of every step:
+    PostgreSQL keeps these sums as points arrive (telemetry.models.ThroughputSum), `of`
+    computes them from arrays. "Finite" leaves NaN and ±Infinity out."""
+
+    steps: int  # steps with either metric
+    first_step: int
+    last_step: int
+    reported_count: int  # finite tokens_per_s
+    reported_sum: float
+    timed_count: int  # finite step_time_s
+    timed_positive_count: int  # finite step_time_s > 0
+    timed_positive_sum_s: float
+    # Steps with a finite tokens_per_s and a finite step time > 0: the weighted mean's terms.
+    paired_weighted_sum: float  # Σ tokens_per_s · step_time_s
+    paired_weight_s: float  # Σ step_time_s
+
+    @classmethod
+    def of(
+        cls, steps: npt.ArrayLike, tokens_per_s: npt.ArrayLike, step_time_s: npt.ArrayLike
+    ) -> ThroughputSums:
+        """The sums of one attempt's steps (NaN where a metric is absent)."""
+        step = np.asarray(steps, dtype=np.int64)
+        reported = np.asarray(tokens_per_s, dtype=np.float64)
+        timed = np.asarray(step_time_s, dtype=np.float64)
+        finite = np.isfinite(reported)
+        with np.errstate(invalid="ignore"):
+            positive = np.isfinite(timed) & (timed > 0)
+        paired = finite & positive
+        return cls(
+            steps=int(step.size),
+            first_step=int(step.min()) if step.size else 0,
+            last_step=int(step.max()) if step.size else 0,
+            reported_count=int(finite.sum()),
+            reported_sum=float(reported[finite].sum()),
+            timed_count=int(np.isfinite(timed).sum()),
+            timed_positive_count=int(positive.sum()),
+            timed_positive_sum_s=float(timed[positive].sum()),
+            paired_weighted_sum=float((reported[paired] * timed[paired]).sum()),
+            paired_weight_s=float(timed[paired].sum()),
+        )
+
+
+def throughput_source(sums: Sequence[ThroughputSums], *, tokens_per_step: float | None) -> str:
+    """Where throughput comes from: the job's tokens_per_s when it sent any finite one, else
+    tokens per step over step_time_s, else nowhere ("")."""
+    if any(one.reported_count for one in sums):
+        return "tokens_per_s"
+    if tokens_per_step and any(one.timed_count for one in sums):
+        return "step_time_s"
+    return ""
+
+
+def mean_from_sums(
+    sums: Sequence[ThroughputSums],
+    scales: Sequence[float],
+    *,
+    source: str,
+    weighted: bool,
+    tokens_per_step: float | None,
+) -> float:
+    """mean_utilisation over every step of these attempts, from their sums: each attempt's
+    MFU is its throughput times its scale (flops_per_token / (n_accelerators · peak_flops)).
+
+    `weighted` when any step time of the window is known (mean_utilisation is then given
+    the step times as weights, for the run and for each attempt alike): Σ scale ·
+    tokens_per_s · step_time / Σ step_time over the steps with both (with throughput from
+    step time, tokens_per_s · step_time is tokens_per_step, always weighted). Unweighted
+    otherwise. NaN when nothing is left."""
+    if source == "tokens_per_s" and weighted:
+        top = sum(k * one.paired_weighted_sum for one, k in zip(sums, scales, strict=True))
+        bottom = sum(one.paired_weight_s for one in sums)
+        counted = sum(one.paired_weight_s > 0 for one in sums)
+    elif source == "tokens_per_s":
+        top = sum(k * one.reported_sum for one, k in zip(sums, scales, strict=True))
+        bottom = sum(one.reported_count for one in sums)
+        counted = bottom
+    elif source == "step_time_s" and tokens_per_step:
+        top = sum(
+            k * tokens_per_step * one.timed_positive_count
+            for one, k in zip(sums, scales, strict=True)
+        )
+        bottom = sum(one.timed_positive_sum_s for one in sums)
+        counted = sum(one.timed_positive_count for one in sums)
+    else:
+        return float("nan")
+    return top / bottom if counted and bottom > 0 else float("nan")

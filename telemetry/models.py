@@ -372,6 +372,44 @@ class MetricRollup(models.Model):
         return f"{self.series_id} {self.width}x{self.bucket} n={self.point_count}"
 
 
+class ThroughputSum(models.Model):
+    """One attempt's throughput points (its tokens_per_s and step_time_s series, matched by
+    step) reduced to the sums MFU's means need (telemetry.mfu.ThroughputSums): the MFU page
+    reads one row per attempt instead of two million points.
+
+    PostgreSQL keeps them itself, like the rollups: a statement trigger on
+    telemetry_metricpoint (migration 0012) adds the rows each INSERT or COPY actually added,
+    in the same transaction, after locking the attempt's row, so that two writers of the two
+    halves of one step's pair cannot both miss it. A step's pair is counted by the statement
+    that completes it. `rollups_rebuild` recomputes them from the points.
+
+    Counts are of points; "finite" leaves NaN, ±Infinity and NULL out; "paired" is a step
+    with both points, a finite tokens_per_s and a finite step time > 0 (the weighted mean's
+    terms)."""
+
+    attempt = models.OneToOneField(
+        Attempt, on_delete=models.CASCADE, primary_key=True, related_name="throughput_sum"
+    )
+    reported_points = models.BigIntegerField(default=0)  # tokens_per_s points
+    timed_points = models.BigIntegerField(default=0)  # step_time_s points
+    both_points = models.BigIntegerField(default=0)  # steps with both
+    first_step = models.BigIntegerField(null=True)
+    last_step = models.BigIntegerField(null=True)
+    reported_finite_count = models.BigIntegerField(default=0)
+    reported_finite_sum = models.FloatField(default=0.0)
+    timed_finite_count = models.BigIntegerField(default=0)
+    timed_positive_count = models.BigIntegerField(default=0)
+    timed_positive_sum_s = models.FloatField(default=0.0)
+    paired_weighted_sum = models.FloatField(default=0.0)  # Σ tokens_per_s · step_time_s
+    paired_weight_s = models.FloatField(default=0.0)  # Σ step_time_s of those steps
+
+    class Meta:
+        ordering = ["attempt"]
+
+    def __str__(self) -> str:
+        return f"{self.attempt_id}: {self.reported_points}+{self.timed_points} points"
+
+
 class StepStart(models.Model):
     """When each step of an attempt started: the input of the goodput segment algorithm
     (Google's ml-goodput-measurement records one such entry per step)."""
@@ -391,6 +429,34 @@ class StepStart(models.Model):
 
     def __str__(self) -> str:
         return f"{self.attempt_id}@{self.step} {self.started_at:%H:%M:%S}"
+
+
+class StepStartChunk(models.Model):
+    """An attempt's step starts packed in runs of 4,096 steps: bucket b holds steps b*4096 to
+    b*4096 + 4095 as big-endian binary, in step order, the steps (int8) and their start
+    times (timestamptz_send's microseconds since 2000-01-01 UTC) side by side. Goodput needs
+    every step start of a run (a million at Llama 3 scale): reading a few hundred packed rows
+    costs a tenth of aggregating the million rows on every first view.
+
+    PostgreSQL keeps them itself: a statement trigger on telemetry_stepstart (migration 0013)
+    locks the chunks a statement touched, in key order, then repacks them from the table in
+    a new statement, so a concurrent writer's committed rows are in it. Step starts are only
+    ever inserted (first write wins) and deleted with their attempt, which takes its chunks
+    along; `rollups_rebuild` repacks them from the table."""
+
+    pk = models.CompositePrimaryKey("attempt", "bucket")
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.CASCADE, related_name="step_start_chunks", db_index=False
+    )
+    bucket = models.BigIntegerField()  # step // 4096
+    steps = models.BinaryField()
+    started_us = models.BinaryField()
+
+    class Meta:
+        ordering = ["attempt", "bucket"]
+
+    def __str__(self) -> str:
+        return f"{self.attempt_id}x{self.bucket}: {len(self.steps) // 8} steps"
 
 
 class JobInterval(models.Model):

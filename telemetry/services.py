@@ -302,11 +302,27 @@ ROLLUP_REBUILD_CHUNK = 200
 def metric_rollups_rebuild(*, series_ids: Sequence[int]) -> int:
     """Recompute the rollups of these series from their points (PostgreSQL's function from
     migration 0005). Returns how many rollup rows were written."""
+    return _rebuild("telemetry_metricrollup_rebuild", series_ids)
+
+
+def throughput_sums_rebuild(*, attempt_ids: Sequence[int]) -> int:
+    """Recompute these attempts' throughput sums (ThroughputSum) from their points
+    (PostgreSQL's function from migration 0012). Returns how many rows were written."""
+    return _rebuild("telemetry_throughputsum_rebuild", attempt_ids)
+
+
+def step_start_chunks_rebuild(*, attempt_ids: Sequence[int]) -> int:
+    """Repack these attempts' step starts (StepStartChunk) from the table (PostgreSQL's
+    function from migration 0013). Returns how many chunks were written."""
+    return _rebuild("telemetry_stepstartchunk_rebuild", attempt_ids)
+
+
+def _rebuild(function: str, ids: Sequence[int]) -> int:
     written = 0
-    for first in range(0, len(series_ids), ROLLUP_REBUILD_CHUNK):
-        chunk = list(series_ids[first : first + ROLLUP_REBUILD_CHUNK])
+    for first in range(0, len(ids), ROLLUP_REBUILD_CHUNK):
+        chunk = list(ids[first : first + ROLLUP_REBUILD_CHUNK])
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("SELECT telemetry_metricrollup_rebuild(%s::bigint[])", [chunk])
+            cursor.execute(f"SELECT {function}(%s::bigint[])", [chunk])
             written += cursor.fetchone()[0]
     return written
 

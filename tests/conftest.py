@@ -190,6 +190,28 @@ def wait() -> Callable[..., Any]:
     return wait_for
 
 
+def _rows_read(table: str = "telemetry_metricpoint") -> int:
+    """Rows of `table` (the points by default) this transaction has read so far, sequentially
+    and by index, from PostgreSQL's own per-transaction table statistics."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
+            "FROM pg_stat_xact_user_tables WHERE relname = %s",
+            [table],
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.fixture
+def rows_read(db: None) -> Callable[..., int]:
+    """Call it for the rows of the points table (or of the table named) the test's
+    transaction has read so far."""
+    return _rows_read
+
+
 # --- Personas and tokens -------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from django.db import connections, router
+from django.db import router
 from django.utils import timezone
 
 from logbook.models import Checkpoint, Interruption
@@ -31,20 +32,16 @@ from telemetry.models import (
     MetricPoint,
     MetricSeries,
     Run,
-    StepStart,
+    StepStartChunk,
+    ThroughputSum,
 )
+from telemetry.selectors import series as series_selectors
 
 TOKENS_PER_S = "tokens_per_s"
 STEP_TIME_S = "step_time_s"
 CHART_MAX_POINTS = 3000
 ROLLING_WINDOWS = 60
 ROLLING_MIN_WIDTH_S = 60.0
-
-
-def _reading() -> Any:
-    """The connection page reads go to: the read replica when config.replica routes this
-    request's reads there, else the primary (a raw cursor would always take the primary)."""
-    return connections[router.db_for_read(MetricPoint)]
 
 
 @dataclass(frozen=True)
@@ -151,63 +148,70 @@ def _tokens_per_step(run: Run) -> int | None:
 
 
 def run_mfu(*, run: Run, window: Window | None = None) -> MfuReport:
-    """Per-step MFU (or HFU) of every attempt, downsampled for charts, with its means."""
+    """Per-step MFU (or HFU) of every attempt, downsampled for charts, with its means.
+
+    Over the whole run (the page's first view) it reads no point: the means come from the
+    per-attempt sums PostgreSQL keeps (ThroughputSum) and the chart from the rollups. A time
+    window reads the window's points, reduced to the same sums by the same maths."""
     window = window or Window()
     inputs, missing, accelerator_source = _mfu_inputs(run)
     tokens_per_step = _tokens_per_step(run)
     attempts = list(run.attempts.order_by("number"))
     interruptions = _interruption_marks(run)
-    table = _throughput_table(run, window)
-    source = ""
-    throughput = np.full(len(table), np.nan)
-    if len(table):
-        reported = table[TOKENS_PER_S].to_numpy(dtype=float)
-        step_time = table[STEP_TIME_S].to_numpy(dtype=float)
-        if np.isfinite(reported).any():
-            source, throughput = TOKENS_PER_S, reported
-        elif tokens_per_step and np.isfinite(step_time).any():
-            source = STEP_TIME_S
-            throughput = mf.tokens_per_s_from_step_time(step_time, tokens_per_step=tokens_per_step)
+    table = _throughput_table(run, window) if window.as_seconds() is not None else None
+    if table is None:
+        sums = _throughput_sums(run)
+    else:
+        sums = {
+            int(number): mf.ThroughputSums.of(
+                group["step"], group[TOKENS_PER_S], group[STEP_TIME_S]
+            )
+            for number, group in table.groupby("attempt", sort=True)
+        }
+    source = mf.throughput_source(list(sums.values()), tokens_per_step=tokens_per_step)
     if not source and not missing:
         missing.append(
             "no throughput reported: send tokens_per_s, or step_time_s with tokens_per_step"
         )
-    table[TOKENS_PER_S] = throughput
-    if inputs is not None:
-        # Each attempt on its own accelerator count when it has one (a cluster resized
-        # between attempts: BLOOM-176B went from 48 to 24 nodes), else the run's.
-        counts = {a.number: a.accelerator_count for a in attempts if a.accelerator_count}
-        mfu = np.full(len(table), np.nan)
-        for number, rows in table.groupby("attempt", sort=False).indices.items():
-            mfu[rows] = mf.mfu_array(
-                throughput[rows],
-                flops_per_token=inputs.flops_per_token,
-                n_accelerators=counts.get(int(number), inputs.n_accelerators),
-                peak_flops=inputs.peak_flops,
-            )
-        table["mfu"] = mfu
-    else:
-        table["mfu"] = np.nan
-    weights = table[STEP_TIME_S].to_numpy(dtype=float) if len(table) else None
-    if weights is not None and not np.isfinite(weights).any():
-        weights = None
-    mean = mf.mean_utilisation(table["mfu"].to_numpy(dtype=float), weights)
+    # Each attempt on its own accelerator count when it has one (a cluster resized between
+    # attempts: BLOOM-176B went from 48 to 24 nodes), else the run's.
+    counts = {a.number: a.accelerator_count for a in attempts if a.accelerator_count}
+
+    def scale(number: int) -> float:
+        if inputs is None:
+            return math.nan
+        n_accelerators = counts.get(number, inputs.n_accelerators)
+        return inputs.flops_per_token / (n_accelerators * inputs.peak_flops)
+
+    weighted = any(one.timed_count for one in sums.values())
+
+    def mean(numbers: list[int]) -> float:
+        if inputs is None:
+            return math.nan
+        return mf.mean_from_sums(
+            [sums[n] for n in numbers],
+            [scale(n) for n in numbers],
+            source=source,
+            weighted=weighted,
+            tokens_per_step=tokens_per_step,
+        )
+
     per_attempt = pd.DataFrame(
         [
             {
-                "attempt": int(number),
-                "steps": len(group),
-                "first_step": int(group["step"].min()),
-                "last_step": int(group["step"].max()),
-                "mean": mf.mean_utilisation(
-                    group["mfu"].to_numpy(dtype=float),
-                    group[STEP_TIME_S].to_numpy(dtype=float) if weights is not None else None,
-                ),
+                "attempt": number,
+                "steps": one.steps,
+                "first_step": one.first_step,
+                "last_step": one.last_step,
+                "mean": mean([number]),
             }
-            for number, group in table.groupby("attempt", sort=True)
+            for number, one in sorted(sums.items())
         ],
         columns=["attempt", "steps", "first_step", "last_step", "mean"],
     )
+    if table is None:
+        table = _chart_points(run, source)
+    points = _with_mfu(table, source=source, tokens_per_step=tokens_per_step, scale=scale)
     return MfuReport(
         run=run,
         inputs=inputs,
@@ -215,15 +219,85 @@ def run_mfu(*, run: Run, window: Window | None = None) -> MfuReport:
         tokens_per_step=tokens_per_step,
         throughput_source=source,
         window=window,
-        points=_downsample(table),
-        total_points=len(table),
-        mean=mean,
+        points=_downsample(points),
+        total_points=sum(one.steps for one in sums.values()),
+        mean=mean(sorted(sums)),
         per_attempt=per_attempt,
         attempts=attempts,
         interruptions=interruptions,
         accelerator_source=accelerator_source,
         restarts=restarts_frame(attempts),
     )
+
+
+def _with_mfu(
+    table: pd.DataFrame,
+    *,
+    source: str,
+    tokens_per_step: int | None,
+    scale: Callable[[int], float],
+) -> pd.DataFrame:
+    """The table with tokens_per_s the throughput `source` gives (NaN where it gives none)
+    and each step's mfu (mfu_array's arithmetic, each attempt at its own scale)."""
+    throughput = np.full(len(table), np.nan)
+    if source == TOKENS_PER_S:
+        throughput = table[TOKENS_PER_S].to_numpy(dtype=float)
+    elif source == STEP_TIME_S and tokens_per_step:
+        throughput = mf.tokens_per_s_from_step_time(
+            table[STEP_TIME_S].to_numpy(dtype=float), tokens_per_step=tokens_per_step
+        )
+    table[TOKENS_PER_S] = throughput
+    scales = {int(n): scale(int(n)) for n in pd.unique(table["attempt"])}
+    table["mfu"] = throughput * table["attempt"].map(scales).to_numpy(dtype=float)
+    return table
+
+
+def _throughput_sums(run: Run) -> dict[int, mf.ThroughputSums]:
+    """Every attempt's throughput sums, as PostgreSQL keeps them: one row per attempt."""
+    rows = ThroughputSum.objects.using(router.db_for_read(ThroughputSum)).filter(
+        attempt__run=run, first_step__isnull=False
+    )
+    return {
+        row.attempt.number: mf.ThroughputSums(
+            steps=row.reported_points + row.timed_points - row.both_points,
+            first_step=int(row.first_step or 0),
+            last_step=int(row.last_step or 0),
+            reported_count=row.reported_finite_count,
+            reported_sum=row.reported_finite_sum,
+            timed_count=row.timed_finite_count,
+            timed_positive_count=row.timed_positive_count,
+            timed_positive_sum_s=row.timed_positive_sum_s,
+            paired_weighted_sum=row.paired_weighted_sum,
+            paired_weight_s=row.paired_weight_s,
+        )
+        for row in rows.select_related("attempt")
+    }
+
+
+def _chart_points(run: Run, source: str) -> pd.DataFrame:
+    """The throughput metric's points the chart draws, from its rollups (every bucket's
+    extremes: MFU is the throughput times a positive scale, or its inverse from step time,
+    so the extremes stay extremes)."""
+    if not source:
+        return pd.DataFrame(columns=_TABLE_COLUMNS)
+    per_attempt = series_selectors.series_for_run(run=run, name=source, max_points=CHART_MAX_POINTS)
+    frame = pd.DataFrame(
+        {
+            "attempt": np.concatenate(
+                [np.full(one.steps.size, one.attempt, dtype=np.int64) for one in per_attempt]
+                or [np.zeros(0, dtype=np.int64)]
+            ),
+            "step": np.concatenate([one.steps for one in per_attempt] or [np.zeros(0, np.int64)]),
+        }
+    )
+    values = np.concatenate([one.values for one in per_attempt] or [np.zeros(0)])
+    for name in (TOKENS_PER_S, STEP_TIME_S):
+        frame[name] = values if name == source else np.full(values.size, np.nan)
+    times = np.concatenate(
+        [one.wall_times for one in per_attempt] or [np.zeros(0, dtype="datetime64[us]")]
+    )
+    frame["wall_time"] = pd.to_datetime(times, utc=True)
+    return frame[_TABLE_COLUMNS]
 
 
 def restarts_frame(attempts: list[Attempt]) -> pd.DataFrame:
@@ -268,7 +342,7 @@ def _throughput_table(run: Run, window: Window) -> pd.DataFrame:
         f"FROM {MetricPoint._meta.db_table} WHERE {' AND '.join(conditions)} GROUP BY series_id"
     )
     by_attempt: dict[int, dict[str, tuple[Any, Any, Any]]] = {}
-    with _reading().cursor() as cursor:
+    with series_selectors.reading().cursor() as cursor:
         cursor.execute(sql, params)
         for series_id, steps, values, times in cursor.fetchall():
             number, name = series[series_id]
@@ -359,22 +433,37 @@ def as_datetime(seconds: float) -> datetime:
 FloatArray = npt.NDArray[np.float64]
 
 
+# timestamptz counts microseconds from 2000-01-01 UTC.
+_PG_EPOCH_US = 946_684_800_000_000
+
+
 def _step_starts_recorded(run: Run) -> dict[int, FloatArray]:
     """(step, start) rows per attempt number, as (n, 2) arrays, from the step_times events."""
-    # A million steps: each attempt's steps and epoch seconds as one big-endian binary string
-    # each (no per-row work in Python). date_part gives float8 seconds, rounded as
-    # datetime.timestamp() rounds them.
+    # A million steps: read packed, a few hundred rows of 4,096 steps each, as PostgreSQL
+    # keeps them (StepStartChunk), not aggregated from the million rows on every first view.
+    # Start times come as microseconds: / 1e6 gives the double nearest the exact seconds,
+    # as date_part and datetime.timestamp() give them.
     sql = (
-        "SELECT a.number, string_agg(int8send(s.step), ''), "
-        "string_agg(float8send(date_part('epoch', s.started_at)), '') "
-        f"FROM {StepStart._meta.db_table} s JOIN {Attempt._meta.db_table} a "
-        "ON a.id = s.attempt_id WHERE a.run_id = %s GROUP BY a.number"
+        f"SELECT a.number, c.steps, c.started_us FROM {StepStartChunk._meta.db_table} c "
+        f"JOIN {Attempt._meta.db_table} a ON a.id = c.attempt_id "
+        "WHERE a.run_id = %s ORDER BY a.number, c.bucket"
     )
-    with _reading().cursor() as cursor:
+    packed: dict[int, tuple[list[bytes], list[bytes]]] = {}
+    with series_selectors.reading().cursor() as cursor:
         cursor.execute(sql, [run.pk])
-        return {
-            number: _pairs(bytes(steps), bytes(times)) for number, steps, times in cursor.fetchall()
-        }
+        for number, steps, times in cursor.fetchall():
+            parts = packed.setdefault(number, ([], []))
+            parts[0].append(bytes(steps))
+            parts[1].append(bytes(times))
+    found = {}
+    for number, (steps, times) in packed.items():
+        step_array = np.frombuffer(b"".join(steps), dtype=">i8")
+        micros = np.frombuffer(b"".join(times), dtype=">i8").astype(np.int64) + _PG_EPOCH_US
+        pairs = np.empty((step_array.size, 2), dtype=np.float64)
+        pairs[:, 0] = step_array
+        pairs[:, 1] = micros.astype(np.float64) / 1e6
+        found[number] = pairs
+    return found
 
 
 def _step_starts_derived(run: Run, numbers: list[int]) -> dict[int, FloatArray]:
@@ -395,7 +484,7 @@ def _step_starts_derived(run: Run, numbers: list[int]) -> dict[int, FloatArray]:
         "GROUP BY a.number"
     )
     found = {}
-    with _reading().cursor() as cursor:
+    with series_selectors.reading().cursor() as cursor:
         cursor.execute(sql, [run.pk, STEP_TIME_S, numbers])
         for number, steps, ends, values in cursor.fetchall():
             pairs = _pairs(bytes(steps), bytes(ends))

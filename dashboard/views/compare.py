@@ -3,7 +3,6 @@ side by side where they differ."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
@@ -112,7 +111,7 @@ def _figure(runs: list[Run], name: str, axis: charts.Axis, chart_id: str) -> dic
         frames.append(
             charts.attempts_frame(per_attempt, axis, lambda a, p=position: p * _RUN_STRIDE + a)
         )
-    figure = charts.metric_figure(
+    figure = charts.metric_figure_data(
         pd.concat(frames, ignore_index=True),
         title=name,
         axis=axis,
@@ -129,5 +128,5 @@ def _figure(runs: list[Run], name: str, axis: charts.Axis, chart_id: str) -> dic
         "id": chart_id,
         "name": name,
         "total_points": total,
-        "figure": json.loads(figure.to_json()),
+        "figure": figure,
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
@@ -14,12 +13,6 @@ from dashboard.query import BadQuery, axis_from_query, exclude_planned_from_quer
 from dashboard.selectors import efficiency
 from telemetry import charts as telemetry_charts
 from telemetry import efficiency_charts, goodput, run_cache, selectors
-
-
-def _figure(figure: Any) -> Any:
-    # Through plotly's encoder: it turns numpy arrays and timestamps into JSON.
-    return json.loads(figure.to_json())
-
 
 # Tables of one row per attempt show the latest ones; ?rows=all shows every one (a Llama 3
 # scale run has hundreds of attempts; the JSON has them all).
@@ -49,14 +42,14 @@ def run_mfu(request: HttpRequest, run_id: int) -> HttpResponse:
     def draw() -> list[dict[str, Any]]:
         if report.inputs is None or not report.total_points:
             return []
-        figure = efficiency_charts.mfu_figure(
+        figure = efficiency_charts.mfu_figure_data(
             report.points,
             axis=axis,
             label=label,
             restarts=report.restarts,
             interruptions=report.interruptions,
         )
-        return [{"id": "chart-mfu", "figure": _figure(figure)}]
+        return [{"id": "chart-mfu", "figure": figure}]
 
     charts = run_cache.cached(f"{key}:chart:{axis}", draw)
     per_attempt, attempt_count, bounded = rows_bounded(
@@ -118,14 +111,12 @@ def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
             return []
         frame = pd.DataFrame([(b["bucket"], b["seconds"]) for b in buckets if b["seconds"] > 0],
                              columns=["bucket", "seconds"])  # fmt: skip
-        charts = [
-            {"id": "chart-buckets", "figure": _figure(efficiency_charts.buckets_figure(frame))}
-        ]
+        charts = [{"id": "chart-buckets", "figure": efficiency_charts.buckets_figure_data(frame)}]
         if not report.rolling.empty:
-            figure = efficiency_charts.goodput_over_time_figure(
+            figure = efficiency_charts.goodput_over_time_figure_data(
                 report.rolling, width_s=report.rolling_width_s
             )
-            charts.append({"id": "chart-goodput-time", "figure": _figure(figure)})
+            charts.append({"id": "chart-goodput-time", "figure": figure})
         return charts
 
     charts = run_cache.cached(f"{key}:charts", draw)

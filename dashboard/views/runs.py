@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -188,12 +187,13 @@ def _figures(
     entries = run_selectors.run_chart_entries(run=run)
     notes = marks_charts.chart_marks(annotations, entries, axis)
     figures: list[dict[str, Any]] = []
+    read = series_selectors.series_for_run_by_name(
+        run=run, names=names, max_points=CHART_MAX_POINTS
+    )
     for name in names:
-        per_attempt = series_selectors.series_for_run(
-            run=run, name=name, max_points=CHART_MAX_POINTS
-        )
+        per_attempt = read[name]
         frame = charts.attempts_frame(per_attempt, axis)
-        figure = charts.metric_figure(
+        figure = charts.metric_figure_data(
             frame,
             title=name,
             axis=axis,
@@ -208,8 +208,8 @@ def _figures(
                 "id": f"chart-{len(figures)}",
                 "name": name,
                 "total_points": sum(one.total_points for one in per_attempt),
-                # Through plotly's encoder: it turns numpy arrays into lists.
-                "figure": json.loads(figure.to_json()),
+                # JSON data already: no Plotly objects to build and encode.
+                "figure": figure,
             }
         )
     return figures

@@ -4,15 +4,22 @@ run comes from telemetry.selectors.run_get_for_user, so it is one the user may s
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from django.db import connection
+from django.db import connections, router
 
 from telemetry.downsample import ROLLUP_WIDTHS, read_plan, split_budget
 from telemetry.models import MetricPoint, MetricRollup, MetricSeries, Run
+
+
+def reading() -> Any:
+    """The connection page reads go to: the read replica when config.replica routes this
+    request's reads there, else the primary (a raw cursor would always take the primary)."""
+    return connections[router.db_for_read(MetricPoint)]
 
 
 def run_metric_names(*, run: Run) -> list[str]:
@@ -37,10 +44,22 @@ def series_for_run(*, run: Run, name: str, max_points: int) -> list[AttemptSerie
     a bucket). A fixed number of queries, whatever the number of attempts or points; each
     reads at most a few rows per point returned, from the rollups
     (telemetry.models.MetricRollup), however long the series."""
-    attempt_by_series = dict(
-        MetricSeries.objects.filter(run=run, name=name).values_list("pk", "attempt__number")
-    )
-    return _series_from_rollups(attempt_by_series, max_points) if attempt_by_series else []
+    return series_for_run_by_name(run=run, names=[name], max_points=max_points)[name]
+
+
+def series_for_run_by_name(
+    *, run: Run, names: Sequence[str], max_points: int
+) -> dict[str, list[AttemptSeries]]:
+    """series_for_run of several metrics (each with its own `max_points`) in the queries of
+    one: the run page draws eight charts, and their round trips added up."""
+    found: dict[str, dict[int, int]] = {name: {} for name in names}
+    for pk, name, number in MetricSeries.objects.filter(run=run, name__in=names).values_list(
+        "pk", "name", "attempt__number"
+    ):
+        found[name][pk] = number
+    groups = [found[name] for name in names]
+    read = _series_from_rollups(groups, max_points) if any(groups) else [[] for _ in names]
+    return dict(zip(names, read, strict=True))
 
 
 def series_for_run_in_steps(
@@ -56,7 +75,7 @@ def series_for_run_in_steps(
     if not attempt_by_series or last_step < first_step:
         return []
     stride = max(1, math.ceil((last_step - first_step + 1) * len(attempt_by_series) / max_points))
-    with connection.cursor() as cursor:
+    with reading().cursor() as cursor:
         cursor.execute(
             _WINDOW, [list(attempt_by_series), first_step, last_step, first_step, stride]
         )
@@ -110,7 +129,7 @@ def _series_stats(series_ids: list[int]) -> dict[int, _SeriesStats]:
         "bool_or(nonfinite_step IS NOT NULL), sum(finite_sum) / nullif(sum(finite_count), 0) "
         f"FROM {_ROLLUP} WHERE width = %s AND series_id = ANY(%s::bigint[]) GROUP BY 1"
     )
-    with connection.cursor() as cursor:
+    with reading().cursor() as cursor:
         cursor.execute(sql, [ROLLUP_WIDTHS[-1], series_ids])
         return {
             sid: _SeriesStats(count, lo, hi, bad, math.nan if mean is None else mean)
@@ -178,12 +197,22 @@ _READ = (
 )
 
 
-def _series_from_rollups(attempt_by_series: dict[int, int], max_points: int) -> list[AttemptSeries]:
-    """Plan each series (telemetry.downsample.read_plan), then read what each keeps in one
-    query: three in all, whatever the number of attempts or points."""
+def _series_from_rollups(
+    groups: list[dict[int, int]], max_points: int
+) -> list[list[AttemptSeries]]:
+    """For each group of series (series id -> attempt number; one metric's), plan each
+    series (telemetry.downsample.read_plan) within the group's `max_points`, then read what
+    every series keeps in one query: three in all, whatever the number of metrics, attempts
+    or points."""
+    attempt_by_series = {sid: number for group in groups for sid, number in group.items()}
     stats = _series_stats(list(attempt_by_series))
-    series_ids = sorted(stats, key=lambda sid: attempt_by_series[sid])
-    budgets = split_budget([stats[sid].count for sid in series_ids], max_points)
+    ordered = [sorted((s for s in group if s in stats), key=group.__getitem__) for group in groups]
+    series_ids = [sid for group in ordered for sid in group]
+    budgets = [
+        budget
+        for group in ordered
+        for budget in split_budget([stats[sid].count for sid in group], max_points)
+    ]
     plans = {}
     rollups: list[list[int]] = [[], [], [], [], []]
     points: list[list[int]] = [[], [], [], []]
@@ -210,7 +239,7 @@ def _series_from_rollups(attempt_by_series: dict[int, int], max_points: int) -> 
                 points, [sid, one.first_step, rows, plan.buckets], strict=True
             ):
                 column.append(value)
-    with connection.cursor() as cursor:
+    with reading().cursor() as cursor:
         cursor.execute(_READ, [*rollups, *points, whole])
         owners, steps, values, micros = _kept(*cursor.fetchone())
     # NaN microseconds (no time) become NaT.
@@ -218,13 +247,13 @@ def _series_from_rollups(attempt_by_series: dict[int, int], max_points: int) -> 
     times = times.view("datetime64[us]")
     starts = np.searchsorted(owners, series_ids, side="left")
     ends = np.searchsorted(owners, series_ids, side="right")
-    result = []
+    result = {}
     for sid, budget, start, end in zip(series_ids, budgets, starts, ends, strict=True):
         mine = (steps[start:end], values[start:end], times[start:end])
         if plans[sid].trim:
             mine = _trim(*mine, budget, stats[sid].finite_mean)
-        result.append(AttemptSeries(attempt_by_series[sid], stats[sid].count, *mine))
-    return result
+        result[sid] = AttemptSeries(attempt_by_series[sid], stats[sid].count, *mine)
+    return [[result[sid] for sid in group] for group in ordered]
 
 
 def _kept(

@@ -516,6 +516,27 @@ def test_demo_run_pages_draw_their_charts(browser, live_server, alice, login_pag
     page.close()
 
 
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_goodput_charts_fit_their_boxes(browser, live_server, alice, login_page, worked_run):
+    # given the goodput page on a 1400 px wide screen (two charts side by side)
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    login_page(page, live_server.url, "alice")
+
+    # when its charts are drawn
+    page.goto(f"{live_server.url}/runs/{worked_run.pk}/goodput/")
+    page.wait_for_selector("#chart-goodput-time .main-svg")
+    sizes = page.evaluate(
+        "[...document.querySelectorAll('figure.chart')].map(f => [f.id, f.clientWidth,"
+        " f.querySelector('.main-svg').getBoundingClientRect().width])"
+    )
+
+    # then each plot is as wide as its box's inside, not over its border
+    assert [s[0] for s in sizes] == ["chart-buckets", "chart-goodput-time"]
+    assert all(svg <= inside for _, inside, svg in sizes), sizes
+    page.close()
+
+
 # --- Chart builders (pure) --------------------------------------------------------------------
 
 

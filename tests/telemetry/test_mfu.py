@@ -102,3 +102,58 @@ def test_window_mean_is_weighted_by_step_time():
     assert m.mean_utilisation([0.6, 0.2], weights=[1.0, 3.0]) == pytest.approx(0.3)
     assert m.mean_utilisation([0.6, 0.2, math.nan]) == pytest.approx(0.4)
     assert math.isnan(m.mean_utilisation(np.array([math.nan])))
+
+
+def _mean_by_arrays(attempts, scales, source, tokens_per_step):
+    """What the MFU page computed from every step: mfu_array then mean_utilisation."""
+    mfu, weights = [], []
+    for (reported, timed), scale in zip(attempts, scales, strict=True):
+        throughput = (
+            np.asarray(reported, dtype=float)
+            if source == "tokens_per_s"
+            else m.tokens_per_s_from_step_time(timed, tokens_per_step=tokens_per_step)
+        )
+        mfu.append(throughput * scale)
+        weights.append(np.asarray(timed, dtype=float))
+    timed = np.concatenate(weights)
+    return m.mean_utilisation(np.concatenate(mfu), timed if np.isfinite(timed).any() else None)
+
+
+@pytest.mark.parametrize(
+    ("attempts", "source"),
+    [
+        # weighted by step time, with NaN, infinite, zero and negative step times and a
+        # missing throughput
+        (
+            [
+                ([100.0, 200.0, math.nan, 50.0, 70.0], [1.0, 3.0, 2.0, math.inf, -1.0]),
+                ([300.0, 10.0], [0.5, 0.0]),
+            ],
+            "tokens_per_s",
+        ),
+        # no step time at all: the plain mean of the finite values
+        ([([100.0, math.inf, 40.0], [math.nan] * 3), ([5.0], [math.nan])], "tokens_per_s"),
+        # throughput from step time
+        ([([math.nan] * 4, [2.0, 4.0, math.inf, 0.0]), ([math.nan], [1.0])], "step_time_s"),
+    ],
+)
+def test_mean_from_sums_is_mean_utilisation_over_the_steps(attempts, source):
+    # given two attempts at different scales (one resized)
+    scales = [1e-6, 3e-6]
+    sums = [m.ThroughputSums.of(np.arange(len(r)), r, t) for r, t in attempts]
+
+    # when the mean comes from the per-attempt sums
+    weighted = any(one.timed_count for one in sums)
+    mean = m.mean_from_sums(sums, scales, source=source, weighted=weighted, tokens_per_step=8.0)
+
+    # then it is the mean over every step's MFU
+    assert m.throughput_source(sums, tokens_per_step=8.0) == source
+    assert mean == pytest.approx(_mean_by_arrays(attempts, scales, source, 8.0), rel=1e-12)
+
+
+def test_mean_from_sums_is_nan_without_throughput():
+    sums = [m.ThroughputSums.of([0], [math.nan], [math.nan])]
+    assert m.throughput_source(sums, tokens_per_step=None) == ""
+    assert math.isnan(
+        m.mean_from_sums(sums, [1.0], source="", weighted=False, tokens_per_step=None)
+    )

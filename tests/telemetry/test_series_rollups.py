@@ -257,20 +257,9 @@ def test_spikes_nan_and_infinities_survive_a_million_to_a_thousand(project):
     assert one.steps.size <= 1000
 
 
-def _tuples_read(table: str) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
-            "FROM pg_stat_xact_user_tables WHERE relname = %s",
-            [table],
-        )
-        row = cursor.fetchone()
-    return int(row[0]) if row else 0
-
-
 @pytest.mark.parametrize("length", [30_000, 400_000])
 @pytest.mark.django_db
-def test_a_read_costs_the_same_queries_and_a_bounded_number_of_rows(project, length):
+def test_a_read_costs_the_same_queries_and_a_bounded_number_of_rows(project, length, rows_read):
     # given one long series (written the way COPY loaders write: in big statements)
     run = telemetry_services.run_upsert(project=project, name=f"long-{length}")
     attempt = telemetry_services.attempt_ensure(run=run, number=1)
@@ -283,8 +272,8 @@ def test_a_read_costs_the_same_queries_and_a_bounded_number_of_rows(project, len
                 for s in range(first, min(first + 100_000, length))
             ],
         )
-    points_before = _tuples_read("telemetry_metricpoint")
-    rollups_before = _tuples_read("telemetry_metricrollup")
+    points_before = rows_read("telemetry_metricpoint")
+    rollups_before = rows_read("telemetry_metricrollup")
 
     # when it is read at 2,000 points
     with CaptureQueriesContext(connection) as queries:
@@ -292,8 +281,8 @@ def test_a_read_costs_the_same_queries_and_a_bounded_number_of_rows(project, len
 
     # then the same few queries, no point read, and at most ~4 rollup rows per bucket
     assert len(queries) == 3
-    assert _tuples_read("telemetry_metricpoint") == points_before
-    assert 1000 <= _tuples_read("telemetry_metricrollup") - rollups_before <= 4 * 1000 + 100
+    assert rows_read("telemetry_metricpoint") == points_before
+    assert 1000 <= rows_read("telemetry_metricrollup") - rollups_before <= 4 * 1000 + 100
     assert one.total_points == length
     assert 1000 <= one.steps.size <= 2000
 

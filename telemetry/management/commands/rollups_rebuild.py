@@ -1,6 +1,8 @@
-"""Recompute metric rollups (telemetry.models.MetricRollup) from the points.
+"""Recompute metric rollups (telemetry.models.MetricRollup) and attempts' throughput sums
+(telemetry.models.ThroughputSum) from the points, and repack step starts
+(telemetry.models.StepStartChunk).
 
-PostgreSQL keeps rollups itself on every INSERT and COPY (migration 0005's trigger), so this
+PostgreSQL keeps all three itself on every INSERT and COPY (migrations 0005, 0012, 0013), so this
 is a repair tool: after points were deleted or changed by hand, or loaded with triggers
 disabled (pg_restore --disable-triggers, session_replication_role = replica)."""
 
@@ -11,11 +13,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from telemetry import services
-from telemetry.models import MetricSeries
+from telemetry.models import Attempt, MetricSeries
 
 
 class Command(BaseCommand):
-    help = "Recompute the rollups of every series (or of the given runs) from their points."
+    help = (
+        "Recompute rollups and throughput sums (of every run, or the given ones) from the points."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--run", type=int, action="append", help="Run id (repeatable).")
@@ -27,4 +31,13 @@ class Command(BaseCommand):
         written = services.metric_rollups_rebuild(
             series_ids=list(series.values_list("pk", flat=True))
         )
-        self.stdout.write(f"{written:,} rollup rows written")
+        attempts = Attempt.objects.order_by("pk")
+        if options["run"]:
+            attempts = attempts.filter(run_id__in=options["run"])
+        attempt_ids = list(attempts.values_list("pk", flat=True))
+        sums = services.throughput_sums_rebuild(attempt_ids=attempt_ids)
+        chunks = services.step_start_chunks_rebuild(attempt_ids=attempt_ids)
+        self.stdout.write(
+            f"{written:,} rollup rows, {sums:,} throughput sums and {chunks:,} step start "
+            "chunks written"
+        )
