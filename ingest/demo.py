@@ -329,7 +329,9 @@ def _rank_timings(
     for index in range(0, len(rows), RANK_STEPS):
         block = rows[index : index + RANK_STEPS]
         when = block[-1][1]
-        step_s = float(np.mean([values["step_time_s"] for _, _, values in block]))
+        # Without the attempt's first step (compile and warm-up): section timers skip it.
+        timed = block[1:] if index == 0 and len(block) > 1 else block
+        step_s = float(np.mean([values["step_time_s"] for _, _, values in timed]))
         times = step_s * rng.normal(1.0, 0.008, N_GPUS)
         if slow_rank is not None and when >= end - SLOW_FOR_S:
             times[slow_rank] *= SLOW_FACTOR
