@@ -36,7 +36,7 @@ BEGIN
         SELECT s.attempt_id, t.bucket, {_STEPS} AS steps, {_TIMES} AS started_us
         FROM (SELECT DISTINCT attempt_id, step / {WIDTH} AS bucket FROM new_starts) t
         JOIN telemetry_stepstart s ON s.attempt_id = t.attempt_id
-            AND s.step >= t.bucket * {WIDTH} AND s.step < (t.bucket + 1) * {WIDTH}
+            AND s.step >= t.bucket * {WIDTH} AND s.step <= t.bucket * {WIDTH} + {WIDTH - 1}
         GROUP BY 1, 2
     ) p
     WHERE c.attempt_id = p.attempt_id AND c.bucket = p.bucket;
