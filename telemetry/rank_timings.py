@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from telemetry import rank_heat
-from telemetry.models import Attempt, RankBucket, RankStepStats
+from telemetry.models import Attempt, RankStepStats
 from telemetry.partitions import PartitionedTable, partitions_maintain
 from telemetry.services import fleet_version_bump, hosts_ensure, run_data_version_bump
 from telemetry.straggler_scores import percentiles
@@ -274,21 +274,33 @@ def _bucket_store(
         return
     group_ranks = rank_heat.group_ranks_for(max(ranks) + 1)
     slowest_s, slowest_rank = rank_heat.slowest_per_group(ranks, means, group_ranks)
-    RankBucket.objects.update_or_create(
-        attempt_id=attempt_id,
-        section=section,
-        bucket_s=bucket_s,
-        bucket_start=start,
-        defaults={
-            "ranks": ranks,
-            "means_s": [float(m) for m in means],
-            "medians_s": [float(m) for m in medians],
-            "counts": counts,
-            "group_ranks": group_ranks,
-            "group_slowest_s": slowest_s,
-            "group_slowest_rank": slowest_rank,
-        },
-    )
+    # One upsert with the arrays as text: psycopg adapts a list item by item in Python
+    # (20 ms for a 1,024-rank bucket's four arrays, most of a rollup), str() of the list in C.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO telemetry_rankbucket (attempt_id, section, bucket_s, bucket_start,"
+            " ranks, means_s, medians_s, counts, group_ranks, group_slowest_s,"
+            " group_slowest_rank) VALUES (%s, %s, %s, %s, %s::integer[], %s::real[],"
+            " %s::real[], %s::integer[], %s, %s::real[], %s::integer[])"
+            " ON CONFLICT (attempt_id, section, bucket_s, bucket_start) DO UPDATE SET"
+            " ranks = EXCLUDED.ranks, means_s = EXCLUDED.means_s,"
+            " medians_s = EXCLUDED.medians_s, counts = EXCLUDED.counts,"
+            " group_ranks = EXCLUDED.group_ranks, group_slowest_s = EXCLUDED.group_slowest_s,"
+            " group_slowest_rank = EXCLUDED.group_slowest_rank",
+            [
+                attempt_id, section, bucket_s, start, _array_text(ranks), _array_text(means),
+                _array_text(medians), _array_text(counts), group_ranks,
+                _array_text(slowest_s), _array_text(slowest_rank),
+            ],
+        )  # fmt: skip
+
+
+def _array_text(values: Sequence[float | int | None]) -> str:
+    """A PostgreSQL array literal: numbers as Python prints them (repr round-trips a float),
+    None as NULL."""
+    if None in values:
+        return "{" + ",".join("NULL" if v is None else str(v) for v in values) + "}"
+    return "{" + ",".join(map(str, values)) + "}"
 
 
 def bucket_levels() -> list[int]:
