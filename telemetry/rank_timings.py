@@ -223,38 +223,41 @@ def _step_block_refresh(attempt_id: int, section: str, width: int, first: int) -
 
 def _bucket_refresh(attempt_id: int, section: str, start: datetime, bucket_s: int) -> None:
     # Aggregated in PostgreSQL: a 10-minute bucket of a 16,384-rank job is 6.5 million values.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT coalesce(array_agg(r ORDER BY r), '{}'),"
-            " coalesce(array_agg(m ORDER BY r), '{}'), coalesce(array_agg(d ORDER BY r), '{}'),"
-            " coalesce(array_agg(n ORDER BY r), '{}')"
-            " FROM (SELECT u.r, avg(u.v) AS m,"
-            " percentile_cont(0.5) WITHIN GROUP (ORDER BY u.v) AS d, count(*)::integer AS n"
-            f" FROM {RAW_TABLE}, unnest(ranks, values_s) AS u(r, v)"
-            " WHERE attempt_id = %s AND section = %s AND recorded_at >= %s AND recorded_at < %s"
-            " GROUP BY u.r) per_rank",
-            [attempt_id, section, start, start + timedelta(seconds=bucket_s)],
-        )
-        ranks, means, medians, counts = cursor.fetchone()
-    _bucket_store(attempt_id, section, bucket_s, start, ranks, means, medians, counts)
+    per_rank = (
+        "SELECT u.r, avg(u.v) AS m, percentile_cont(0.5) WITHIN GROUP (ORDER BY u.v) AS d,"
+        f" count(*)::integer AS n FROM {RAW_TABLE}, unnest(ranks, values_s) AS u(r, v)"
+        " WHERE attempt_id = %s AND section = %s AND recorded_at >= %s AND recorded_at < %s"
+        " GROUP BY u.r"
+    )
+    end = start + timedelta(seconds=bucket_s)
+    _bucket_write(attempt_id, section, bucket_s, start, per_rank, [attempt_id, section, start, end])
 
 
 def _coarse_refresh(attempt_id: int, section: str, start: datetime, bucket_s: int) -> None:
     """One coarse bucket from the next finer level's: each rank's count-weighted mean (and
     median, an approximation nothing scores on) over the finer buckets it spans."""
-    finer = _finer_level(bucket_s)
+    per_rank = (
+        "SELECT u.r, sum(u.m * u.n) / sum(u.n) AS m, sum(u.d * u.n) / sum(u.n) AS d,"
+        " sum(u.n)::integer AS n"
+        " FROM telemetry_rankbucket, unnest(ranks, means_s, medians_s, counts) AS u(r, m, d, n)"
+        " WHERE attempt_id = %s AND section = %s AND bucket_s = %s"
+        " AND bucket_start >= %s AND bucket_start < %s AND u.n > 0 GROUP BY u.r"
+    )
+    end = start + timedelta(seconds=bucket_s)
+    params = [attempt_id, section, _finer_level(bucket_s), start, end]
+    _bucket_write(attempt_id, section, bucket_s, start, per_rank, params)
+
+
+def _bucket_write(
+    attempt_id: int, section: str, bucket_s: int, start: datetime, per_rank: str, params: list
+) -> None:
+    """Store the bucket whose per-rank (r, mean m, median d, count n) rows `per_rank` selects."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT coalesce(array_agg(r ORDER BY r), '{}'),"
             " coalesce(array_agg(m ORDER BY r), '{}'), coalesce(array_agg(d ORDER BY r), '{}'),"
-            " coalesce(array_agg(n ORDER BY r), '{}')"
-            " FROM (SELECT u.r, sum(u.m * u.n) / sum(u.n) AS m, sum(u.d * u.n) / sum(u.n) AS d,"
-            " sum(u.n)::integer AS n"
-            " FROM telemetry_rankbucket, unnest(ranks, means_s, medians_s, counts) AS u(r, m, d, n)"
-            " WHERE attempt_id = %s AND section = %s AND bucket_s = %s"
-            " AND bucket_start >= %s AND bucket_start < %s AND u.n > 0"
-            " GROUP BY u.r) per_rank",
-            [attempt_id, section, finer, start, start + timedelta(seconds=bucket_s)],
+            f" coalesce(array_agg(n ORDER BY r), '{{}}') FROM ({per_rank}) per_rank",
+            params,
         )
         ranks, means, medians, counts = cursor.fetchone()
     _bucket_store(attempt_id, section, bucket_s, start, ranks, means, medians, counts)
