@@ -11,6 +11,7 @@ from logbook.charts import layout
 BAR_COLOUR = "#2456a6"
 OFFENDER_COLOUR = "#c0392b"
 SDC_COLOUR = "#8e44ad"
+STRAGGLER_COLOUR = "#e67e22"
 MAX_HOSTS_CHARTED = 30
 
 
@@ -99,11 +100,14 @@ def incidents_per_host_figure(hosts: pd.DataFrame) -> go.Figure:
 def host_timeline_figure(incidents: pd.DataFrame) -> go.Figure:
     """One host's incidents over time, a marker row per kind.
 
-    incidents: columns occurred_at, kind ("interruption" or "sdc"), label, run."""
+    incidents: columns occurred_at, kind ("interruption", "sdc" or "straggler"), label, run."""
     figure = go.Figure()
+    # Every kind an incident can be (logbook.selectors.fleet.Incident.kind): a straggler
+    # record counts toward the host's incidents, so it is drawn with them.
     for kind, colour, symbol in (
         ("interruption", OFFENDER_COLOUR, "triangle-down"),
         ("sdc", SDC_COLOUR, "diamond"),
+        ("straggler", STRAGGLER_COLOUR, "circle"),
     ):
         rows = incidents[incidents["kind"] == kind]
         if rows.empty:
@@ -122,4 +126,9 @@ def host_timeline_figure(incidents: pd.DataFrame) -> go.Figure:
                 hovertemplate="%{x|%Y-%m-%d %H:%M}<br>%{text}<extra></extra>",
             )
         )
+    moments = pd.to_datetime(incidents["occurred_at"], utc=True)
+    if len(moments) and moments.min() == moments.max():
+        # One moment: Plotly would zoom its axis to sub-millisecond ticks around it.
+        figure.update_xaxes(range=[moments.min() - pd.Timedelta(hours=1),
+                                   moments.max() + pd.Timedelta(hours=1)])  # fmt: skip
     return _layout(figure, title="Incidents over time", x_title="time (UTC)", y_title="")

@@ -583,3 +583,24 @@ def test_an_interruption_naming_one_host_places_its_unplaced_gpus_there(project)
     _interruption(run, "x", T - DAY, hosts=["h-one"], devices=["GPU-new", "GPU-placed"])
     hosts = dict(Device.objects.values_list("uuid", "host__name"))
     assert hosts == {"GPU-new": "h-one", "GPU-placed": "elsewhere"}
+
+
+def test_a_hosts_timeline_draws_its_stragglers_and_a_readable_axis_for_one_incident() -> None:
+    at = datetime(2026, 11, 1, 10, 12, tzinfo=UTC)
+    both = pd.DataFrame(
+        {
+            "occurred_at": [at, datetime(2026, 11, 1, 9, 50, tzinfo=UTC)],
+            "kind": ["interruption", "straggler"],
+            "label": ["Faulty GPU", "Straggler rank 219"],
+            "run": ["demo", "demo"],
+        }
+    )
+    # the straggler record, counted among the host's incidents, is drawn with them
+    assert [t.name for t in fleet_charts.host_timeline_figure(both).data] == [
+        "interruption",
+        "straggler",
+    ]
+    # one incident alone gets an hour either side, not sub-millisecond ticks
+    one = fleet_charts.host_timeline_figure(both.iloc[:1])
+    low, high = (pd.Timestamp(v) for v in one.layout.xaxis.range)
+    assert high - low == pd.Timedelta(hours=2)
