@@ -11,6 +11,9 @@ PORT ?= 8000
 # The tests need real PostgreSQL and Redis; these are the local defaults (override to taste).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/chronicle
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+# Test processes (pytest-xdist): each has its own test database, Redis database, Celery
+# worker and browser. Two halve the suite's time on two cores; 1 runs it in one process.
+TEST_PROCESSES ?= 2
 
 .DEFAULT_GOAL := help
 .PHONY: help install install-run demo web web-ingest worker beat migrate test chaos bench lint format check-deploy clean
@@ -64,7 +67,8 @@ beat: $(RUN_STAMP) ## Run the Celery beat scheduler (the sweeper of pending batc
 
 # stack.pytest_plugin starts an embedded PostgreSQL and a redis-server when these do not answer.
 test: $(STAMP) ## Run the tests on real PostgreSQL, Redis, Celery worker and Chromium
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest \
+		$(if $(filter-out 1,$(TEST_PROCESSES)),-n $(TEST_PROCESSES)) $(PYTEST_ARGS)
 
 chaos: $(STAMP) ## Fault run (100,000 points through worker/web kills, Redis wipe, PostgreSQL restart) and full fuzzing
 	$(BIN)/python -m chaos --points $${CHAOS_POINTS:-100000}

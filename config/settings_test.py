@@ -2,11 +2,35 @@
 (the live test server speaks HTTP, so no HTTPS redirect or Secure-only cookies)."""
 
 import os
+from urllib.parse import urlsplit, urlunsplit
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-0123456789abcdef")
 
-from config.settings import *  # noqa: F403
-from config.settings import DATABASES, STATIC_ROOT, STORAGES
+
+def _redis_url_of_this_test_process(url: str, worker: str) -> str:
+    """Under pytest-xdist every test process gets its own test database (pytest-django adds
+    the worker's id to its name) and must get its own Redis database too: each process
+    starts a Celery worker on the `ingest` and `default` queues, and a message from the
+    other process names rows its database does not have. gw0 keeps the configured
+    database, gw1 the one below it, and so on."""
+    parts = urlsplit(url)
+    db = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{(db - int(worker[2:])) % 16}"))
+
+
+# Children of a test process (its Celery worker) inherit the moved URL and the mark, so they
+# do not move it again.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if (
+    _WORKER.startswith("gw")
+    and os.environ.get("REDIS_URL")
+    and os.environ.get("CHRONICLE_TEST_REDIS_MOVED_FOR") != _WORKER
+):
+    os.environ["REDIS_URL"] = _redis_url_of_this_test_process(os.environ["REDIS_URL"], _WORKER)
+    os.environ["CHRONICLE_TEST_REDIS_MOVED_FOR"] = _WORKER
+
+from config.settings import *  # noqa: E402, F403
+from config.settings import DATABASES, STATIC_ROOT, STORAGES  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 SECURE_SSL_REDIRECT = False

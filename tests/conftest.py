@@ -9,6 +9,7 @@ suite (a wrong user, say) stops the run at once with a message.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -399,3 +400,98 @@ def run(project: Any, run_name: str) -> Any:
     from telemetry import services as telemetry_services
 
     return telemetry_services.run_upsert(project=project, name=run_name)
+
+
+# --- The demo data set, loaded once for the tests that read it ----------------------------
+
+
+class _DemoData:
+    """What `load_demo` printed the last time the suite loaded it, and the blocker that lets
+    the teardown hook below reach the database between tests."""
+
+    output: str = ""
+    blocker: Any = None
+
+
+def _demo_loaded() -> bool:
+    from telemetry.models import Run
+
+    return Run.objects.filter(project__slug="demo", name="demo-70b-pretrain").exists()
+
+
+@pytest.fixture(scope="module")
+def demo_data(django_db_setup: None, django_db_blocker: Any) -> str:
+    """The demo data set, loaded the way `make demo` loads it and committed; returns what
+    `load_demo` printed. Loading it takes half a minute, so the tests that use it share one
+    load: they run last (pytest_collection_modifyitems), each reads it inside its own
+    rolled-back transaction, and the tables are emptied after the last of them
+    (pytest_runtest_teardown), so no other test sees it. A transactional test empties the
+    tables itself; those run after the others, and the next module that asks loads it again."""
+    _DemoData.blocker = django_db_blocker
+    with django_db_blocker.unblock():
+        if not _demo_loaded():
+            from django.core.management import call_command
+
+            out = io.StringIO()
+            call_command("load_demo", stdout=out, stderr=io.StringIO())
+            _DemoData.output = out.getvalue()
+    return _DemoData.output
+
+
+def _uses_demo(item: pytest.Item | None) -> bool:
+    return item is not None and "demo_data" in getattr(item, "fixturenames", ())
+
+
+# The demo's tests are named so (test_demo_...): pytest-xdist's scheduler sees only test ids,
+# and keeps the tests with this in theirs on one process (pytest_xdist_make_scheduler).
+DEMO_TEST_PREFIX = "::test_demo_"
+
+
+def _transactional(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("django_db")
+    return "live_server" in getattr(item, "fixturenames", ()) or bool(
+        marker and marker.kwargs.get("transaction")
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The demo's tests after all others, the transactional ones (which empty the tables)
+    last; the order is otherwise kept."""
+    misnamed = [i.nodeid for i in items if _uses_demo(i) != (DEMO_TEST_PREFIX in i.nodeid)]
+    if misnamed:
+        raise pytest.UsageError(
+            "A test that uses demo_data is named test_demo_..., and only such a test: "
+            + ", ".join(misnamed)
+        )
+    items.sort(key=lambda item: (_uses_demo(item), _uses_demo(item) and _transactional(item)))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under pytest-xdist (`make test` runs two processes), tests go out one by one as
+    processes free up, except the demo's, which go together to one process so it loads the
+    demo once. (xdist's own `--dist loadgroup` does not group them under pytest 9: it renames
+    items through an attribute pytest no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class DemoTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "demo" if DEMO_TEST_PREFIX in nodeid else nodeid
+
+    return DemoTogether(config, log)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    # After the last test of the demo's block, empty the tables for whatever runs next in
+    # this process (when nothing does, the test database is already gone).
+    if _uses_demo(item) and nextitem is not None and not _uses_demo(nextitem):
+        from django.core.management import call_command
+
+        from logbook.services.taxonomy import root_causes_seed
+        from telemetry.services import accelerators_seed
+
+        with _DemoData.blocker.unblock():
+            call_command("flush", interactive=False, verbosity=0)
+            root_causes_seed()
+            accelerators_seed()

@@ -3,10 +3,7 @@ chart has traces, and the page logs no console error (CSP violations included)."
 
 from __future__ import annotations
 
-import io
-
 import pytest
-from django.core.management import call_command
 
 from logbook.models import Interruption
 from telemetry.models import Run
@@ -14,9 +11,8 @@ from telemetry.models import Run
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_every_page_on_the_demo_data(browser, live_server, console_errors):
+def test_demo_every_page(demo_data, browser, live_server, console_errors):
     # given the demo, loaded the way `make demo` loads it
-    call_command("load_demo", stdout=io.StringIO(), stderr=io.StringIO())
     run = Run.objects.get(name="demo-70b-pretrain")
     host = Interruption.objects.filter(hosts__isnull=False).values_list("hosts__name", flat=True)[0]
     pages = [

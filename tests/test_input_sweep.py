@@ -5,14 +5,12 @@ Ids are filled from the demo data set; the requester is an admin of its project 
 
 from __future__ import annotations
 
-import io
 import os
 import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver
 
 # Percent-encoded as they arrive on the wire: %ED%A0%80 is U+D800 in (invalid) UTF-8.
@@ -65,7 +63,7 @@ def sweeper() -> Any:
 
 
 @pytest.fixture
-def demo(db: None, sweeper: Any) -> dict[str, str]:
+def demo(demo_data: str, db: None, sweeper: Any) -> dict[str, str]:
     """The demo data set, its user logged in as staff and superuser; values for every path
     parameter name."""
     from django.contrib.auth import get_user_model
@@ -73,7 +71,6 @@ def demo(db: None, sweeper: Any) -> dict[str, str]:
     from logbook.models import Annotation, Interruption, LogbookEntry
     from telemetry.models import Host, Project, Run
 
-    call_command("load_demo", stdout=io.StringIO(), stderr=io.StringIO())
     user = get_user_model().objects.get(username="demo")
     user.is_superuser = True
     user.save()
@@ -138,6 +135,6 @@ def _sweep(client: Any, demo: dict[str, str]) -> list[str]:
 
 
 @pytest.mark.django_db
-def test_no_parameter_gets_a_5xx(sweeper: Any, demo: dict[str, str]) -> None:
+def test_demo_no_parameter_gets_a_5xx(sweeper: Any, demo: dict[str, str]) -> None:
     failures = _sweep(sweeper, demo)
     assert failures == []

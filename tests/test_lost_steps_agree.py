@@ -4,10 +4,7 @@ logbook's restart draft all count last step - the step the next attempt resumed 
 
 from __future__ import annotations
 
-import io
-
 import pytest
-from django.core.management import call_command
 
 from logbook.models import Interruption
 from telemetry import goodput as g
@@ -26,9 +23,8 @@ def test_segment_lost_steps_count_the_steps_computed_twice():
 
 
 @pytest.mark.django_db
-def test_demo_goodput_segments_say_what_the_incidents_say(client):
+def test_demo_goodput_segments_say_what_the_incidents_say(demo_data, client):
     # given the demo, loaded the way `make demo` loads it
-    call_command("load_demo", stdout=io.StringIO(), stderr=io.StringIO())
     run = Run.objects.get(name="demo-70b-pretrain")
     client.login(username="demo", password="chronicle-demo")
 

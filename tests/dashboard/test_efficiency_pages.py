@@ -3,14 +3,12 @@ them, what bad parameters get, and a fixed number of queries whatever the run's 
 
 from __future__ import annotations
 
-import io
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 from django.urls import reverse
 
 from ingest import services as ingest_services
@@ -472,9 +470,10 @@ def test_query_count_does_not_grow_with_the_run(
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_demo_run_pages_draw_their_charts(browser, live_server, alice, login_page, console_errors):
+def test_demo_run_pages_draw_their_charts(
+    demo_data, browser, live_server, alice, login_page, console_errors
+):
     # given the demo run (no step_times: goodput derives step starts from step_time_s)
-    call_command("load_demo", stdout=io.StringIO(), stderr=io.StringIO())
     demo = Project.objects.get(slug="demo")
     Membership.objects.create(project=demo, user=alice, role="viewer")
     run = Run.objects.get(project=demo)

@@ -182,7 +182,9 @@ def test_pushgateway_counter_names_and_per_link_samples():
     assert gpu.timestamps == {"DCGM_FI_DEV_SM_CLOCK": 1_763_700_000.0}
 
 
-IN_TWO_DAYS_MS = int((datetime.now(UTC).timestamp() + 2 * 86_400) * 1000)
+# Two to three days ahead, whole days: a test id that names it is the same in every process
+# that collects it (pytest-xdist requires the same ids in each).
+IN_TWO_DAYS_MS = int((datetime.now(UTC).timestamp() + 3 * 86_400) // 86_400 * 86_400 * 1000)
 
 
 @pytest.mark.parametrize(

@@ -5,20 +5,17 @@ is the fleet's."""
 
 from __future__ import annotations
 
-import io
 import re
 
 import pytest
-from django.core.management import call_command
 
 from logbook.models import Interruption
 from telemetry.models import Device
 
 
 @pytest.mark.django_db
-def test_demo_fleet_ranks_the_failing_hosts_first(client):
+def test_demo_fleet_ranks_the_failing_hosts_first(demo_data, client):
     # given the demo, loaded the way `make demo` loads it
-    call_command("load_demo", stdout=io.StringIO(), stderr=io.StringIO())
     failing = {
         slug: Interruption.objects.get(root_cause__slug=slug).hosts.get().name
         for slug in ("faulty-gpu", "gpu-hbm3-memory")
