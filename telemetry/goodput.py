@@ -310,12 +310,65 @@ class Spans:
             long=np.flatnonzero(~(lengths <= short_s)),
         )
 
-    def reaching(self, low: float, high: float) -> npt.NDArray[np.intp]:
-        """Indices (in ledger order) of every span that can count in [low, high): a superset
-        of those that do; the others would add zeros."""
-        first = int(np.searchsorted(self.sorted_starts, low - self.short_s, side="left"))
-        last = int(np.searchsorted(self.sorted_starts, high, side="right"))
-        return np.sort(np.concatenate([self.by_start[first:last], self.long]))
+    def in_window(
+        self, low: float, high: float, exclusions: list[tuple[float, float]]
+    ) -> tuple[npt.NDArray[np.intp], FloatArray]:
+        """The bucket codes and counted amounts, in ledger order, of every span that can
+        count in [low, high) (a superset of those that do: the others would add zeros), each
+        weighted by its share inside the window and outside the exclusions.
+
+        Without exclusions, a short span starting at or after `low` and more than twice the
+        longest short span before `high` lies wholly inside: its visible part is its length,
+        so its weight is exactly 1.0 and its amount counts as it is. Only the spans near the
+        window's edges, and the long ones, go through _counted: a rolling window holds tens
+        of thousands of step intervals, a few dozen of them at its edges. The values are the
+        same, bit for bit, as _counted gives for every span (test_goodput_windows.py
+        checks it)."""
+        starts = self.sorted_starts
+        first = int(np.searchsorted(starts, low - self.short_s, side="left"))
+        last = int(np.searchsorted(starts, high, side="right"))
+        if exclusions:
+            chosen = np.sort(np.concatenate([self.by_start[first:last], self.long]), kind="stable")
+            return self.codes[chosen], self._counted(chosen, low, high, exclusions)
+        inner_first = int(np.searchsorted(starts, low, side="left"))
+        inner_last = max(
+            inner_first, int(np.searchsorted(starts, high - 2 * self.short_s, side="left"))
+        )
+        edges = np.concatenate(
+            [self.by_start[first:inner_first], self.by_start[inner_last:last], self.long]
+        )
+        inner = self.by_start[inner_first:inner_last]
+        chosen = np.sort(np.concatenate([inner, edges]), kind="stable")
+        counted = self.amounts[chosen]
+        counted[np.searchsorted(chosen, edges)] = self._counted(edges, low, high, [])
+        return self.codes[chosen], counted
+
+    def _counted(
+        self,
+        chosen: npt.NDArray[np.intp] | None,
+        low: float,
+        high: float,
+        exclusions: list[tuple[float, float]],
+    ) -> FloatArray:
+        """The amounts of the chosen spans (all of them for None) counted in [low, high) and
+        outside every exclusion: a span pro rata of its visible part, an instantaneous amount
+        whole if it falls there."""
+        starts = self.starts if chosen is None else self.starts[chosen]
+        ends = self.ends if chosen is None else self.ends[chosen]
+        amounts = self.amounts if chosen is None else self.amounts[chosen]
+        lengths = ends - starts
+        spans = lengths > 0
+        weight = np.zeros_like(amounts)
+        if spans.any():
+            seen = _visible(starts[spans], ends[spans], low, high, exclusions)
+            weight[spans] = seen / lengths[spans]
+        points = ~spans
+        if points.any():
+            inside = (starts[points] >= low) & (starts[points] < high)
+            for ex_start, ex_end in exclusions:
+                inside &= ~((starts[points] >= ex_start) & (starts[points] < ex_end))
+            weight[points] = inside.astype(np.float64)
+        return amounts * weight
 
 
 def _step_arrays(
@@ -592,24 +645,10 @@ def summarise(
     every = ledger.spans()
     # Over a window, only the spans that can reach it (in ledger order): the others add
     # zeros, so the sums are the same, and rolling or per-attempt windows stay linear.
-    chosen = every.reaching(low, high) if window is not None else None
-    codes = every.codes if chosen is None else every.codes[chosen]
-    starts = every.starts if chosen is None else every.starts[chosen]
-    ends = every.ends if chosen is None else every.ends[chosen]
-    amounts = every.amounts if chosen is None else every.amounts[chosen]
-    lengths = ends - starts
-    spans = lengths > 0
-    weight = np.zeros_like(amounts)
-    if spans.any():
-        weight[spans] = _visible(starts[spans], ends[spans], low, high, merged) / lengths[spans]
-    # Instantaneous amounts count whole if they fall in the window and outside exclusions.
-    points = ~spans
-    if points.any():
-        inside = (starts[points] >= low) & (starts[points] < high)
-        for ex_start, ex_end in merged:
-            inside &= ~((starts[points] >= ex_start) & (starts[points] < ex_end))
-        weight[points] = inside.astype(np.float64)
-    counted = amounts * weight
+    if window is None:
+        codes, counted = every.codes, every._counted(None, low, high, merged)
+    else:
+        codes, counted = every.in_window(low, high, merged)
 
     # bincount adds each bucket's amounts one after the other, in ledger order.
     sums = np.bincount(codes, weights=counted, minlength=len(every.names)).astype(np.float64)
