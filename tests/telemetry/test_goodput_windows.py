@@ -73,7 +73,7 @@ def reference_in_window(
     return spans.codes, spans.amounts * weight
 
 
-def windows_of(ledger: g.Ledger, seed: int) -> list[tuple[float, float]]:
+def windows_of(ledger: g.Ledger, seed: int) -> list[tuple[float, float] | None]:
     rng = np.random.default_rng(seed)
     start, end = ledger.job_start, ledger.job_end
     width = (end - start) / 12
@@ -85,7 +85,7 @@ def windows_of(ledger: g.Ledger, seed: int) -> list[tuple[float, float]]:
     edges = [
         (float(spans.starts[i]), float(spans.ends[j])) for i, j in rng.integers(0, 5_000, (20, 2))
     ]
-    return [*rolling, *narrow, *wide, *edges, (start, end), (0.0, 1.0)]
+    return [*rolling, *narrow, *wide, *edges, (start, end), (0.0, 1.0), None]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -109,3 +109,20 @@ def test_window_summaries_equal_weighting_every_span(monkeypatch, seed, excluded
     assert [repr(r) for r in fast] == [repr(r) for r in reference]
     assert any(r.productive_s > 0 and r.badput_s[g.WASTED_PROGRESS] > 0 for r in fast)
     assert any(0 < r.goodput < 1 for r in fast)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 7, 8, 2_599, 2_600])
+def test_median_is_numpys_to_the_bit(size):
+    values = np.random.default_rng(size).normal(4.0, 0.05, size)
+
+    assert g._median(values) == float(np.median(values))
+    assert g._median(np.abs(values - 4.0)) == float(np.median(np.abs(values - 4.0)))
+
+
+def test_step_arrays_order_by_step_then_start():
+    steps, times = g._step_arrays([(3, 1.0), (1, 5.0), (2, 2.0), (2, 1.5)])
+
+    assert steps.tolist() == [1, 2, 2, 3]
+    assert times.tolist() == [5.0, 1.5, 2.0, 1.0]
+    steps, times = g._step_arrays(np.array([[1, 9.0], [2, 8.0], [5, 7.0]]))
+    assert steps.tolist() == [1, 2, 5] and times.tolist() == [9.0, 8.0, 7.0]
