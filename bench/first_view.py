@@ -51,18 +51,19 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=10, help="Warm requests per page.")
     parser.add_argument("--cold", type=int, default=1, help="Cold requests per page.")
     parser.add_argument("--profile", default="", help="Profile the cold view of these paths.")
+    parser.add_argument("--profile-sort", default="cumulative", help="e.g. tottime.")
     parser.add_argument(
         "--only", default="", help="Only the paths this regular expression finds (e.g. goodput)."
     )
     args = parser.parse_args()
 
-    import django
-
-    django.setup()
     from django.contrib.auth import get_user_model
     from django.core.cache import cache
     from django.test import Client
 
+    # Start as gunicorn's workers do (config/wsgi.py: Django set up, the views imported, the
+    # start-up objects frozen out of the garbage collector's way).
+    import config.wsgi  # noqa: F401
     from telemetry.models import Run
 
     run = Run.objects.get(name=RUN_NAME)
@@ -99,7 +100,7 @@ def main() -> None:
             cache.clear()
             profile = cProfile.Profile()
             profile.runcall(client.get, path)
-            pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
+            pstats.Stats(profile).sort_stats(args.profile_sort).print_stats(30)
 
 
 def _server_cpu_ms() -> float:
