@@ -158,9 +158,20 @@ def typical_step_time(step_times_s: npt.ArrayLike) -> float:
     times = times[np.isfinite(times)]
     if times.size == 0:
         return math.nan
-    median = float(np.median(times))
-    mad = float(np.median(np.abs(times - median)))
+    median = _median(times)
+    mad = _median(np.abs(times - median))
     return float(times[times <= median + MAD_FACTOR * mad].mean())
+
+
+def _median(values: FloatArray) -> float:
+    """np.median of finite values, to the bit (the middle one, or the mean of the middle two
+    as (a + b) / 2), without its generic machinery: a Llama-scale run takes two medians
+    for each of its 467 attempts on the goodput page's first view."""
+    half = values.size // 2
+    if values.size % 2:
+        return float(np.partition(values, half)[half])
+    middle = np.partition(values, [half - 1, half])
+    return float((middle[half - 1] + middle[half]) / 2)
 
 
 # --- The ledger -------------------------------------------------------------------------------
@@ -310,12 +321,62 @@ class Spans:
             long=np.flatnonzero(~(lengths <= short_s)),
         )
 
-    def reaching(self, low: float, high: float) -> npt.NDArray[np.intp]:
-        """Indices (in ledger order) of every span that can count in [low, high): a superset
-        of those that do; the others would add zeros."""
-        first = int(np.searchsorted(self.sorted_starts, low - self.short_s, side="left"))
-        last = int(np.searchsorted(self.sorted_starts, high, side="right"))
-        return np.sort(np.concatenate([self.by_start[first:last], self.long]))
+    def in_window(
+        self, low: float, high: float, exclusions: list[tuple[float, float]]
+    ) -> tuple[npt.NDArray[np.intp], FloatArray]:
+        """The bucket codes and counted amounts, in ledger order, of every span that can
+        count in [low, high) (a superset of those that do: the others would add zeros), each
+        weighted by its share inside the window and outside the exclusions.
+
+        Without exclusions, a short span starting at or after `low` and more than twice the
+        longest short span before `high` lies wholly inside: its visible part is its length,
+        so its weight is exactly 1.0 and its amount counts as it is. Only the spans near the
+        window's edges, and the long ones, go through _counted: a rolling window holds tens
+        of thousands of step intervals, a few dozen of them at its edges. The values are the
+        same, bit for bit, as _counted gives for every span (test_goodput_windows.py
+        checks it)."""
+        starts = self.sorted_starts
+        first = int(np.searchsorted(starts, low - self.short_s, side="left"))
+        last = int(np.searchsorted(starts, high, side="right"))
+        if exclusions:
+            chosen = np.sort(np.concatenate([self.by_start[first:last], self.long]), kind="stable")
+            return self.codes[chosen], self._counted(chosen, low, high, exclusions)
+        inner_first = int(np.searchsorted(starts, low, side="left"))
+        inner_last = max(
+            inner_first, int(np.searchsorted(starts, high - 2 * self.short_s, side="left"))
+        )
+        edges = np.concatenate(
+            [self.by_start[first:inner_first], self.by_start[inner_last:last], self.long]
+        )
+        inner = self.by_start[inner_first:inner_last]
+        chosen = np.sort(np.concatenate([inner, edges]), kind="stable")
+        counted = self.amounts[chosen]
+        counted[np.searchsorted(chosen, edges)] = self._counted(edges, low, high, [])
+        return self.codes[chosen], counted
+
+    def _counted(
+        self,
+        chosen: npt.NDArray[np.intp],
+        low: float,
+        high: float,
+        exclusions: list[tuple[float, float]],
+    ) -> FloatArray:
+        """The amounts of the chosen spans counted in [low, high) and outside every exclusion:
+        a span pro rata of its visible part, an instantaneous amount whole if it falls there."""
+        starts, ends, amounts = self.starts[chosen], self.ends[chosen], self.amounts[chosen]
+        lengths = ends - starts
+        spans = lengths > 0
+        weight = np.zeros_like(amounts)
+        if spans.any():
+            seen = _visible(starts[spans], ends[spans], low, high, exclusions)
+            weight[spans] = seen / lengths[spans]
+        points = ~spans
+        if points.any():
+            inside = (starts[points] >= low) & (starts[points] < high)
+            for ex_start, ex_end in exclusions:
+                inside &= ~((starts[points] >= ex_start) & (starts[points] < ex_end))
+            weight[points] = inside.astype(np.float64)
+        return amounts * weight
 
 
 def _step_arrays(
@@ -323,6 +384,9 @@ def _step_arrays(
 ) -> tuple[npt.NDArray[np.int64], FloatArray]:
     """Steps and start times ordered by (step, start), as sorted() orders the pairs."""
     pairs = np.asarray(step_starts, dtype=np.float64).reshape(-1, 2)
+    if np.all(pairs[1:, 0] > pairs[:-1, 0]):
+        # Steps already increasing, as the packed step starts come: that is the order.
+        return pairs[:, 0].astype(np.int64), pairs[:, 1].copy()
     order = np.lexsort((pairs[:, 1], pairs[:, 0]))
     return pairs[order, 0].astype(np.int64), pairs[order, 1]
 
@@ -589,27 +653,10 @@ def summarise(
     excluded = sum(max(0.0, min(high, end) - max(low, start)) for start, end in merged)
     elapsed = (high - low) - excluded
 
+    # Only the spans that can reach the window (in ledger order): the others add zeros, so
+    # the sums are the same, and rolling or per-attempt windows stay linear.
     every = ledger.spans()
-    # Over a window, only the spans that can reach it (in ledger order): the others add
-    # zeros, so the sums are the same, and rolling or per-attempt windows stay linear.
-    chosen = every.reaching(low, high) if window is not None else None
-    codes = every.codes if chosen is None else every.codes[chosen]
-    starts = every.starts if chosen is None else every.starts[chosen]
-    ends = every.ends if chosen is None else every.ends[chosen]
-    amounts = every.amounts if chosen is None else every.amounts[chosen]
-    lengths = ends - starts
-    spans = lengths > 0
-    weight = np.zeros_like(amounts)
-    if spans.any():
-        weight[spans] = _visible(starts[spans], ends[spans], low, high, merged) / lengths[spans]
-    # Instantaneous amounts count whole if they fall in the window and outside exclusions.
-    points = ~spans
-    if points.any():
-        inside = (starts[points] >= low) & (starts[points] < high)
-        for ex_start, ex_end in merged:
-            inside &= ~((starts[points] >= ex_start) & (starts[points] < ex_end))
-        weight[points] = inside.astype(np.float64)
-    counted = amounts * weight
+    codes, counted = every.in_window(low, high, merged)
 
     # bincount adds each bucket's amounts one after the other, in ledger order.
     sums = np.bincount(codes, weights=counted, minlength=len(every.names)).astype(np.float64)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+import psycopg
 from django.db import router
 from django.utils import timezone
 
@@ -449,8 +450,13 @@ def _step_starts_recorded(run: Run) -> dict[int, FloatArray]:
         "WHERE a.run_id = %s ORDER BY a.number, c.bucket"
     )
     packed: dict[int, tuple[list[bytes], list[bytes]]] = {}
-    with series_selectors.reading().cursor() as cursor:
-        cursor.execute(sql, [run.pk])
+    connection = series_selectors.reading()
+    connection.ensure_connection()
+    # 16 MB of arrays: asked for in binary, not as hex text for PostgreSQL to write and
+    # psycopg to decode (120-170 -> 50-70 ms). Django's cursors bind parameters on the client,
+    # which cannot ask for binary results, so this one query takes a psycopg cursor of its own.
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, [run.pk], binary=True)
         for number, steps, times in cursor.fetchall():
             parts = packed.setdefault(number, ([], []))
             parts[0].append(bytes(steps))

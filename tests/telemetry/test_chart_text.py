@@ -112,3 +112,17 @@ def test_no_link_is_drawn_from_names_on_the_run_page(
     assert links == 0
     assert LINK in titles
     page.close()
+
+
+def test_long_lists_are_escaped_item_by_item_only_where_a_string_needs_it():
+    # given a time axis of plain ISO times with gaps, one with a tag at its end, and a list
+    # of plain strings holding a nested list that needs escaping
+    times = ["2026-11-25T10:00:00", None, "2026-11-25T10:00:05", 3.5]
+    tagged = [*times, "h<b>9</b>"]
+    nested = ["plain", ["a & b", None], 7]
+
+    # then plain lists come back equal (and new), the others escaped where needed
+    out = charts.figure_text_escape({"x": times, "text": tagged, "customdata": nested})
+    assert out["x"] == times and out["x"] is not times
+    assert out["text"] == [*times, "h&lt;b&gt;9&lt;/b&gt;"]
+    assert out["customdata"] == ["plain", ["a &amp; b", None], 7]
