@@ -15,7 +15,7 @@ attempt_ended, or its next attempt_started, says whether it did.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -120,7 +120,7 @@ def _push_record(
     _devices_place(gpus=gpus, hosts=hosts, devices=devices)
     states = _states_lock(devices=list(devices.values()), received_at=received_at)
 
-    samples: list[tuple[int, str, datetime, float]] = []
+    samples: list[tuple[int, datetime, dict[str, float]]] = []
     events: list[DeviceEvent] = []
     for gpu in gpus:
         device = devices[gpu.uuid]
@@ -130,7 +130,7 @@ def _push_record(
             stamp = gpu.timestamps.get(name)
             return received_at if stamp is None else _stamp(stamp)
 
-        samples += [(device.pk, name, at(name), value) for name, value in gpu.values.items()]
+        samples += _samples_by_moment(device.pk, gpu, at)
         # An empty state is one just created: the device was never seen.
         previous = state.last_values or None
         for found in dcgm.events_detect(previous=previous, current=gpu.values):
@@ -158,8 +158,22 @@ def _push_record(
         project=project, events=events, devices=devices, received_at=received_at
     )
     return PushOutcome(
-        devices=len(devices), samples=len(samples), events=events, interruptions=interruptions
+        devices=len(devices),
+        samples=sum(len(gpu.values) for gpu in gpus),
+        events=events,
+        interruptions=interruptions,
     )
+
+
+def _samples_by_moment(
+    device_id: int, gpu: dcgm.GpuReadings, at: Callable[[str], datetime]
+) -> list[tuple[int, datetime, dict[str, float]]]:
+    """The GPU's readings as a raw row per moment: one row unless the exporter stamped its
+    fields with different times."""
+    by_moment: dict[datetime, dict[str, float]] = {}
+    for name, value in gpu.values.items():
+        by_moment.setdefault(at(name), {})[name] = value
+    return [(device_id, moment, values) for moment, values in by_moment.items()]
 
 
 def _states_lock(*, devices: list[Device], received_at: datetime) -> dict[int, DeviceHealthState]:

@@ -289,12 +289,14 @@ def test_push_stores_devices_samples_and_state(push):
     assert body["skipped_samples"] == len(UNMAPPED) * 4
     assert body["events"] == [] and body["interruptions"] == []
     assert body["missing_health_counters"] == []
-    assert DeviceSample.objects.count() == len(FIELDS) * 4
+    rows = DeviceSample.objects.all()
+    assert len(rows) == 4  # a row per GPU and moment
+    assert sum(len(row.readings_by_field()) for row in rows) == len(FIELDS) * 4
     device = Device.objects.select_related("host").get(uuid=B07_GPU0)
     assert (device.host.name, device.index_on_host) == ("node-b07", 0)
     assert device.accelerator_type == "NVIDIA H100 80GB HBM3"
-    history = DeviceSample.objects.filter(device=device, field="DCGM_FI_DEV_POWER_USAGE")
-    assert list(history.order_by("sampled_at").values_list("value", flat=True)) == [655.902]
+    history = DeviceSample.objects.filter(device=device).order_by("sampled_at")
+    assert [row.readings_by_field()["DCGM_FI_DEV_POWER_USAGE"] for row in history] == [655.902]
     health = dcgm_device_health(host=Host.objects.get(name="node-a01"))
     assert [one.device.uuid for one in health] == [A01_GPU0, A01_GPU1]
     temp = next(r for r in health[1].readings if r.name == "DCGM_FI_DEV_GPU_TEMP")
@@ -570,12 +572,9 @@ def test_push_to_gateway_against_the_live_server(live_server, project, ingest_to
     # then the device is on the host of the path, with its readings and the XID event
     device = Device.objects.select_related("host").get(uuid=gpu[1])
     assert device.host.name == "node-c03"
-    latest = {
-        field: value
-        for field, value in DeviceSample.objects.filter(device=device)
-        .order_by("sampled_at")
-        .values_list("field", "value")
-    }
+    latest: dict[str, float] = {}
+    for row in DeviceSample.objects.filter(device=device).order_by("sampled_at"):
+        latest.update(row.readings_by_field())
     assert latest == {
         "DCGM_FI_DEV_GPU_TEMP": 64.0,
         "DCGM_FI_DEV_XID_ERRORS": 79.0,
