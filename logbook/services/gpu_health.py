@@ -105,20 +105,24 @@ def _push_record(
 ) -> PushOutcome:
     if not gpus:
         return PushOutcome(devices=0, samples=0, events=[], interruptions=[])
-    hosts = {
-        host.name: host
-        for host in telemetry_services.hosts_ensure(
-            project=project, names=[gpu.host for gpu in gpus]
-        )
-    }
-    devices = {
-        device.uuid: device
-        for device in telemetry_services.devices_ensure(
-            project=project, uuids=[gpu.uuid for gpu in gpus]
-        )
-    }
-    _devices_place(gpus=gpus, hosts=hosts, devices=devices)
-    states = _states_lock(devices=list(devices.values()), received_at=received_at)
+    known = _known_lock(project=project, gpus=gpus)
+    if known is not None:
+        hosts, devices, states = known
+    else:
+        hosts = {
+            host.name: host
+            for host in telemetry_services.hosts_ensure(
+                project=project, names=[gpu.host for gpu in gpus]
+            )
+        }
+        devices = {
+            device.uuid: device
+            for device in telemetry_services.devices_ensure(
+                project=project, uuids=[gpu.uuid for gpu in gpus]
+            )
+        }
+        _devices_place(gpus=gpus, hosts=hosts, devices=devices)
+        states = _states_lock(devices=list(devices.values()), received_at=received_at)
 
     samples: list[tuple[int, datetime, dict[str, float]]] = []
     events: list[DeviceEvent] = []
@@ -174,6 +178,34 @@ def _samples_by_moment(
     for name, value in gpu.values.items():
         by_moment.setdefault(at(name), {})[name] = value
     return [(device_id, moment, values) for moment, values in by_moment.items()]
+
+
+def _known_lock(
+    *, project: Project, gpus: Sequence[dcgm.GpuReadings]
+) -> tuple[dict[str, Host], dict[str, Device], dict[int, DeviceHealthState]] | None:
+    """A fleet's steady state in one query: every GPU of the push already has a device on
+    the host the exporter names, and a health state, which is locked. Returns the hosts by
+    name, devices by UUID and states by device id, or None when anything is new or moved:
+    then the caller takes the path that creates and places them, which locks the states
+    found here again, in the same order. Reading them one table at a time was 15% of a
+    push's web CPU, the lock another query."""
+    uuids = {gpu.uuid: gpu for gpu in gpus}
+    states = list(
+        DeviceHealthState.objects.select_for_update(of=("self",))
+        .filter(device__project=project, device__uuid__in=list(uuids))
+        .select_related("device__host")
+        .order_by("device_id")  # the lock order of _states_lock
+    )
+    placed = all(
+        state.device.host is not None and state.device.host.name == uuids[state.device.uuid].host
+        for state in states
+    )
+    if len(states) != len(uuids) or not placed:
+        return None
+    devices = {state.device.uuid: state.device for state in states}
+    hosts = {device.host.name: device.host for device in devices.values()}
+    _devices_place(gpus=gpus, hosts=hosts, devices=devices)
+    return hosts, devices, {state.device_id: state for state in states}
 
 
 def _states_lock(*, devices: list[Device], received_at: datetime) -> dict[int, DeviceHealthState]:

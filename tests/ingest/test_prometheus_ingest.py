@@ -20,7 +20,7 @@ from ingest.prometheus import ExpositionError, exposition_parse, grouping_path_p
 from logbook.models import Interruption
 from telemetry import dcgm
 from telemetry.dcgm import FIELDS, HEALTH_COUNTERS_OFF_BY_DEFAULT, events_detect
-from telemetry.models import Attempt, Device, DeviceEvent, DeviceSample, Host
+from telemetry.models import Attempt, Device, DeviceEvent, DeviceHealthState, DeviceSample, Host
 from telemetry.selectors.dcgm import (
     dcgm_device_health,
     dcgm_missing_counters,
@@ -467,6 +467,36 @@ def test_query_count_does_not_grow_with_the_number_of_gpus(push, django_assert_m
     # then the four-GPU push takes no more queries than the two-GPU one
     with django_assert_max_num_queries(len(small.captured_queries)):
         assert push(FIXTURE).status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_known_fleet_push_reads_its_gpus_in_one_query_and_follows_a_moved_board(push):
+    # given every GPU of the fixture pushed once (devices, hosts and states exist)
+    push(FIXTURE)
+
+    # when the same GPUs push again
+    with CaptureQueriesContext(connection) as again:
+        assert push(exposition({(A01_GPU0, "DCGM_FI_DEV_GPU_TEMP"): "70"})).status_code == 200
+
+    # then hosts, devices and states come from one locking query, not one per table
+    tables = [q["sql"] for q in again.captured_queries if "telemetry_devicehealthstate" in q["sql"]]
+    assert len(tables) == 2  # the lock (joined to devices and hosts) and the update
+    assert "FOR UPDATE OF" in tables[0] and "telemetry_host" in tables[0]
+    assert not any(
+        q["sql"].startswith('SELECT "telemetry_device"."id"') for q in again.captured_queries
+    )
+    assert (
+        DeviceHealthState.objects.get(device__uuid=A01_GPU0).last_values["DCGM_FI_DEV_GPU_TEMP"]
+        == 70.0
+    )
+
+    # when one board shows up in another host
+    moved = FIXTURE.replace('Hostname="node-a01"', 'Hostname="node-a02"')
+    assert push(moved).status_code == 200
+
+    # then its device follows it there
+    device = Device.objects.select_related("host").get(uuid=A01_GPU0)
+    assert device.host.name == "node-a02"
 
 
 # --- Limits and errors -------------------------------------------------------------------------
