@@ -6,7 +6,7 @@ it inserted to its devices' 5-minute summaries (DeviceSampleSummary), kept for a
 device is. Health events (DeviceEvent) are another table and are never dropped.
 
 Sizes (measured by `make bench`, README "GPU health at fleet scale"): a row of the 16 fields
-dcgm-exporter sends takes about 220 bytes with its key, every 30 s is 2,880 rows per GPU per
+dcgm-exporter sends takes about 240 bytes with its key, every 30 s is 2,880 rows per GPU per
 day; a summary row is one per GPU per 5 minutes, 288 a day.
 """
 

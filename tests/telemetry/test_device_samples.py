@@ -300,3 +300,17 @@ def test_a_row_per_moment_exact_values_and_a_retry_adds_nothing(push):
         device=device, field=POWER, since=at - timedelta(hours=1), until=at + timedelta(hours=1)
     )
     assert [(p.at, p.mean) for p in history] == [(at + timedelta(seconds=30), power)]
+
+
+def test_readings_are_laid_out_by_field_position_as_postgresql_array_text():
+    # given readings of two fields, one needing all 17 digits, and a field Chronicle lacks
+    readings = device_samples.readings_array({POWER: 0.1 + 0.2, TEMP: 61.0, "DCGM_FI_X": 1.0})
+
+    # then each sits at its field's position, None elsewhere, the unknown one left out
+    assert len(readings) == len(SUMMARY_FIELDS)
+    assert readings[SUMMARY_FIELDS.index(POWER)] == 0.1 + 0.2
+    assert sum(value is not None for value in readings) == 2
+    # and the array text reads back to the same doubles
+    text = device_samples.readings_literal(readings)
+    items = text.strip("{}").split(",")
+    assert [None if item == "NULL" else float(item) for item in items] == readings
