@@ -14,7 +14,8 @@ default counters, the uncorrectable ECC counters and thermal throttling) and 4 i
 
 Bytes per GPU per day come from pg_total_relation_size of the raw samples' partitions and
 of the summaries (after VACUUM FULL: a closed 5-minute bucket is not updated again),
-divided by the rows measured and multiplied by a day's rows at a 30 s period.
+divided by the readings (raw) or rows (summaries) measured and multiplied by a day's at a
+30 s period.
 
 `python -m bench.dcgm_fleet` runs this phase alone on a private stack."""
 
@@ -134,10 +135,12 @@ class FleetFigure:
     web_cpu_ms_per_push: float = float("nan")  # gunicorn's share of it
     db_cpu_ms_per_push: float = float("nan")  # PostgreSQL's
     raw_bytes: int = 0
-    raw_samples: int = 0
+    raw_samples: int = 0  # readings (field values), 16 a GPU a push
+    raw_rows: int = 0  # a row per GPU and moment
     summary_bytes: int = 0
     summary_rows: int = 0
-    bytes_per_sample: float = float("nan")
+    bytes_per_sample: float = float("nan")  # per reading
+    bytes_per_row: float = float("nan")
     bytes_per_summary: float = float("nan")
     raw_bytes_per_gpu_day: float = float("nan")
     summary_bytes_per_gpu_day: float = float("nan")
@@ -255,22 +258,24 @@ with connection.cursor() as c:
     c.execute("SELECT coalesce(sum(pg_total_relation_size(relid)), 0)"
               " FROM pg_partition_tree('telemetry_devicesample') WHERE isleaf")
     raw_bytes = c.fetchone()[0]
-    c.execute("SELECT count(*) FROM telemetry_devicesample")
-    raw = c.fetchone()[0]
+    c.execute("SELECT count(*), coalesce(sum(cardinality(array_remove(readings, NULL))), 0)"
+              " FROM telemetry_devicesample")
+    rows, raw = c.fetchone()
     c.execute("SELECT pg_total_relation_size('telemetry_devicesamplesummary'),"
               " (SELECT count(*) FROM telemetry_devicesamplesummary)")
     summary_bytes, summaries = c.fetchone()
-print(json.dumps([int(raw_bytes), raw, int(summary_bytes), summaries]))
+print(json.dumps([int(raw_bytes), int(raw), rows, int(summary_bytes), summaries]))
 """
 
 
 def _sizes(app: Chronicle, figure: FleetFigure) -> None:
     out = app.manage("shell", "-c", _SIZES)
-    raw_bytes, raw, summary_bytes, summaries = json.loads(out.strip().splitlines()[-1])
-    figure.raw_bytes, figure.raw_samples = raw_bytes, raw
+    raw_bytes, raw, rows, summary_bytes, summaries = json.loads(out.strip().splitlines()[-1])
+    figure.raw_bytes, figure.raw_samples, figure.raw_rows = raw_bytes, raw, rows
     figure.summary_bytes, figure.summary_rows = summary_bytes, summaries
     if raw and summaries:
         figure.bytes_per_sample = round(raw_bytes / raw, 1)
+        figure.bytes_per_row = round(raw_bytes / rows, 1)
         figure.bytes_per_summary = round(summary_bytes / summaries, 1)
         figure.raw_bytes_per_gpu_day = round(figure.bytes_per_sample * SAMPLES_PER_GPU_DAY)
         figure.summary_bytes_per_gpu_day = round(figure.bytes_per_summary * SUMMARIES_PER_GPU_DAY)

@@ -282,7 +282,8 @@ def _dcgm_lines(fleet: dict[str, Any]) -> list[str]:
         f"{_fmt(fleet['cpu_ms_per_push'])} ms a push (web {_fmt(fleet.get('web_cpu_ms_per_push'))}"
         f", PostgreSQL {_fmt(fleet.get('db_cpu_ms_per_push'))}): all cores would serve "
         f"{_fmt(fleet['cpu_bound_pushes_per_s'])} pushes/s",
-        f"  storage: {_fmt(fleet['bytes_per_sample'])} B per raw sample, "
+        f"  storage: {_fmt(fleet['bytes_per_sample'])} B per raw reading "
+        f"({_fmt(fleet.get('bytes_per_row'))} B per GPU's row), "
         f"{_fmt(fleet['bytes_per_summary'])} B per 5-minute summary row; per GPU per day "
         f"{fleet['raw_bytes_per_gpu_day'] / 1e6:.2f} MB raw + "
         f"{fleet['summary_bytes_per_gpu_day'] / 1e6:.3f} MB summaries; 2,048 hosts for 54 "

@@ -261,6 +261,9 @@ INGEST_BACKLOG_HIGH_WATER = env_int("INGEST_BACKLOG_HIGH_WATER", 5_000)
 # Per-token request rate, "<count>/<s|m|h|d>"; empty disables it. (Prometheus and MLflow
 # pushes; JSON batches are held to the token buckets below.)
 INGEST_RATE_LIMIT = env_str("INGEST_RATE_LIMIT", "200/s")
+# Seconds a web process reuses an ingest token it read (0: read it on every request): a
+# token revoked elsewhere stops working within this long (ingest.selectors).
+INGEST_TOKEN_CACHE_S = env_float("INGEST_TOKEN_CACHE_S", 5.0)
 # JSON ingest: token buckets in Redis per token and per project (ingest.rate_limit), in
 # requests/s and points/s, bursts of 2 s; 0 disables one. Defaults from this machine's
 # measured capacity (README, Performance: ~29,000 points/s for one client in 1,000-point

@@ -65,6 +65,9 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
     gpus: dict[tuple[str, str], GpuReadings] = {}
     skipped: dict[str, int] = {}
     sample_lines = 0
+    # An exporter repeats each GPU's labels on every field's line: parse and check them once.
+    label_sets: dict[str, dict[str, str] | None] = {}
+    names_checked: set[tuple[str, str]] = set()
     future_limit_s = (datetime.now(UTC) + MAX_FUTURE_SKEW).timestamp()
     for number, line in enumerate(text.split("\n"), start=1):
         stripped = line.strip()
@@ -76,7 +79,7 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
                 413, f"More than {MAX_SAMPLE_LINES} samples in one push; the limit is "
                 f"{MAX_SAMPLE_LINES}. Split the push (e.g. one per host)."
             )  # fmt: skip
-        name, labels, value, timestamp_s = _sample_parse(number, stripped)
+        name, labels, value, timestamp_s = _sample_parse(number, stripped, label_sets)
         field_name = _field_name(name)
         if field_name is None:
             skipped[name] = skipped.get(name, 0) + 1
@@ -91,8 +94,10 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
             )  # fmt: skip
         if not uuid:
             raise ExpositionError(400, f"line {number}: {name} has no UUID label.")
-        _name_check(number, "host name", host, MAX_HOST_CHARS)
-        _name_check(number, "UUID", uuid, MAX_UUID_CHARS)
+        if (host, uuid) not in names_checked:
+            _name_check(number, "host name", host, MAX_HOST_CHARS)
+            _name_check(number, "UUID", uuid, MAX_UUID_CHARS)
+            names_checked.add((host, uuid))
         if timestamp_s is not None and not 0 <= timestamp_s <= MAX_TIMESTAMP_S:
             raise ExpositionError(
                 400, f"line {number}: the timestamp is not milliseconds since 1970 in a year "
@@ -144,21 +149,38 @@ _PLAIN_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"')
 Sample = tuple[str, dict[str, str], float, float | None]
 
 
-def _sample_parse(number: int, line: str) -> Sample:
-    return _plain_sample_parse(line) or _library_sample_parse(number, line)
+def _sample_parse(
+    number: int, line: str, label_sets: dict[str, dict[str, str] | None] | None = None
+) -> Sample:
+    return _plain_sample_parse(line, label_sets) or _library_sample_parse(number, line)
 
 
-def _plain_sample_parse(line: str) -> Sample | None:
-    """The sample of a line in the exporter's plain rendering; None for any other line."""
+def _plain_sample_parse(
+    line: str, label_sets: dict[str, dict[str, str] | None] | None = None
+) -> Sample | None:
+    """The sample of a line in the exporter's plain rendering; None for any other line.
+    `label_sets` remembers the labels of each label text seen (None: not plain); the dicts
+    are shared between lines and must not be changed."""
     plain = _PLAIN_LINE.fullmatch(line)
     if plain is None:
         return None
     name, label_text, value, timestamp = plain.groups()
+    memo = {} if label_sets is None else label_sets
+    if label_text in memo:
+        labels = memo[label_text]
+    else:
+        labels = memo[label_text] = _plain_labels(label_text)
+    if labels is None:
+        return None
+    return name, labels, float(value), int(timestamp) / 1000 if timestamp else None
+
+
+def _plain_labels(label_text: str) -> dict[str, str] | None:
     pairs = _PLAIN_LABEL.findall(label_text)
     labels = dict(pairs)
     if len(labels) != len(pairs) or any(key.startswith("__") for key in labels):
         return None
-    return name, labels, float(value), int(timestamp) / 1000 if timestamp else None
+    return labels
 
 
 def _library_sample_parse(number: int, line: str) -> Sample:

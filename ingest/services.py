@@ -28,7 +28,12 @@ from django.utils import timezone
 from ingest import caps, rate_limit
 from ingest.models import IngestBatch, IngestToken
 from ingest.schema import BatchIn, EventIn, RateLimited, parse_json, validate_batch
-from ingest.selectors import TOKEN_PREFIX, batches_pending_before, token_hash
+from ingest.selectors import (
+    TOKEN_PREFIX,
+    batches_pending_before,
+    token_cache_forget,
+    token_hash,
+)
 from logbook.choices import TimePrecision
 from logbook.services import checkpoints as checkpoint_services
 from logbook.services import drafts as draft_services
@@ -66,9 +71,12 @@ def token_create(
 
 
 def token_revoke(*, token: IngestToken) -> IngestToken:
+    """Revoke at once in this process; other processes read the token again within
+    settings.INGEST_TOKEN_CACHE_S (ingest.selectors.token_get_by_plaintext)."""
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
+    token_cache_forget()
     return token
 
 
@@ -77,6 +85,7 @@ def token_touch(*, token: IngestToken) -> None:
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
         IngestToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now  # the instance may be the cached one
 
 
 # --- Accepting a batch (request path) --------------------------------------------------------

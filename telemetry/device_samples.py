@@ -1,18 +1,19 @@
 """Writes for raw DCGM samples and the summaries that outlive them: the samples go into
-telemetry_devicesample, partitioned by day of `sampled_at` and kept for
+telemetry_devicesample, a row per device and moment with the readings as an array in
+SUMMARY_FIELDS order, partitioned by day of `sampled_at` and kept for
 DEVICE_SAMPLE_RETENTION_DAYS (whole partitions dropped by the beat); every push also adds what
 it inserted to its devices' 5-minute summaries (DeviceSampleSummary), kept for as long as the
 device is. Health events (DeviceEvent) are another table and are never dropped.
 
-Sizes (measured by `make bench`, README "GPU health at fleet scale"): a raw sample takes about
-140 bytes with its index share, 16 kept fields every 30 s is 46,080 samples per GPU per day;
-a summary row is one per GPU per 5 minutes, 288 a day.
+Sizes (measured by `make bench`, README "GPU health at fleet scale"): a row of the 16 fields
+dcgm-exporter sends takes about 240 bytes with its key, every 30 s is 2,880 rows per GPU per
+day; a summary row is one per GPU per 5 minutes, 288 a day.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -33,26 +34,11 @@ PARTITIONS = PartitionedTable(
 # append-only: an older row's shorter arrays still line up).
 SUMMARY_FIELDS = list(FIELDS)
 
-# What a set of raw rows (the relation `rows`: device_id, field, sampled_at, value) adds to
-# the summaries, as common table expressions: counts, sums and maxima per (device, bucket,
-# field), laid out in SUMMARY_FIELDS order, merged into any row the bucket already has (NULL
-# for a field not seen: coalesce(a + b, a, b) and greatest() skip it). Parameters: the
-# bucket width in seconds, then SUMMARY_FIELDS. Migration 0015 runs it over the samples
-# from before partitioning.
-SUMMARY_CTES = f"""
-per_field AS (
-    SELECT device_id, field, count(*)::integer AS n, sum(value) AS s, max(value) AS m,
-        date_bin(make_interval(secs => %s), sampled_at, timestamptz 'epoch') AS bucket_start
-    FROM rows GROUP BY device_id, field, bucket_start
-), per_bucket AS (
-    SELECT k.device_id, k.bucket_start, array_agg(p.n ORDER BY f.i) AS counts,
-        array_agg(p.s ORDER BY f.i) AS sums, array_agg(p.m ORDER BY f.i) AS maxes
-    FROM (SELECT DISTINCT device_id, bucket_start FROM per_field) k
-    CROSS JOIN unnest(%s::text[]) WITH ORDINALITY AS f(name, i)
-    LEFT JOIN per_field p ON p.device_id = k.device_id AND p.bucket_start = k.bucket_start
-        AND p.field = f.name
-    GROUP BY k.device_id, k.bucket_start
-), summed AS (
+# The common table expression `summed`: merges the relation `per_bucket` (device_id,
+# bucket_start, counts, sums, maxes, arrays in SUMMARY_FIELDS order) into the summaries, adding
+# to any row the bucket already has (NULL for a field not seen: coalesce(a + b, a, b) and
+# greatest() skip it).
+SUMMARY_MERGE = f"""summed AS (
     INSERT INTO {SUMMARY_TABLE} AS old
         (device_id, bucket_start, sample_counts, value_sums, value_maxes)
     SELECT device_id, bucket_start, counts, sums, maxes FROM per_bucket
@@ -66,17 +52,48 @@ per_field AS (
     RETURNING 1
 )"""
 
-# One statement: insert the raw rows (a re-sent timestamped sample is skipped) and add only
-# those inserted to the summaries, so a retried push changes nothing.
+# What a set of raw rows (the relation `rows`: device_id, sampled_at, readings in
+# SUMMARY_FIELDS order) adds to the summaries, as common table expressions: counts, sums and
+# maxima per (device, bucket, field position), laid out in SUMMARY_FIELDS order, merged by
+# SUMMARY_MERGE. Parameter: the bucket width in seconds.
+SUMMARY_CTES = f"""
+per_field AS (
+    SELECT r.device_id, f.i, nullif(count(f.v), 0)::integer AS n, sum(f.v) AS s,
+        max(f.v) AS m,
+        date_bin(make_interval(secs => %s), r.sampled_at, timestamptz 'epoch') AS bucket_start
+    FROM rows r CROSS JOIN unnest(r.readings) WITH ORDINALITY AS f(v, i)
+    GROUP BY r.device_id, bucket_start, f.i
+), per_bucket AS (
+    SELECT device_id, bucket_start, array_agg(n ORDER BY i) AS counts,
+        array_agg(s ORDER BY i) AS sums, array_agg(m ORDER BY i) AS maxes
+    FROM per_field GROUP BY device_id, bucket_start
+), {SUMMARY_MERGE}"""
+
+# One statement: insert the raw rows (a re-sent timestamped push is skipped) and add only
+# those inserted to the summaries, so a retried push changes nothing. The readings arrive as
+# array literals in text (psycopg would adapt a nested list value by value in Python, and
+# unnest() of a two-dimensional array would flatten it).
 _RECORD_SQL = f"""
 WITH rows AS (
-    INSERT INTO {SAMPLE_TABLE} (device_id, field, sampled_at, value)
-    SELECT * FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[], %s::float8[])
+    INSERT INTO {SAMPLE_TABLE} (device_id, sampled_at, readings)
+    SELECT device_id, sampled_at, readings::float8[]
+    FROM unnest(%s::bigint[], %s::timestamptz[], %s::text[]) AS u(device_id, sampled_at, readings)
     ON CONFLICT DO NOTHING
-    RETURNING device_id, field, sampled_at, value
+    RETURNING device_id, sampled_at, readings
 ), {SUMMARY_CTES}
 SELECT (SELECT count(*) FROM rows), (SELECT count(*) FROM summed)
 """
+
+
+def readings_array(values: Mapping[str, float]) -> list[float | None]:
+    """A device's readings `{field: value}` laid out in SUMMARY_FIELDS order, None where a
+    field is missing. Fields Chronicle does not know are left out (the parser keeps none)."""
+    return [values.get(name) for name in SUMMARY_FIELDS]
+
+
+def readings_literal(readings: Sequence[float | None]) -> str:
+    """PostgreSQL's text for a float8[]: repr() of a float reads back to the same double."""
+    return "{" + ",".join("NULL" if value is None else repr(value) for value in readings) + "}"
 
 
 def retention() -> timedelta:
@@ -90,23 +107,33 @@ def raw_kept_since(*, now: datetime) -> datetime:
 
 
 def device_samples_record(
-    *, rows: Sequence[tuple[int, str, datetime, float]], now: datetime
+    *, rows: Sequence[tuple[int, datetime, Mapping[str, float]]], now: datetime
 ) -> int:
-    """Insert raw samples `(device_id, field, sampled_at, value)` and add those inserted to
-    their 5-minute summaries. Returns how many raw rows were inserted.
+    """Insert raw samples `(device_id, sampled_at, {field: value})`, a row per device and
+    moment, and add those inserted to their 5-minute summaries. Returns how many rows were
+    inserted.
+
+    A row whose (device, moment) is already stored is skipped whole: a retried push adds
+    nothing, and a later push carrying the same moment cannot add fields to it.
 
     Samples dated before raw_kept_since are not stored at all: their partition is gone or
     about to go, and without their raw row a re-sent push could not be told from a new one
     (the summary would count it twice). Their day's partition must exist
     (device_sample_partitions_ensure, before the transaction)."""
     cutoff = raw_kept_since(now=now)
-    kept = [row for row in rows if row[2] >= cutoff]
+    kept = [(device_id, at, readings_array(values)) for device_id, at, values in rows]
+    kept = [row for row in kept if row[1] >= cutoff and any(v is not None for v in row[2])]
     if not kept:
         return 0
-    device_ids, fields, moments, values = (list(column) for column in zip(*kept, strict=True))
     with connection.cursor() as cursor:
         cursor.execute(
-            _RECORD_SQL, [device_ids, fields, moments, values, SUMMARY_BUCKET_S, SUMMARY_FIELDS]
+            _RECORD_SQL,
+            [
+                [device_id for device_id, _, _ in kept],
+                [at for _, at, _ in kept],
+                [readings_literal(readings) for _, _, readings in kept],
+                SUMMARY_BUCKET_S,
+            ],
         )
         inserted, _ = cursor.fetchone()
     return int(inserted)

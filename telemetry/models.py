@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from telemetry.choices import AttemptStatus, JobIntervalKind
+from telemetry.dcgm import FIELDS as DCGM_FIELDS
 
 
 class Project(models.Model):
@@ -498,29 +499,39 @@ class JobInterval(models.Model):
 
 
 class DeviceSample(models.Model):
-    """One reading of one DCGM field (telemetry.dcgm.FIELDS, named as dcgm-exporter names it)
-    on one device. A wide fleet pushes every 30 s, so the row stays narrow: the composite
-    primary key (device, field, sampled_at) is the only index, and serves both reads, "latest
-    per device and field" (a backward scan of one (device, field) prefix) and a device's
-    history of a field (a range scan), and makes a re-sent timestamped push insert nothing.
+    """One device's DCGM readings at one moment, as one push carried them: the value of each
+    field at the field's position in telemetry.dcgm.FIELDS (append-only, as in the summaries;
+    an older row's shorter array still lines up), NULL for a field the push lacked or left
+    blank. A fleet pushes every 30 s, so a push is a row per GPU, not a row per field: the
+    16 fields dcgm-exporter sends by default take one row header and one key entry instead of
+    16 (README "GPU health at fleet scale": a tenth of the bytes and of the insert's work).
 
-    The table is range-partitioned by day of `sampled_at` (migration 0015) and kept for
+    The composite primary key (device, sampled_at) is the only index: a device's history (a
+    range scan) reads it, and a re-sent timestamped push inserts nothing. The table is
+    range-partitioned by day of `sampled_at` (migration 0015) and kept for
     DEVICE_SAMPLE_RETENTION_DAYS: whole partitions are dropped (telemetry.device_samples).
     What outlives them is DeviceSampleSummary."""
 
-    pk = models.CompositePrimaryKey("device", "field", "sampled_at")
+    pk = models.CompositePrimaryKey("device", "sampled_at")
     device = models.ForeignKey(
         Device, on_delete=models.CASCADE, related_name="samples", db_index=False
     )
-    field = models.CharField(max_length=64)
     sampled_at = models.DateTimeField()
-    value = models.FloatField()
+    readings = ArrayField(models.FloatField(null=True))
 
     class Meta:
-        ordering = ["device", "field", "sampled_at"]
+        ordering = ["device", "sampled_at"]
 
     def __str__(self) -> str:
-        return f"{self.device_id} {self.field}={self.value} @{self.sampled_at:%H:%M:%S}"
+        return f"{self.device_id} readings @{self.sampled_at:%H:%M:%S}"
+
+    def readings_by_field(self) -> dict[str, float]:
+        """{field: value} of the readings this row holds."""
+        return {
+            name: value
+            for name, value in zip(DCGM_FIELDS, self.readings, strict=False)
+            if value is not None
+        }
 
 
 class DeviceSampleSummary(models.Model):

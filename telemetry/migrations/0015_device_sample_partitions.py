@@ -16,7 +16,7 @@ import django.contrib.postgres.fields
 import django.db.models.deletion
 from django.db import migrations, models
 
-from telemetry.device_samples import SUMMARY_BUCKET_S, SUMMARY_CTES, SUMMARY_FIELDS
+from telemetry.device_samples import SUMMARY_BUCKET_S, SUMMARY_FIELDS, SUMMARY_MERGE
 
 TABLE = "telemetry_devicesample"
 OLD = "telemetry_devicesample_unpartitioned"
@@ -28,6 +28,23 @@ COLUMNS = """
     sampled_at timestamptz NOT NULL,
     value double precision NOT NULL,
     device_id bigint NOT NULL"""
+# The rows' sums as they were for a row per field (telemetry.device_samples sums a row per
+# device and moment since 0018): counts, sums and maxima per (device, bucket, field) in
+# SUMMARY_FIELDS order, merged into any row the bucket already has.
+SUMMARY_CTES = f"""
+per_field AS (
+    SELECT device_id, field, count(*)::integer AS n, sum(value) AS s, max(value) AS m,
+        date_bin(make_interval(secs => %s), sampled_at, timestamptz 'epoch') AS bucket_start
+    FROM rows GROUP BY device_id, field, bucket_start
+), per_bucket AS (
+    SELECT k.device_id, k.bucket_start, array_agg(p.n ORDER BY f.i) AS counts,
+        array_agg(p.s ORDER BY f.i) AS sums, array_agg(p.m ORDER BY f.i) AS maxes
+    FROM (SELECT DISTINCT device_id, bucket_start FROM per_field) k
+    CROSS JOIN unnest(%s::text[]) WITH ORDINALITY AS f(name, i)
+    LEFT JOIN per_field p ON p.device_id = k.device_id AND p.bucket_start = k.bucket_start
+        AND p.field = f.name
+    GROUP BY k.device_id, k.bucket_start
+), {SUMMARY_MERGE}"""
 KEYS = f"""
     CONSTRAINT {PKEY} PRIMARY KEY (device_id, field, sampled_at),
     CONSTRAINT {FKEY} FOREIGN KEY (device_id) REFERENCES telemetry_device (id)

@@ -99,10 +99,12 @@ def device_field_history(
     where they are still kept (raw_kept_since), the 5-minute summaries' mean and maximum
     before that, for the range the raw partitions no longer hold. At most two queries."""
     kept_since = raw_kept_since(now=now or datetime.now(UTC))
+    if field not in SUMMARY_FIELDS:
+        return []
+    # Django's array index transform is 0-based, like SUMMARY_FIELDS.
+    i = SUMMARY_FIELDS.index(field)
     points: list[HistoryPoint] = []
-    if since < kept_since and field in SUMMARY_FIELDS:
-        # Django's array index transform is 0-based, like SUMMARY_FIELDS.
-        i = SUMMARY_FIELDS.index(field)
+    if since < kept_since:
         buckets = (
             DeviceSampleSummary.objects.filter(
                 device=device,
@@ -120,12 +122,12 @@ def device_field_history(
         ]
     raw = (
         DeviceSample.objects.filter(
-            device=device, field=field, sampled_at__gte=max(since, kept_since), sampled_at__lt=until
+            device=device, sampled_at__gte=max(since, kept_since), sampled_at__lt=until
         )
         .order_by("sampled_at")
-        .values_list("sampled_at", "value")
+        .values_list("sampled_at", f"readings__{i}")
     )
-    points += [HistoryPoint(at, value, value, 1, 0) for at, value in raw]
+    points += [HistoryPoint(at, value, value, 1, 0) for at, value in raw if value is not None]
     return points
 
 

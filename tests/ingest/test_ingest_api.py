@@ -259,6 +259,41 @@ def test_revoked_and_expired_tokens_are_refused_at_once(post_batch, project):
 
 
 @pytest.mark.django_db
+def test_a_token_revoked_by_another_process_stops_working_within_the_cache_time(
+    post_batch, project, settings, monkeypatch
+):
+    import time
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from ingest import selectors, services
+    from ingest.models import IngestToken
+
+    # given a token this process has read
+    settings.INGEST_TOKEN_CACHE_S = 5.0
+    token, plaintext = services.token_create(project=project, name="fleet")
+    assert post_batch(batch("first"), token=plaintext).status_code == 202
+
+    # when it is used again, the token is not read from the database
+    with CaptureQueriesContext(connection) as again:
+        assert post_batch(batch("second"), token=plaintext).status_code == 202
+    assert not any("ingest_ingesttoken" in q["sql"] and q["sql"].startswith("SELECT")
+                   for q in again.captured_queries)  # fmt: skip
+
+    # when another process revokes it (a row update this process's cache does not see)
+    IngestToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+    read_at = time.monotonic()
+
+    # then it still works until the cache time has passed, and is refused after
+    monkeypatch.setattr(selectors.time, "monotonic", lambda: read_at + 1)
+    assert post_batch(batch("third"), token=plaintext).status_code == 202
+    monkeypatch.setattr(selectors.time, "monotonic", lambda: read_at + 5.1)
+    assert post_batch(batch("fourth"), token=plaintext).status_code == 401
+
+
+@pytest.mark.django_db
 def test_tokens_are_stored_hashed(ingest_token):
     from ingest.models import IngestToken
 

@@ -20,7 +20,7 @@ from ingest.prometheus import ExpositionError, exposition_parse, grouping_path_p
 from logbook.models import Interruption
 from telemetry import dcgm
 from telemetry.dcgm import FIELDS, HEALTH_COUNTERS_OFF_BY_DEFAULT, events_detect
-from telemetry.models import Attempt, Device, DeviceEvent, DeviceSample, Host
+from telemetry.models import Attempt, Device, DeviceEvent, DeviceHealthState, DeviceSample, Host
 from telemetry.selectors.dcgm import (
     dcgm_device_health,
     dcgm_missing_counters,
@@ -291,12 +291,14 @@ def test_push_stores_devices_samples_and_state(push):
     assert body["skipped_samples"] == len(UNMAPPED) * 4
     assert body["events"] == [] and body["interruptions"] == []
     assert body["missing_health_counters"] == []
-    assert DeviceSample.objects.count() == len(FIELDS) * 4
+    rows = DeviceSample.objects.all()
+    assert len(rows) == 4  # a row per GPU and moment
+    assert sum(len(row.readings_by_field()) for row in rows) == len(FIELDS) * 4
     device = Device.objects.select_related("host").get(uuid=B07_GPU0)
     assert (device.host.name, device.index_on_host) == ("node-b07", 0)
     assert device.accelerator_type == "NVIDIA H100 80GB HBM3"
-    history = DeviceSample.objects.filter(device=device, field="DCGM_FI_DEV_POWER_USAGE")
-    assert list(history.order_by("sampled_at").values_list("value", flat=True)) == [655.902]
+    history = DeviceSample.objects.filter(device=device).order_by("sampled_at")
+    assert [row.readings_by_field()["DCGM_FI_DEV_POWER_USAGE"] for row in history] == [655.902]
     health = dcgm_device_health(host=Host.objects.get(name="node-a01"))
     assert [one.device.uuid for one in health] == [A01_GPU0, A01_GPU1]
     temp = next(r for r in health[1].readings if r.name == "DCGM_FI_DEV_GPU_TEMP")
@@ -469,6 +471,40 @@ def test_query_count_does_not_grow_with_the_number_of_gpus(push, django_assert_m
         assert push(FIXTURE).status_code == 200
 
 
+@pytest.mark.django_db
+def test_a_known_fleet_push_reads_its_gpus_in_one_query_and_follows_a_moved_board(push):
+    # given every GPU of the fixture pushed once (devices, hosts and states exist)
+    push(FIXTURE)
+
+    # when the same GPUs push again
+    with CaptureQueriesContext(connection) as again:
+        assert push(exposition({(A01_GPU0, "DCGM_FI_DEV_GPU_TEMP"): "70"})).status_code == 200
+
+    # then hosts, devices and states come from one locking query, not one per table
+    tables = [q["sql"] for q in again.captured_queries if "telemetry_devicehealthstate" in q["sql"]]
+    assert len(tables) == 2  # the lock (joined to devices and hosts) and the update
+    assert "FOR UPDATE OF" in tables[0] and "telemetry_host" in tables[0]
+    assert not any(
+        q["sql"].startswith('SELECT "telemetry_device"."id"') for q in again.captured_queries
+    )
+    # when an XID follows, then every column of the state is saved (one UPDATE from JSON)
+    assert push(exposition({(A01_GPU0, "DCGM_FI_DEV_XID_ERRORS"): "79"})).status_code == 200
+    state = DeviceHealthState.objects.get(device__uuid=A01_GPU0)
+    assert state.last_values["DCGM_FI_DEV_GPU_TEMP"] != 70.0  # the fixture's again
+    assert (state.last_xid, state.model_name) == (79, "NVIDIA H100 80GB HBM3")
+    assert state.last_xid_message and state.last_xid_at == state.last_push_at
+    assert abs(state.last_push_at - datetime.now(UTC)).total_seconds() < 60
+    assert set(state.fields_sent) == set(FIELDS)
+
+    # when one board shows up in another host
+    moved = FIXTURE.replace('Hostname="node-a01"', 'Hostname="node-a02"')
+    assert push(moved).status_code == 200
+
+    # then its device follows it there
+    device = Device.objects.select_related("host").get(uuid=A01_GPU0)
+    assert device.host.name == "node-a02"
+
+
 # --- Limits and errors -------------------------------------------------------------------------
 
 
@@ -572,12 +608,9 @@ def test_push_to_gateway_against_the_live_server(live_server, project, ingest_to
     # then the device is on the host of the path, with its readings and the XID event
     device = Device.objects.select_related("host").get(uuid=gpu[1])
     assert device.host.name == "node-c03"
-    latest = {
-        field: value
-        for field, value in DeviceSample.objects.filter(device=device)
-        .order_by("sampled_at")
-        .values_list("field", "value")
-    }
+    latest: dict[str, float] = {}
+    for row in DeviceSample.objects.filter(device=device).order_by("sampled_at"):
+        latest.update(row.readings_by_field())
     assert latest == {
         "DCGM_FI_DEV_GPU_TEMP": 64.0,
         "DCGM_FI_DEV_XID_ERRORS": 79.0,

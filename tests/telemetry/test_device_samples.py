@@ -74,8 +74,11 @@ def test_a_push_for_a_new_day_makes_its_partition(push):
     # then the day's partition was made, and holds the readings
     assert name in partitions()
     with connection.cursor() as cursor:
-        cursor.execute(f'SELECT field, value FROM "{name}" ORDER BY field')
-        assert cursor.fetchall() == [(TEMP, 61.0), (POWER, 500.0)]
+        cursor.execute(
+            f'SELECT readings[%s], readings[%s] FROM "{name}"',
+            [SUMMARY_FIELDS.index(TEMP) + 1, SUMMARY_FIELDS.index(POWER) + 1],
+        )
+        assert cursor.fetchall() == [(61.0, 500.0)]
 
 
 @pytest.mark.django_db
@@ -116,7 +119,7 @@ def test_retention_drops_old_partitions_whole_and_keeps_recent_samples(push, set
     assert to_regclass(day_partition(old)) is None
     assert {day_partition(now + timedelta(days=d)) for d in range(3)} <= remaining
     # and only the recent sample is left raw, while both buckets' summaries stay
-    assert list(DeviceSample.objects.values_list("value", flat=True)) == [72.0]
+    assert [row.readings_by_field() for row in DeviceSample.objects.all()] == [{TEMP: 72.0}]
     assert DeviceSampleSummary.objects.count() == 2
     # and running it again changes nothing
     assert device_samples.device_sample_partitions_maintain() == ([], [])
@@ -177,13 +180,11 @@ def test_summaries_are_the_mean_and_max_of_the_raw_samples(push):
     ]
     for summary in summaries:
         end = summary.bucket_start + timedelta(seconds=SUMMARY_BUCKET_S)
-        for i, name in enumerate(SUMMARY_FIELDS):
-            raw = list(
-                DeviceSample.objects.filter(
-                    device=device, field=name, sampled_at__gte=summary.bucket_start,
-                    sampled_at__lt=end,
-                ).values_list("value", flat=True)
-            )  # fmt: skip
+        for i in range(len(SUMMARY_FIELDS)):
+            rows = DeviceSample.objects.filter(
+                device=device, sampled_at__gte=summary.bucket_start, sampled_at__lt=end
+            )
+            raw = [row.readings[i] for row in rows if row.readings[i] is not None]
             if not raw:
                 assert summary.sample_counts[i] is None and summary.value_maxes[i] is None
                 continue
@@ -259,3 +260,57 @@ def test_readings_older_than_the_window_are_not_stored(push, settings):
     assert not DeviceSample.objects.exists()
     assert not DeviceSampleSummary.objects.exists()
     assert day_partition(old) not in partitions()
+
+
+@pytest.mark.django_db
+def test_a_row_per_moment_exact_values_and_a_retry_adds_nothing(push):
+    # given one push whose exporter stamped power 30 s after temperature, with a value that
+    # needs all 17 digits of a double
+    ago = int((timezone.now() - timedelta(minutes=10)).timestamp())
+    at = datetime.fromtimestamp(ago // SUMMARY_BUCKET_S * SUMMARY_BUCKET_S, tz=UTC)  # one bucket
+    power = 612.4570000000001
+    text = (
+        exposition({TEMP: 61.0, XID: 0.0}, at)
+        + "\n"
+        + exposition({POWER: power}, at + timedelta(seconds=30))
+    )
+
+    # when it is pushed, then pushed again (a retry)
+    first = push(text).json()
+    push(text)
+
+    # then the GPU has a row per moment, each field at its position, NULL elsewhere
+    device = Device.objects.get(uuid=GPU)
+    rows = [
+        (row.sampled_at, row.readings_by_field())
+        for row in DeviceSample.objects.filter(device=device).order_by("sampled_at")
+    ]
+    assert rows == [(at, {TEMP: 61.0, XID: 0.0}), (at + timedelta(seconds=30), {POWER: power})]
+    assert first["samples"] == 3
+    # and the retry added nothing to the summary (one reading per field)
+    (summary,) = DeviceSampleSummary.objects.filter(device=device)
+    assert [summary.sample_counts[SUMMARY_FIELDS.index(f)] for f in (TEMP, XID, POWER)] == [
+        1,
+        1,
+        1,
+    ]
+    assert summary.sample_counts[SUMMARY_FIELDS.index("DCGM_FI_DEV_SM_CLOCK")] is None
+    # and a field's history reads only the rows that carry it, bit for bit
+    history = device_field_history(
+        device=device, field=POWER, since=at - timedelta(hours=1), until=at + timedelta(hours=1)
+    )
+    assert [(p.at, p.mean) for p in history] == [(at + timedelta(seconds=30), power)]
+
+
+def test_readings_are_laid_out_by_field_position_as_postgresql_array_text():
+    # given readings of two fields, one needing all 17 digits, and a field Chronicle lacks
+    readings = device_samples.readings_array({POWER: 0.1 + 0.2, TEMP: 61.0, "DCGM_FI_X": 1.0})
+
+    # then each sits at its field's position, None elsewhere, the unknown one left out
+    assert len(readings) == len(SUMMARY_FIELDS)
+    assert readings[SUMMARY_FIELDS.index(POWER)] == 0.1 + 0.2
+    assert sum(value is not None for value in readings) == 2
+    # and the array text reads back to the same doubles
+    text = device_samples.readings_literal(readings)
+    items = text.strip("{}").split(",")
+    assert [None if item == "NULL" else float(item) for item in items] == readings
