@@ -45,9 +45,8 @@ def _open(browser: Any, live_server: Any, login_page: Any, path: str) -> Any:
     login_page(page, live_server.url, "alice")
     page.goto(f"{live_server.url}{path}")
     page.wait_for_selector("#chart-0 .main-svg")
-    page.wait_for_function(
-        "() => window.ChronicleCharts && document.querySelector('#chart-0').layout"
-    )
+    # The first chart is drawn at once, the others one per frame after it.
+    page.wait_for_function("() => performance.getEntriesByName('chronicle:all-charts').length")
     return page
 
 
