@@ -241,6 +241,56 @@ class Marks:
             }
         )
 
+    def pins(
+        self,
+        xs: list[Any],
+        labels: list[str],
+        *,
+        at: float,
+        top: bool,
+        colour: str,
+        symbol: str,
+        name: str,
+        hovertemplate: str,
+    ) -> list[dict[str, Any]]:
+        """Hover markers naming each mark, at the data's top or bottom (`at`): a marker each
+        when they are few, returned as the data trace to add; when many, one line of short
+        thick ticks along the chart's top or bottom edge, kept with the marks' traces. Each
+        SVG marker is a node styled one by one: 466 of them, twice a chart, cost a Llama-scale
+        run page as much to draw as its data lines; the ticks are one path, hoverable alike."""
+        if not xs:
+            return []
+        xs = [_plain(x) for x in xs]
+        if len(xs) <= MANY_MARKS:
+            return [
+                {
+                    "type": "scatter",
+                    "x": xs,
+                    "y": [at] * len(xs),
+                    "mode": "markers",
+                    "name": name,
+                    "marker": {"color": colour, "symbol": symbol, "size": 9},
+                    "text": labels,
+                    "hovertemplate": hovertemplate,
+                }
+            ]
+        y0, y1 = (0.93, 1.0) if top else (0.0, 0.07)
+        self.traces.append(
+            {
+                "type": "scatter",
+                "x": [v for x in xs for v in (x, x, None)],
+                "y": [v for _ in xs for v in (y0, y1, None)],
+                "yaxis": MARKS_AXIS,
+                "mode": "lines",
+                "line": {"color": colour, "width": 3},
+                "name": name,
+                "showlegend": False,
+                "text": [v for label in labels for v in (label, label, None)],
+                "hovertemplate": hovertemplate,
+            }
+        )
+        return []
+
     def layout(self) -> dict[str, Any]:
         layout: dict[str, Any] = {}
         if self.shapes:
@@ -424,18 +474,15 @@ def metric_figure_data(
         )
         # Labels as hover markers along the top: text annotations overlap when restarts
         # cluster, and a hover names each one exactly.
-        top = float(finite_values.max()) if finite_values.size else 0.0
-        data.append(
-            {
-                "type": "scatter",
-                "x": plain(interruptions["x"].to_numpy()),
-                "y": [top] * len(interruptions),
-                "mode": "markers",
-                "name": "interruptions",
-                "marker": {"color": "#d62728", "symbol": "triangle-down", "size": 9},
-                "text": [str(label) for label in interruptions["label"]],
-                "hovertemplate": "interrupted at %{x}<br>%{text}<extra></extra>",
-            }
+        data += marks.pins(
+            plain(interruptions["x"].to_numpy()),
+            [str(label) for label in interruptions["label"]],
+            at=float(finite_values.max()) if finite_values.size else 0.0,
+            top=True,
+            colour="#d62728",
+            symbol="triangle-down",
+            name="interruptions",
+            hovertemplate="interrupted at %{x}<br>%{text}<extra></extra>",
         )
     if notes is not None and not notes.empty:
         bottom = float(finite_values.min()) if finite_values.size else 0.0
@@ -509,22 +556,19 @@ def _notes(marks: Marks, notes: pd.DataFrame, bottom: float) -> list[dict[str, A
             name=f"{kind} lines",
         )
     return [
-        {
-            "type": "scatter",
-            "x": [_plain(x) for x in group["x0"]],
-            "y": [bottom] * len(group),
-            "mode": "markers",
-            "name": "annotations" if kind == "annotation" else "logbook entries",
-            "marker": {
-                "color": NOTE_COLOURS.get(str(kind), "#1f6feb"),
-                "symbol": "triangle-up",
-                "size": 9,
-            },
-            # Escaped with the rest of the figure's text by charts_script.
-            "text": list(group["label"]),
-            "hovertemplate": "%{x}<br>%{text}<extra></extra>",
-        }
+        trace
         for kind, group in notes.groupby("kind", sort=True)
+        for trace in marks.pins(
+            list(group["x0"]),
+            # Escaped with the rest of the figure's text by charts_script.
+            list(group["label"]),
+            at=bottom,
+            top=False,
+            colour=NOTE_COLOURS.get(str(kind), "#1f6feb"),
+            symbol="triangle-up",
+            name="annotations" if kind == "annotation" else "logbook entries",
+            hovertemplate="%{x}<br>%{text}<extra></extra>",
+        )
     ]
 
 

@@ -41,6 +41,10 @@ def test_demo_every_page(demo_data, browser, live_server, console_errors):
         # when each page is opened
         response = page.goto(f"{live_server.url}{path}")
         page.wait_for_load_state("networkidle")
+        page.wait_for_function(
+            "() => !document.getElementById('charts-data')"
+            " || performance.getEntriesByName('chronicle:all-charts').length"
+        )
 
         # then it answers, and every chart it has is drawn with traces
         assert response is not None and response.status == 200, path

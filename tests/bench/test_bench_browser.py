@@ -1,5 +1,6 @@
 """The benchmark's browser phase (bench/browser.py) against a live server: it reads real
-load and first-chart times from Chromium's clock for a page with charts and one without."""
+load, first-chart and all-charts times from Chromium's clock for a page with charts and one
+without."""
 
 from __future__ import annotations
 
@@ -15,13 +16,17 @@ STARTED = datetime(2026, 11, 1, tzinfo=UTC)
 
 @pytest.mark.django_db(transaction=True)
 def test_the_browser_phase_times_load_and_the_first_chart(live_server, project, alice):
-    # given a run with a loss series, so its page draws a chart
+    # given a run with three series, so its page draws three charts
     run = telemetry_services.run_upsert(project=project, name="timed")
     attempt = telemetry_services.attempt_ensure(run=run, number=1, started_at=STARTED)
     telemetry_services.metric_points_insert(
         run=run,
         attempt=attempt,
-        points=[("loss", step, 3.0 - step / 100, None) for step in range(50)],
+        points=[
+            (name, step, 3.0 - step / 100, None)
+            for name in ("loss", "grad_norm", "lr")
+            for step in range(50)
+        ],
     )
 
     figures = browser.measure(
@@ -42,5 +47,9 @@ def test_the_browser_phase_times_load_and_the_first_chart(live_server, project, 
     # the run page's first chart is timed; a page without charts waits for none
     assert by_label["run page"].chart_p50_ms is not None and by_label["run page"].chart_p50_ms > 0
     assert by_label["triage"].chart_p50_ms is None
+    # and all its charts, drawn one per frame after the first, no sooner than the first
+    run_page = by_label["run page"]
+    assert run_page.all_p50_ms is not None and run_page.all_p50_ms >= run_page.chart_p50_ms
+    assert by_label["triage"].all_p50_ms is None
     lines = browser.table([f.as_dict() for f in figures])
     assert any(line.strip().startswith("run page") for line in lines)

@@ -45,9 +45,8 @@ def _open(browser: Any, live_server: Any, login_page: Any, path: str) -> Any:
     login_page(page, live_server.url, "alice")
     page.goto(f"{live_server.url}{path}")
     page.wait_for_selector("#chart-0 .main-svg")
-    page.wait_for_function(
-        "() => window.ChronicleCharts && document.querySelector('#chart-0').layout"
-    )
+    # The first chart is drawn at once, the others one per frame after it.
+    page.wait_for_function("() => performance.getEntriesByName('chronicle:all-charts').length")
     return page
 
 
@@ -166,3 +165,37 @@ def test_no_request_leaves_this_machine_and_no_share_button(
     assert page.locator("[data-title*='Chart Studio'], [data-title*='cloud']").count() == 0
     links = page.evaluate("[...document.querySelectorAll('a[href]')].map(a => a.href)")
     assert all(urlparse(link).hostname in {"127.0.0.1", "localhost"} for link in links), links
+
+
+def test_log_scale_smoothing_and_the_legend_reach_every_chart(
+    browser, live_server, login_page, alice, run, add_points
+):
+    # given three metrics, the page opened from a link with log scale and smoothing on
+    add_points(["loss", "grad_norm", "lr"], range(0, 100))
+    page = _open(browser, live_server, login_page, f"/runs/{run.pk}/?ylog=1&smooth=0.5")
+
+    # then every chart, the ones drawn after the first too, is on a log axis and smoothed,
+    # its raw line kept faint
+    assert page.evaluate(
+        "[0, 1, 2].map(i => document.querySelector('#chart-' + i).layout.yaxis.type)"
+    ) == ["log", "log", "log"]
+    lines = page.evaluate(
+        "document.querySelector('#chart-2')._fullData.map(t => [t.name, t.opacity])"
+    )
+    assert lines == [["attempt 1", 0.25], ["attempt 1", 1]]
+    assert page.is_checked("#y-log")
+
+    # when log scale is turned off, then every chart goes linear and the link forgets it
+    page.click("#y-log")
+    page.wait_for_function(
+        "() => [0, 1, 2].every(i =>"
+        " document.querySelector('#chart-' + i).layout.yaxis.type === 'linear')"
+    )
+    assert "ylog" not in page.url and "smooth=0.5" in page.url
+
+    # when the page's one legend hides attempt 1, then it is hidden on every chart
+    page.click("#chart-0 .legend .traces .legendtoggle")
+    page.wait_for_function(
+        "() => document.querySelector('#chart-2').data"
+        ".filter(t => t.name === 'attempt 1').every(t => t.visible === 'legendonly')"
+    )

@@ -93,7 +93,11 @@ def test_many_attempts_and_marks_are_drawn_as_a_few_traces():
     assert restart_lines.yaxis == "y2" and list(restart_lines.x[:3]) == [20, 20, None]
     assert restart_lines.text[0] == "attempt 2"
     assert figure.layout.yaxis2.overlaying == "y" and figure.layout.yaxis2.visible is False
-    assert "interruptions" in names  # the hover markers stay
+    # and the interruptions' hover markers are one trace of ticks along the top, each named
+    pins = next(t for t in figure.data if t.name == "interruptions")
+    assert pins.mode == "lines" and pins.yaxis == "y2"
+    assert list(pins.x[:3]) == [12, 12, None] and list(pins.y[:3]) == [0.93, 1.0, None]
+    assert list(pins.text[:3]) == ["GPU", "GPU", None]
 
 
 def test_arrays_of_objects_encode_as_the_lists_they_hold():
