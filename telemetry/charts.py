@@ -158,6 +158,7 @@ def folded_trace(lines: list[tuple[Any, Any, Any]], *, hovertemplate: str) -> go
 # Plotly adds shapes one by one (quadratic in Python) and the browser redraws each, so a run
 # with hundreds of restarts took minutes to build and seconds to draw.
 MANY_MARKS = 40
+MANY_MARKS_OPACITY = 0.12
 # The y axis marks drawn as traces span: laid over the data's axis, from 0 to 1, hidden.
 MARKS_AXIS = "y2"
 
@@ -200,7 +201,12 @@ class Marks:
                 "y": [v for _ in xs for v in (0, 1, None)],
                 "yaxis": MARKS_AXIS,
                 "mode": "lines",
-                "line": line,
+                # Many marks drawn full height at full strength hid the data: 466 restarts
+                # and 466 logbook lines made a Llama-scale chart a wall of dashes. Solid and
+                # faint, they stay readable as where restarts cluster; the data line and
+                # the hover ticks along the edges stay in front.
+                "line": {**line, "dash": "solid"},
+                "opacity": MANY_MARKS_OPACITY,
                 "name": name,
                 "showlegend": False,
                 "text": [v for label in text for v in (label, label, None)],
