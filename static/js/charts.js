@@ -17,6 +17,10 @@
   // hidden: attempt lines hidden from the page's legend, so charts drawn later hide them too.
   var view = { x: null, log: false, smooth: 0, hidden: {} };
   var generation = 0;  // a newer draw() (a live swap) stops an older one's progressive drawing
+  // The drawing under way: live.js waits for it before it polls again, or a run whose data
+  // changes faster than its eight charts draw would restart the drawing for ever (the later
+  // charts never drawn; seen in the benchmark's browser phase under ingest).
+  var drawing = Promise.resolve();
 
   // Linked charts with a figure; linked(): those drawn so far.
   function allLinked() {
@@ -280,13 +284,19 @@
     });
   }
 
+  function drawTracked() {
+    drawing = draw();
+    return drawing;
+  }
+
   window.ChronicleCharts = {
-    draw: draw,
+    draw: drawTracked,
+    whenDrawn: function () { return drawing; },
     applyX: applyX,
     setLog: function (on) { view.log = on; return restyleAll(); },
     setSmoothing: function (alpha) { view.smooth = alpha; return restyleAll(); },
     view: view
   };
-  document.addEventListener("chronicle:swapped", draw);
-  draw();
+  document.addEventListener("chronicle:swapped", drawTracked);
+  drawTracked();
 })();

@@ -45,13 +45,22 @@
     timer = setTimeout(poll, document.hidden ? HIDDEN_MS : VISIBLE_MS);
   }
 
+  // Resolves when the page's charts (if any) are drawn: a poll, and the swap it may bring,
+  // waits for the drawing under way to finish (charts.js).
+  function drawn() {
+    return window.ChronicleCharts ? window.ChronicleCharts.whenDrawn() : Promise.resolve();
+  }
+
   function poll() {
-    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+    drawn()
+      .then(function () {
+        return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (body) {
         var changed = version !== null && body.version !== version;
         version = body.version;
-        return changed ? refresh() : null;
+        return changed ? refresh().then(drawn) : null;
       })
       .then(function () { checkedAt = Date.now(); node.classList.remove("live-failed"); ago(); })
       .catch(function () { node.classList.add("live-failed"); })
