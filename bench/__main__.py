@@ -99,7 +99,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results["mlflow_version"] = mlflow_version
     server: mlflow_side.MlflowServer | None = None
     with (
-        chronicle_stack(concurrency=args.worker_concurrency, web_workers=args.web_workers) as app,
+        chronicle_stack(
+            concurrency=args.worker_concurrency,
+            web_workers=args.web_workers,
+            # Production settings serve the static files collectstatic writes, as `make web`.
+            pages=True,
+        ) as app,
         contextlib.ExitStack() as cleanup,
     ):
         if mlflow_exe is not None:
@@ -112,9 +117,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             except Exception as exc:  # still measure Chronicle
                 results["notes"].append(f"MLflow server did not start: {exc!r}"[:500])
                 log(results["notes"][-1])
-        # Production settings serve static files from a collectstatic manifest (as `make web`
-        # does); without it every page answers 500. Done before any page is rendered.
-        app.manage("collectstatic", "--noinput", "-v", "0")
         token = app.create_token("bench")
         workload = load.workload(args.points)
         floor_server = floor.start(app.pg, app.root, workers=args.mlflow_workers)

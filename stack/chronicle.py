@@ -249,11 +249,14 @@ def _worker_ready(proc: Proc, concurrency: int) -> bool:
 
 @contextlib.contextmanager
 def chronicle_stack(
-    *, concurrency: int = 2, web_workers: int = 2, beat: bool = False
+    *, concurrency: int = 2, web_workers: int = 2, beat: bool = False, pages: bool = False
 ) -> Iterator[Chronicle]:
     """PostgreSQL, Redis, migrations, gunicorn and a Celery worker, all private; everything
     is stopped by PID on the way out (Chronicle's processes first), whatever happened.
-    CHAOS_KEEP=1 keeps the temporary directory with every log."""
+    `pages`: collect the static files first, as `make web` does, for a stack whose pages are
+    loaded in a browser (WhiteNoise indexes them when gunicorn starts: collected later, the
+    page's scripts answer 404 and no chart is drawn). CHAOS_KEEP=1 keeps the temporary
+    directory with every log."""
     root = Path(tempfile.mkdtemp(prefix="chronicle-chaos-"))
     # The postgres user must reach its own directory inside this root-owned one.
     root.chmod(0o755)
@@ -267,6 +270,8 @@ def chronicle_stack(
             app = Chronicle(root, pg, rd)
             try:
                 app.migrate()
+                if pages:
+                    app.manage("collectstatic", "--noinput", "-v", "0")
                 app.start_web(workers=web_workers)
                 app.start_worker(concurrency=concurrency)
                 if beat:
