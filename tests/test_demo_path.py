@@ -160,6 +160,11 @@ def test_the_readme_demo_path_in_a_browser(demo, browser):
             continue
         response = page.goto(f"{demo.url}{target}")
         page.wait_for_load_state("networkidle")
+        # A run page draws its first chart at once and the others one per frame after it.
+        page.wait_for_function(
+            "() => !document.getElementById('charts-data')"
+            " || performance.getEntriesByName('chronicle:all-charts').length"
+        )
 
         # then each answers without error, logs no console error, and draws its charts
         assert response is not None and response.status < 400, (
