@@ -62,6 +62,19 @@ def stragglers(
     }
 
 
+def streak_start(scores: Sequence[float | None], *, threshold: float) -> int:
+    """Index (in `scores`, one rank's scores per window, oldest first; None where it has no
+    time) where its trailing run of windows below `threshold` begins; len(scores) when the
+    last window is not below it. A missing window ends the run, as in `stragglers`."""
+    start = len(scores)
+    while start > 0:
+        score = scores[start - 1]
+        if score is None or not score < threshold:
+            break
+        start -= 1
+    return start
+
+
 def percentiles(values: np.ndarray) -> tuple[float, float, float, float, float]:
     """(min, median, p90, p99, max) with linear interpolation (numpy's default)."""
     low, median, p90, p99, high = np.percentile(values, [0, 50, 90, 99, 100])

@@ -3,6 +3,7 @@ a later attempt that moves the rank off that host resolves them."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from django.conf import settings
@@ -14,7 +15,12 @@ from telemetry import rank_timings
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt
 from telemetry.selectors import ranks as rank_selectors
-from telemetry.straggler_scores import individual_scores, relative_scores, stragglers
+from telemetry.straggler_scores import (
+    individual_scores,
+    relative_scores,
+    stragglers,
+    streak_start,
+)
 
 # Windows of history the individual score's "own best so far" looks back over (a day of
 # 10-minute buckets): the whole attempt would mean reading every bucket on every pass.
@@ -56,11 +62,23 @@ def stragglers_detect(*, attempt_id: int) -> list[StragglerRecord]:
             # a checkpoint), not a rank. The relative score is what points at one.
             slow_individual = {}
         window_times = [start for start, _ in history[-needed:]]
+        fastest: list[float | None] = []  # computed once, for the first rank that needs it
         for rank in set(slow_relative) | set(slow_individual):
+            first, windows = window_times[0], needed
+            if rank in slow_relative:
+                # Where the slowness began, not where the last `needed` windows begin: a
+                # pass that sees hours of a rank's timings at once (a backfill, a late
+                # worker, the demo) would otherwise date a straggler to its last half hour.
+                fastest = fastest or _fastest(history)
+                start = streak_start(_relative_history(history, fastest, rank), threshold=threshold)
+                first, windows = history[start][0], len(history) - start
             entry = found.setdefault(
                 rank,
-                {"sections": [], "relative": 1.0, "individual": None, "first": window_times[0]},
-            )
+                {"sections": [], "relative": 1.0, "individual": None, "first": first,
+                 "windows": windows},
+            )  # fmt: skip
+            entry["first"] = min(entry["first"], first)
+            entry["windows"] = max(entry["windows"], windows)
             entry["sections"].append(section)
             entry["relative"] = min(
                 entry["relative"], min(window[rank] for window in relative_windows)
@@ -98,22 +116,47 @@ def stragglers_detect(*, attempt_id: int) -> list[StragglerRecord]:
                 "sections": sorted(entry["sections"]),
                 "relative_score": entry["relative"],
                 "individual_score": entry["individual"],
-                "windows": settings.RANK_STRAGGLER_WINDOWS,
+                "windows": entry["windows"],
                 "first_window_at": entry["first"],
                 "last_window_at": entry["last"],
             },
         )
         if not created and entry["last"] > record.last_window_at:
             # The same straggler, still slow: extend it rather than open another.
-            record.windows += 1
+            record.windows = max(record.windows + 1, entry["windows"])
+            record.first_window_at = min(record.first_window_at, entry["first"])
             record.last_window_at = entry["last"]
             record.relative_score = min(record.relative_score, entry["relative"])
             record.sections = sorted(set(record.sections) | set(entry["sections"]))
-            record.save(update_fields=["windows", "last_window_at", "relative_score", "sections"])
+            record.save(
+                update_fields=[
+                    "windows", "first_window_at", "last_window_at", "relative_score", "sections"
+                ]
+            )  # fmt: skip
         records.append(record)
     telemetry_services.run_data_version_bump(run_id=attempt.run_id)
     telemetry_services.fleet_version_bump(project_id=attempt.run.project_id)
     return records
+
+
+def _fastest(history: list[tuple[datetime, dict[int, float]]]) -> list[float | None]:
+    """Each window's fastest time (relative_scores' numerator), None for a window without one."""
+    return [
+        min((t for t in means.values() if t > 0 and math.isfinite(t)), default=None)
+        for _, means in history
+    ]
+
+
+def _relative_history(
+    history: list[tuple[datetime, dict[int, float]]], fastest: list[float | None], rank: int
+) -> list[float | None]:
+    """The rank's relative score in each window of `history` (None where it has no time)."""
+    scores: list[float | None] = []
+    for (_, means), best in zip(history, fastest, strict=True):
+        t = means.get(rank)
+        ok = best is not None and t is not None and t > 0 and math.isfinite(t)
+        scores.append(best / t if ok else None)
+    return scores
 
 
 @transaction.atomic

@@ -100,6 +100,26 @@ def test_a_rank_20_percent_slower_for_three_windows_is_a_straggler_then_resolved
     assert StragglerRecord.objects.count() == 1
 
 
+@pytest.mark.django_db
+def test_timings_that_arrive_at_once_date_the_straggler_from_when_it_slowed(token: Any) -> None:
+    # given: an hour of 8 ranks sent in one go (a backfill, or a worker that fell behind);
+    # rank 5 ran at speed for 20 minutes, then 25% slower for the last 40
+    start = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=3)
+    start -= timedelta(minutes=start.minute % 10)
+    gathered_steps(token, attempt=1, steps=range(0, 20), start=start, slow={}, hosts=HOSTS)
+    gathered_steps(token, attempt=1, steps=range(20, 60), start=start + timedelta(minutes=20),
+                   slow={5: 1.25}, hosts=HOSTS)  # fmt: skip
+    # when: one pass sees all of it
+    stragglers.rank_timings_refresh()
+    # then: the record starts where rank 5 slowed and counts its four slow windows, not just
+    # the last three the rule needs
+    record = StragglerRecord.objects.get()
+    assert record.rank == 5
+    assert record.first_window_at == start + timedelta(minutes=20)
+    assert record.last_window_at == start + timedelta(minutes=50)
+    assert record.windows == 4
+
+
 def rolled_steps(run_name: str = "big") -> set[int]:
     return set(
         RankStepStats.objects.filter(attempt__run__name=run_name).values_list("step", flat=True)

@@ -10,6 +10,7 @@ from telemetry.straggler_scores import (
     percentiles,
     relative_scores,
     stragglers,
+    streak_start,
 )
 
 
@@ -45,6 +46,15 @@ def test_a_straggler_is_below_the_threshold_in_every_one_of_the_last_n_windows()
 def test_a_gap_or_too_few_windows_is_no_straggler() -> None:
     assert stragglers([{1: 0.1}, {}, {1: 0.1}], threshold=0.7, windows_needed=3) == {}
     assert stragglers([{1: 0.1}], threshold=0.7, windows_needed=2) == {}
+
+
+def test_a_streak_starts_after_the_last_window_at_or_above_the_threshold() -> None:
+    scores = [0.95, 0.8, 0.99, 0.85, 0.8, 0.84]
+    assert streak_start(scores, threshold=0.9) == 3
+    assert streak_start([0.5, 0.5], threshold=0.9) == 0
+    assert streak_start([0.5, 0.95], threshold=0.9) == 2  # not below now: no streak
+    assert streak_start([0.5, None, 0.8, 0.8], threshold=0.9) == 2  # a gap ends it
+    assert streak_start([0.5, 0.9], threshold=0.9) == 2  # at the threshold is not below
 
 
 def test_percentiles_interpolate_like_numpy() -> None:
