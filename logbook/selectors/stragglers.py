@@ -21,6 +21,16 @@ def straggler_records_for_run(*, run: Run) -> QuerySet[StragglerRecord]:
     )
 
 
+def straggler_records_for_attempt(*, attempt_id: int) -> list[StragglerRecord]:
+    """The attempt's straggler records, earliest first: on an incident's page, the ranks that
+    were slow in the attempt it ended."""
+    return list(
+        StragglerRecord.objects.filter(attempt_id=attempt_id)
+        .select_related("host", "device", "resolved_by_attempt")
+        .order_by("first_window_at", "rank")[:50]
+    )
+
+
 def straggler_incidents(
     *,
     runs: QuerySet[Run] | list[int],

@@ -25,6 +25,7 @@ from logbook.paging import table_page
 from logbook.selectors import incidents as selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.incidents import IncidentFilters
+from logbook.selectors.stragglers import straggler_records_for_attempt
 from logbook.services import triage
 from telemetry import charts, display
 from telemetry.models import Membership
@@ -276,9 +277,23 @@ def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "history": history_rows(history),
             "next_statuses": sorted(triage.TRANSITIONS.get(incident.status, ())),
             "run_at_step": _run_at_step(incident),
+            "stragglers": _stragglers(incident),
             **_charts_around(incident),
         },
     )
+
+
+def _stragglers(incident: Any) -> list[tuple[Any, bool]]:
+    """The straggler records of the incident's attempt, each with whether its host or device
+    is one the incident names: a slow rank on the hardware that then failed is the lead."""
+    if incident.attempt_id is None:
+        return []
+    hosts = {host.pk for host in incident.hosts.all()}
+    devices = {device.pk for device in incident.devices.all()}
+    return [
+        (record, record.host_id in hosts or record.device_id in devices)
+        for record in straggler_records_for_attempt(attempt_id=incident.attempt_id)
+    ]
 
 
 # The run page's charts around an interruption: this many steps either side of it, or the

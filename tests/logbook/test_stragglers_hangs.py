@@ -120,6 +120,31 @@ def test_timings_that_arrive_at_once_date_the_straggler_from_when_it_slowed(toke
     assert record.windows == 4
 
 
+@pytest.mark.django_db
+def test_an_incident_page_lists_the_stragglers_of_the_attempt_it_ended(
+    token: Any, client: Any, alice: Any
+) -> None:
+    # given: rank 5 (on h2) slow for 30 minutes, then the attempt fails naming h2
+    start = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=2)
+    start -= timedelta(minutes=start.minute % 10)
+    gathered_steps(token, attempt=1, steps=range(0, 30), start=start, slow={5: 1.2}, hosts=HOSTS)
+    stragglers.rank_timings_refresh()
+    failed_at = (start + timedelta(minutes=31)).isoformat()
+    send(token, "fail", [{"type": "interruption", "time": failed_at, "category": "faulty-gpu",
+                          "hosts": ["h2"], "step": 30}])  # fmt: skip
+    incident = Interruption.objects.get()
+    # when
+    client.force_login(alice)
+    page = client.get(f"/incidents/{incident.pk}/").content.decode()
+    # then: the straggler is listed, flagged as on the hardware the incident names
+    section = page[page.index('id="incident-stragglers"') :]
+    section = section[: section.index("</section>")]
+    assert "Stragglers in attempt 1" in section
+    assert 'data-rank="5" class="named"' in section
+    assert "h2</a> <strong>(named by this incident)</strong>" in section
+    assert "0.833" in section
+
+
 def rolled_steps(run_name: str = "big") -> set[int]:
     return set(
         RankStepStats.objects.filter(attempt__run__name=run_name).values_list("step", flat=True)
