@@ -255,7 +255,16 @@
     if (range && !(isFinite(range[0]) && isFinite(range[1]) && range[0] < range[1])) { range = null; }
     view.x = range;
     var now = [], later = [];
-    JSON.parse(node.textContent).forEach(function (chart) {
+    var entries = JSON.parse(node.textContent);
+    // Marks traces several charts share are written once (telemetry.charts.shared_marks):
+    // each chart gets its own copy of the trace object (its arrays are shared, not copied).
+    var shared = [];
+    entries.forEach(function (entry) { if (entry.id === "charts-shared") { shared = entry.traces; } });
+    entries.forEach(function (chart) {
+      if (!chart.figure) { return; }
+      chart.figure.data = (chart.figure.data || []).map(function (t) {
+        return t.shared === undefined ? t : Object.assign({}, shared[t.shared]);
+      });
       var target = document.getElementById(chart.id);
       if (!target) { return; }
       figures[chart.id] = chart;
