@@ -119,6 +119,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _path_x(value: Any) -> str:
+    """An x value as an SVG path in a shape takes it: Plotly splits a path on spaces and on
+    its command letters (T among them), so a date's parts are joined by an underscore."""
+    if isinstance(value, str):
+        return value.replace(" ", "_").replace("T", "_").removesuffix("+00:00").removesuffix("Z")
+    return str(value)
+
+
 def as_scatter(trace: dict[str, Any]) -> go.Scatter:
     """A trace built as JSON data as a Plotly Scatter, its lists as arrays (see as_objects)."""
     return go.Scatter(
@@ -165,18 +173,28 @@ MARKS_AXIS = "y2"
 
 @dataclass
 class Marks:
-    """Vertical lines and shaded bands across a chart, collected and drawn at once: as
-    layout shapes when they are few, as one scatter trace per kind when they are many (kept
-    as JSON data, for figures built as data and Plotly figures alike)."""
+    """Vertical lines and shaded bands across a chart, collected and drawn at once: as a
+    layout shape each when they are few, as one path shape per kind when they are many, and
+    their hover ticks as one trace per kind (kept as JSON data, for figures built as data and
+    Plotly figures alike)."""
 
     shapes: list[dict[str, Any]] = field(default_factory=list)
     annotations: list[dict[str, Any]] = field(default_factory=list)
     traces: list[dict[str, Any]] = field(default_factory=list)
 
     def lines(
-        self, xs: list[Any], *, line: dict[str, Any], name: str, labels: list[str] | None = None
+        self,
+        xs: list[Any],
+        *,
+        line: dict[str, Any],
+        name: str,
+        labels: list[str] | None = None,
+        ticked: bool = False,
     ) -> None:
-        if not xs:
+        """With `ticked` (the marks also have pins: ticks along an edge, each named on
+        hover), many marks are left to their ticks: hundreds of full-height lines were a
+        uniform wall over the data that said nothing the ticks do not."""
+        if not xs or (ticked and len(xs) > MANY_MARKS):
             return
         xs = [_plain(x) for x in xs]
         if len(xs) <= MANY_MARKS:
@@ -193,26 +211,21 @@ class Marks:
                          "font": {"size": 10}}
                     )  # fmt: skip
             return
-        text = labels or [None] * len(xs)
-        self.traces.append(
+        # One SVG path for them all, drawn under the data: as a scatter trace (466 segments
+        # between gaps, with hover points) each kind cost ~30 ms of a Llama-scale chart's
+        # ~210 ms to draw, and a run page draws eight; as a path shape, ~2 ms. Their hover
+        # goes with them (the restarts': the attempts' own lines name each attempt). Drawn
+        # at full strength, 466 restarts made a Llama-scale chart a wall of dashes; solid
+        # and faint, they stay readable as where restarts cluster.
+        self.shapes.append(
             {
-                "type": "scatter",
-                "x": [v for x in xs for v in (x, x, None)],
-                "y": [v for _ in xs for v in (0, 1, None)],
-                "yaxis": MARKS_AXIS,
-                "mode": "lines",
-                # Many marks drawn full height at full strength hid the data: 466 restarts
-                # and 466 logbook lines made a Llama-scale chart a wall of dashes. Solid and
-                # faint, they stay readable as where restarts cluster; the data line and
-                # the hover ticks along the edges stay in front.
+                "type": "path",
+                "xref": "x",
+                "yref": "y domain",
+                "path": "".join(f"M{x},0L{x},1" for x in map(_path_x, xs)),
                 "line": {**line, "dash": "solid"},
                 "opacity": MANY_MARKS_OPACITY,
-                "name": name,
-                "showlegend": False,
-                "text": [v for label in text for v in (label, label, None)],
-                "hovertemplate": "%{x}<br>%{text}<extra></extra>"
-                if labels
-                else "%{x}<extra></extra>",
+                "layer": "below",
             }
         )
 
@@ -228,22 +241,20 @@ class Marks:
                      "line": {"width": 0}, "layer": "below"}
                 )  # fmt: skip
             return
-        self.traces.append(
+        # One path of closed rectangles, for the reason `lines` gives.
+        self.shapes.append(
             {
-                "type": "scatter",
-                "x": [
-                    v for x0, x1 in zip(x0s, x1s, strict=True) for v in (x0, x0, x1, x1, x0, None)
-                ],
-                "y": [v for _ in x0s for v in (0, 1, 1, 0, 0, None)],
-                "yaxis": MARKS_AXIS,
-                "mode": "lines",
-                "fill": "toself",
+                "type": "path",
+                "xref": "x",
+                "yref": "y domain",
+                "path": "".join(
+                    f"M{a},0L{a},1L{b},1L{b},0Z"
+                    for a, b in zip(map(_path_x, x0s), map(_path_x, x1s), strict=True)
+                ),
                 "fillcolor": colour,
                 "opacity": 0.08,
                 "line": {"width": 0},
-                "name": name,
-                "showlegend": False,
-                "hoverinfo": "skip",
+                "layer": "below",
             }
         )
 
@@ -477,6 +488,7 @@ def metric_figure_data(
             list(interruptions["x"]),
             line={"color": "#d62728", "dash": "dot", "width": 1},
             name="interruption lines",
+            ticked=True,
         )
         # Labels as hover markers along the top: text annotations overlap when restarts
         # cluster, and a hover names each one exactly.
@@ -560,6 +572,7 @@ def _notes(marks: Marks, notes: pd.DataFrame, bottom: float) -> list[dict[str, A
             list(group[[not r for r in ranged]]["x0"]),
             line={"color": colour, "dash": "dashdot", "width": 1},
             name=f"{kind} lines",
+            ticked=True,
         )
     return [
         trace

@@ -1,6 +1,7 @@
-"""A run page's charts share its marks: the restarts (and interruptions, logbook entries)
-are the same on every chart, so the page writes their traces once and charts.js gives each
-chart its copy before drawing it."""
+"""A run page's charts share its marks: the logbook entries are the same on every chart, so
+the page writes their hover ticks' trace once and charts.js gives each chart its copy before
+drawing it; many restarts are one path shape, and many interruptions and entries only their
+ticks."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from typing import Any
 
 import pytest
 
+from logbook.services.entries import logbook_entry_record
+from logbook.services.interruptions import interruption_record
 from telemetry import services as telemetry_services
 from telemetry.charts import MANY_MARKS, MARKS_AXIS, SHARED_TRACES_ID, shared_marks
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
-ATTEMPTS = MANY_MARKS + 5  # restarts past MANY_MARKS: drawn as one trace per chart
+ATTEMPTS = MANY_MARKS + 5  # marks past MANY_MARKS: one path and one trace of ticks a kind
 
 
 def _marks_trace(xs: list[int]) -> dict[str, Any]:
@@ -55,6 +58,12 @@ def _run(project: Any) -> Any:
             at = T0 + timedelta(hours=number, seconds=step)
             points += [("loss", step, 3.0 - step / 1e3, at), ("grad_norm", step, 1.0, at)]
         telemetry_services.metric_points_insert(run=run, attempt=attempt, points=points)
+        if number < ATTEMPTS:
+            interruption_record(run=run, source_key=f"i{number}", attempt=attempt,
+                                occurred_at=T0 + timedelta(hours=number, seconds=first + 11),
+                                category="faulty-gpu", step=first + 11)  # fmt: skip
+            logbook_entry_record(run=run, title=f"note {number}", step=first + 5,
+                                 occurred_at=T0 + timedelta(hours=number, seconds=first + 5))  # fmt: skip
     return run
 
 
@@ -65,24 +74,29 @@ def _embedded(html: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.django_db
-def test_the_run_page_writes_its_restarts_once(client: Any, project: Any, alice: Any) -> None:
+def test_the_run_page_writes_its_logbook_ticks_once(client: Any, project: Any, alice: Any) -> None:
     run = _run(project)
     client.force_login(alice)
     entries = _embedded(client.get(f"/runs/{run.pk}/").content.decode())
     shared = entries[-1]
     assert shared["id"] == SHARED_TRACES_ID
-    [restarts] = [t for t in shared["traces"] if t["name"] == "restarts"]
-    assert len(restarts["x"]) == 3 * (ATTEMPTS - 1)
+    [ticks] = [t for t in shared["traces"] if t["name"] == "logbook entries"]
+    assert len(ticks["x"]) == 3 * (ATTEMPTS - 1)
     charts = [entry for entry in entries if "figure" in entry]
     assert len(charts) == 2  # loss and grad_norm
-    index = shared["traces"].index(restarts)
+    index = shared["traces"].index(ticks)
+    paths = []
     for chart in charts:
         assert {"shared": index} in chart["figure"]["data"]
+        shapes = chart["figure"]["layout"]["shapes"]
+        paths.append([s["path"].count("M") for s in shapes if s["type"] == "path"])
+    # the restarts: a path; the many interruptions and logbook entries: their ticks only
+    assert paths == [[ATTEMPTS - 1], [ATTEMPTS - 1]]
 
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_every_chart_draws_the_shared_restarts(
+def test_every_chart_draws_the_shared_ticks_and_its_mark_paths(
     browser: Any, live_server: Any, login_page: Any, console_errors: Any, project: Any, alice: Any
 ) -> None:
     run = _run(project)
@@ -94,8 +108,9 @@ def test_every_chart_draws_the_shared_restarts(
         "() => performance.getEntriesByName('chronicle:all-charts').length > 0", timeout=60_000
     )
     drawn = page.evaluate(
-        """() => Array.from(document.querySelectorAll('[data-linked-x]')).map(gd =>
-             gd._fullData.filter(t => t.name === 'restarts').map(t => t.x.length))"""
+        """() => Array.from(document.querySelectorAll('[data-linked-x]')).map(gd => [
+             gd._fullData.filter(t => t.name === 'logbook entries').map(t => t.x.length),
+             gd.querySelectorAll('.layer-below .shapelayer path').length])"""
     )
-    assert drawn == [[3 * (ATTEMPTS - 1)], [3 * (ATTEMPTS - 1)]]
+    assert drawn == [[[3 * (ATTEMPTS - 1)], 1], [[3 * (ATTEMPTS - 1)], 1]]
     assert errors == []

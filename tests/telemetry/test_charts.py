@@ -60,6 +60,31 @@ def test_time_axis_shades_downtime_between_attempts():
     assert figure.layout.xaxis.title.text == "wall-clock time (UTC)"
 
 
+def test_many_downtimes_on_the_time_axis_are_one_path_plotly_can_read():
+    from telemetry.charts import MANY_MARKS
+
+    start = pd.Timestamp("2026-11-01T00:00:00")
+    n = MANY_MARKS + 10
+    points = pd.DataFrame(
+        {"attempt": [1, 2], "x": [start, start + pd.Timedelta(hours=n)], "value": [3.0, 2.0]}
+    )
+    downtime = pd.DataFrame(
+        {
+            "x0": [start + pd.Timedelta(hours=h, minutes=10) for h in range(n)],
+            "x1": [start + pd.Timedelta(hours=h, minutes=40) for h in range(n)],
+        }
+    )
+
+    figure = metric_figure(points, title="loss", axis="time", downtime=downtime)
+
+    [bands] = figure.layout.shapes
+    assert bands.type == "path" and bands.fillcolor == "#d62728"
+    # Plotly splits a path on spaces and on command letters (T is one): dates use "_"
+    first = "M2026-11-01_00:10:00,0L2026-11-01_00:10:00,1"
+    assert bands.path.startswith(first + "L2026-11-01_00:40:00,1L2026-11-01_00:40:00,0Z")
+    assert bands.path.count("Z") == n and "T" not in bands.path and " " not in bands.path
+
+
 def test_many_attempts_and_marks_are_drawn_as_a_few_traces():
     from telemetry.charts import MANY_MARKS, OWN_ATTEMPTS
 
@@ -87,11 +112,13 @@ def test_many_attempts_and_marks_are_drawn_as_a_few_traces():
     folded = figure.data[0]
     assert list(folded.x[:4]) == [10, 11, 12, None]  # broken between attempts
     assert folded.text[0] == "attempt 1"
-    # and the marks are one trace each on a hidden 0-1 axis, not a shape each
-    assert not figure.layout.shapes
-    restart_lines = next(t for t in figure.data if t.name == "restarts")
-    assert restart_lines.yaxis == "y2" and list(restart_lines.x[:3]) == [20, 20, None]
-    assert restart_lines.text[0] == "attempt 2"
+    # and the restarts are one path shape, under the data, not a shape each; the many
+    # interruptions are left to their named ticks (no full-height line each)
+    [restart_lines] = figure.layout.shapes
+    assert restart_lines.type == "path" and restart_lines.layer == "below"
+    assert restart_lines.path.startswith("M20,0L20,1M30,0L30,1")
+    assert restart_lines.path.count("M") == n - 1 and restart_lines.line.dash == "solid"
+    assert not any(t.name in ("restarts", "interruption lines") for t in figure.data)
     assert figure.layout.yaxis2.overlaying == "y" and figure.layout.yaxis2.visible is False
     # and the interruptions' hover markers are one trace of ticks along the top, each named
     pins = next(t for t in figure.data if t.name == "interruptions")
