@@ -62,8 +62,10 @@ def _run(project: Any) -> Any:
             interruption_record(run=run, source_key=f"i{number}", attempt=attempt,
                                 occurred_at=T0 + timedelta(hours=number, seconds=first + 11),
                                 category="faulty-gpu", step=first + 11)  # fmt: skip
-            logbook_entry_record(run=run, title=f"note {number}", step=first + 5,
-                                 occurred_at=T0 + timedelta(hours=number, seconds=first + 5))  # fmt: skip
+            noted_at = T0 + timedelta(hours=number, seconds=first + 5)
+            logbook_entry_record(
+                run=run, title=f"note {number}", step=first + 5, occurred_at=noted_at
+            )
     return run
 
 
