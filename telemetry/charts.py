@@ -646,42 +646,60 @@ _MARKUP = re.compile("[&<>]")
 SHARED_TRACES_ID = "charts-shared"
 
 
+def _shareable(figure: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
+    """(where, position, item) of the figure's marks charts may share: its traces drawn on
+    MARKS_AXIS (the ticks) and its layout's path shapes (many restarts or ranges)."""
+    found = [
+        ("data", position, trace)
+        for position, trace in enumerate(figure.get("data", []))
+        if trace.get("yaxis") == MARKS_AXIS
+    ]
+    found += [
+        ("shapes", position, shape)
+        for position, shape in enumerate(figure.get("layout", {}).get("shapes", []))
+        if shape.get("type") == "path"
+    ]
+    return found
+
+
 def shared_marks(payload: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The payload with each marks trace (drawn on MARKS_AXIS) that two or more charts hold,
-    identical, kept once: in a last entry {"id": SHARED_TRACES_ID, "traces": [...]}, each
-    chart's copy replaced by {"shared": its index}. A Llama-scale run page's eight charts
-    each carried the same 466 restarts, interruptions and logbook entries: 1.2 of its 1.5 MB."""
-    keys: list[list[str | None]] = []
+    """The payload with each marks trace or path shape that two or more charts hold,
+    identical, kept once: in a last entry {"id": SHARED_TRACES_ID, "traces": [...]} (traces
+    and shapes alike), each chart's copy replaced by {"shared": its index}. A Llama-scale run
+    page's eight charts each carried the same 466 restarts, interruptions and logbook
+    entries: 1.2 of its 1.5 MB."""
+    found = [_shareable(entry.get("figure", {})) for entry in payload]
     counts: dict[str, int] = {}
-    for entry in payload:
-        row: list[str | None] = []
-        for trace in entry.get("figure", {}).get("data", []):
-            key = None
-            if trace.get("yaxis") == MARKS_AXIS:
-                key = json.dumps(trace, sort_keys=True, cls=DjangoJSONEncoder)
-                counts[key] = counts.get(key, 0) + 1
-            row.append(key)
-        keys.append(row)
+    keyed = []
+    for items in found:
+        row = []
+        for where, position, item in items:
+            key = json.dumps(item, sort_keys=True, cls=DjangoJSONEncoder)
+            counts[key] = counts.get(key, 0) + 1
+            row.append((where, position, item, key))
+        keyed.append(row)
     if not any(count > 1 for count in counts.values()):
         return payload
     index: dict[str, int] = {}
-    traces: list[dict[str, Any]] = []
+    shared: list[dict[str, Any]] = []
     result = []
-    for entry, row in zip(payload, keys, strict=True):
-        if "figure" not in entry:
+    for entry, row in zip(payload, keyed, strict=True):
+        if not row:
             result.append(entry)
             continue
-        data = []
-        for trace, key in zip(entry["figure"].get("data", []), row, strict=True):
-            if key is None or counts[key] < 2:
-                data.append(trace)
+        figure = entry["figure"]
+        data = list(figure.get("data", []))
+        shapes = list(figure.get("layout", {}).get("shapes", []))
+        for where, position, item, key in row:
+            if counts[key] < 2:
                 continue
             if key not in index:
-                index[key] = len(traces)
-                traces.append(trace)
-            data.append({"shared": index[key]})
-        result.append({**entry, "figure": {**entry["figure"], "data": data}})
-    return [*result, {"id": SHARED_TRACES_ID, "traces": traces}]
+                index[key] = len(shared)
+                shared.append(item)
+            (data if where == "data" else shapes)[position] = {"shared": index[key]}
+        layout = {**figure["layout"], "shapes": shapes} if shapes else figure.get("layout", {})
+        result.append({**entry, "figure": {**figure, "data": data, "layout": layout}})
+    return [*result, {"id": SHARED_TRACES_ID, "traces": shared}]
 
 
 def charts_script(payload: list[dict[str, Any]]) -> SafeString:

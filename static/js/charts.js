@@ -256,15 +256,18 @@
     view.x = range;
     var now = [], later = [];
     var entries = JSON.parse(node.textContent);
-    // Marks traces several charts share are written once (telemetry.charts.shared_marks):
-    // each chart gets its own copy of the trace object (its arrays are shared, not copied).
+    // Marks traces and path shapes several charts share are written once
+    // (telemetry.charts.shared_marks): each chart gets its own copy of the object (its arrays
+    // are shared, not copied).
     var shared = [];
     entries.forEach(function (entry) { if (entry.id === "charts-shared") { shared = entry.traces; } });
+    function own(item) { return item.shared === undefined ? item : Object.assign({}, shared[item.shared]); }
     entries.forEach(function (chart) {
       if (!chart.figure) { return; }
-      chart.figure.data = (chart.figure.data || []).map(function (t) {
-        return t.shared === undefined ? t : Object.assign({}, shared[t.shared]);
-      });
+      chart.figure.data = (chart.figure.data || []).map(own);
+      if (chart.figure.layout && chart.figure.layout.shapes) {
+        chart.figure.layout.shapes = chart.figure.layout.shapes.map(own);
+      }
       var target = document.getElementById(chart.id);
       if (!target) { return; }
       figures[chart.id] = chart;

@@ -34,8 +34,12 @@ def test_marks_two_charts_hold_alike_are_written_once_and_the_rest_stay() -> Non
         {"id": "b", "figure": {"data": [own, _marks_trace([5, 9]), alone], "layout": {}}},
         {"id": "c", "figure": {"data": [_marks_trace([5, 10])], "layout": {}}},
     ]
+    path = {"type": "path", "path": "M5,0L5,1M9,0L9,1", "xref": "x", "yref": "y domain"}
+    for entry in payload[:2]:
+        entry["figure"]["layout"] = {"shapes": [{"type": "line", "x0": 1}, path]}
     out = shared_marks(payload)
-    assert out[-1] == {"id": SHARED_TRACES_ID, "traces": [_marks_trace([5, 9])]}
+    assert out[-1] == {"id": SHARED_TRACES_ID, "traces": [_marks_trace([5, 9]), path]}
+    assert out[0]["figure"]["layout"]["shapes"] == [{"type": "line", "x0": 1}, {"shared": 1}]
     assert out[0]["figure"]["data"] == [own, {"shared": 0}]
     assert out[1]["figure"]["data"] == [own, {"shared": 0}, alone]
     assert out[2]["figure"]["data"] == [_marks_trace([5, 10])]  # differs: kept as it is
@@ -82,7 +86,7 @@ def test_the_run_page_writes_its_logbook_ticks_once(client: Any, project: Any, a
     entries = _embedded(client.get(f"/runs/{run.pk}/").content.decode())
     shared = entries[-1]
     assert shared["id"] == SHARED_TRACES_ID
-    [ticks] = [t for t in shared["traces"] if t["name"] == "logbook entries"]
+    [ticks] = [t for t in shared["traces"] if t.get("name") == "logbook entries"]
     assert len(ticks["x"]) == 3 * (ATTEMPTS - 1)
     charts = [entry for entry in entries if "figure" in entry]
     assert len(charts) == 2  # loss and grad_norm
@@ -90,8 +94,12 @@ def test_the_run_page_writes_its_logbook_ticks_once(client: Any, project: Any, a
     paths = []
     for chart in charts:
         assert {"shared": index} in chart["figure"]["data"]
-        shapes = chart["figure"]["layout"]["shapes"]
+        shapes = [
+            shared["traces"][s["shared"]] if "shared" in s else s
+            for s in chart["figure"]["layout"]["shapes"]
+        ]
         paths.append([s["path"].count("M") for s in shapes if s["type"] == "path"])
+    assert charts[0]["figure"]["layout"]["shapes"] == charts[1]["figure"]["layout"]["shapes"]
     # the restarts: a path; the many interruptions and logbook entries: their ticks only
     assert paths == [[ATTEMPTS - 1], [ATTEMPTS - 1]]
 
