@@ -99,8 +99,11 @@ def test_a_planted_straggler_is_named_with_its_host(
     wait(all_done, what="the worker")
     # when the periodic pass runs
     stragglers.rank_timings_refresh()
-    # then the ledger names rank 5 on node1 (its device too)
-    record = StragglerRecord.objects.get()
+    # then the ledger names rank 5 on node1 (its device too), as the slowest it names (on a
+    # loaded 2-core machine a real rank process can be starved for three windows as well)
+    records = list(StragglerRecord.objects.order_by("relative_score"))
+    assert [r.rank for r in records[:1]] == [5], [(r.rank, r.relative_score) for r in records]
+    record = records[0]
     assert (record.rank, record.host.name, record.device.uuid) == (5, "node1", "GPU-5")
     # forward always; on a loaded machine its overrunning steps can make `step` low too
     assert "forward" in record.sections and "collective_wait" not in record.sections
