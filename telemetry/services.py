@@ -12,8 +12,7 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Case, F, Q, Value, When
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import F
 from django.utils import timezone
 from psycopg.errors import UniqueViolation
 
@@ -364,21 +363,27 @@ def run_progress_record(*, run: Run, last_step: int, seen_at: datetime | None) -
     """Move the run's latest step and time forward only (monotonic, so order-independent),
     and its data_version: new points change its pages (the same UPDATE, so an ingest batch
     writes the run's row once)."""
-    updates: dict[str, Any] = {
-        "last_step": Greatest(Coalesce(F("last_step"), Value(-1)), last_step),
-        "data_version": F("data_version") + 1,
-        # Hang detection's clock: moves only with the step (Case is evaluated on the old row).
-        "last_step_at": Case(
-            When(
-                Q(last_step__isnull=True) | Q(last_step__lt=last_step),
-                then=Value(seen_at or timezone.now()),
-            ),
-            default=F("last_step_at"),
-        ),
-    }
-    if seen_at is not None:
-        updates["last_seen_at"] = Greatest(Coalesce(F("last_seen_at"), Value(seen_at)), seen_at)
-    Run.objects.filter(pk=run.pk).update(**updates)
+    # Written out: every ingest batch runs this UPDATE, and building it from Django
+    # expressions (Greatest, Coalesce, Case) cost ~1 ms of the web process's CPU each time,
+    # ten times what PostgreSQL spends running it.
+    table = Run._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET last_step = GREATEST(COALESCE(last_step, -1), %(step)s), "
+            "data_version = data_version + 1, "
+            # Hang detection's clock: moves only with the step (the old row's last_step).
+            "last_step_at = CASE WHEN last_step IS NULL OR last_step < %(step)s "
+            "THEN %(step_at)s ELSE last_step_at END, "
+            "last_seen_at = CASE WHEN %(seen)s::timestamptz IS NULL THEN last_seen_at "
+            "ELSE GREATEST(last_seen_at, %(seen)s::timestamptz) END "
+            "WHERE id = %(id)s",
+            {
+                "step": last_step,
+                "step_at": seen_at or timezone.now(),
+                "seen": seen_at,
+                "id": run.pk,
+            },
+        )
     pending = _deferred.get()
     if pending is not None:
         pending.runs.discard(run.pk)
