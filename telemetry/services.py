@@ -366,7 +366,7 @@ def run_progress_record(*, run: Run, last_step: int, seen_at: datetime | None) -
     # Written out: every ingest batch runs this UPDATE, and building it from Django
     # expressions (Greatest, Coalesce, Case) cost ~1 ms of the web process's CPU each time,
     # ten times what PostgreSQL spends running it.
-    table = Run._meta.db_table
+    table = connection.ops.quote_name(Run._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET last_step = GREATEST(COALESCE(last_step, -1), %(step)s), "
