@@ -59,6 +59,7 @@ class IngestBatch(models.Model):
     rank = models.PositiveIntegerField(null=True, blank=True)
     host = models.CharField(max_length=200, blank=True)
     body_sha256 = models.CharField(max_length=64)
+    # Empty for a batch written in its request (done at once): only a worker reads a body.
     body = models.BinaryField()
     metric_count = models.PositiveIntegerField(default=0)
     event_count = models.PositiveIntegerField(default=0)

@@ -196,8 +196,12 @@ def _batch_store(
                     rank=batch_in.rank,
                     host=batch_in.host,
                     body_sha256=digest,
-                    # Kept even when written at once: any batch can be processed again.
-                    body=body,
+                    # Kept only for the worker that will process it. A batch written at
+                    # once is done: nothing reads its body again (requeue skips done
+                    # batches) and its digest tells duplicates from conflicts, while
+                    # storing it cost ~1.7 ms of PostgreSQL's CPU per 1,000-point batch
+                    # (compressing and TOASTing 80 kB) and ~0.5 ms here (rendering it).
+                    body=b"" if at_once else body,
                     metric_count=len(batch_in.metrics),
                     event_count=len(batch_in.events),
                     status=IngestBatch.Status.DONE if at_once else IngestBatch.Status.PENDING,
@@ -277,6 +281,12 @@ def _batch_process_locked(batch_pk: int) -> str:
     )
     if batch is None:
         return "not pending"
+    if not batch.body:
+        # Written in its request (_batch_store), body not kept: its points were stored then,
+        # so a batch forced back to pending has nothing left to do.
+        batch.status = IngestBatch.Status.DONE
+        batch.save(update_fields=["status"])
+        return "done"
     batch_in = validate_batch(
         parse_json(bytes(batch.body)),
         max_metrics=settings.INGEST_MAX_METRICS_PER_BATCH,

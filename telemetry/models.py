@@ -312,8 +312,16 @@ class MetricPoint(models.Model):
     as NaN."""
 
     pk = models.CompositePrimaryKey("series", "step")
+    # The reference to the series is enforced by two statement triggers (migration 0019),
+    # not a foreign-key constraint: the constraint checked each point at commit, one query
+    # per row, ~4 ms of PostgreSQL's CPU per 1,000-point batch (a sixth of an ingest
+    # request's whole cost); the triggers check the statement's few series at once.
     series = models.ForeignKey(
-        MetricSeries, on_delete=models.CASCADE, related_name="points", db_index=False
+        MetricSeries,
+        on_delete=models.CASCADE,
+        related_name="points",
+        db_index=False,
+        db_constraint=False,
     )
     step = models.BigIntegerField()
     value = models.FloatField(null=True)

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Case, F, Q, Value, When
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import F
 from django.utils import timezone
+from psycopg.errors import UniqueViolation
 
 from telemetry.models import (
     Attempt,
@@ -259,11 +259,45 @@ def metric_points_insert(
 # batch's DELETE below scanned all of them: 18 MB and 17 ms more per batch after 300
 # batches on one connection. Truncated at each commit, the stage stays one batch long.
 _POINTS_STAGE = "chronicle_points_stage"
+_POINT_COLUMNS = "(series_id, step, value, wall_time)"
+_POINT_TYPES = ["int8", "int8", "float8", "timestamptz"]
+
+_PointRow = tuple[int, int, float, datetime | None]
 
 
 def _points_insert_postgresql(
     series_ids: dict[str, int], points: Sequence[tuple[str, int, float, datetime | None]]
 ) -> int:
+    # A live run's batch holds new steps only, so it is first copied straight into the
+    # table: half the database CPU of staging it and inserting with ON CONFLICT (measured
+    # on 1,000-point batches: ~3.5 ms against ~7.5 ms of the backend's CPU), since COPY
+    # checks the primary key once per row where ON CONFLICT probes it, inserts
+    # speculatively and confirms. A point already stored (a replayed step, a retry under a
+    # new batch_id, a step twice in the batch, or another request's uncommitted point we
+    # waited for) makes the COPY fail on the primary key; the savepoint undoes only the
+    # COPY (its statement triggers never fired), and the staged insert below keeps the
+    # first write, as before.
+    names, steps, values, moments = zip(*points, strict=True)
+    rows = list(zip(map(series_ids.__getitem__, names), steps, values, moments, strict=True))
+    try:
+        with transaction.atomic(), connection.cursor() as wrapper:
+            return _points_copy(wrapper.cursor, MetricPoint._meta.db_table, rows)
+    except UniqueViolation:
+        pass
+    return _points_insert_staged(rows)
+
+
+def _points_copy(cursor: Any, table: str, rows: list[_PointRow]) -> int:
+    # psycopg's own cursor: COPY is not in the DB-API. psycopg encodes each row in C.
+    with cursor.copy(f"COPY {table} {_POINT_COLUMNS} FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(_POINT_TYPES)
+        write_row = copy.write_row
+        for row in rows:
+            write_row(row)
+    return len(rows)
+
+
+def _points_insert_staged(rows: list[_PointRow]) -> int:
     # Binary COPY into a temporary table, then one INSERT ... SELECT with the primary key as
     # the conflict target (duplicates inside the batch are skipped too). About twice as fast
     # as one INSERT over array parameters, which psycopg must render as text literals. The
@@ -271,23 +305,16 @@ def _points_insert_postgresql(
     # the same transaction starts clean.
     table = MetricPoint._meta.db_table
     with connection.cursor() as wrapper:
-        cursor = wrapper.cursor  # psycopg's own cursor: COPY is not in the DB-API
+        cursor = wrapper.cursor
         cursor.execute(
             f"CREATE TEMPORARY TABLE IF NOT EXISTS {_POINTS_STAGE} "
             "(series_id bigint, step bigint, value float8, wall_time timestamptz) "
             "ON COMMIT DELETE ROWS"
         )
-        names, steps, values, moments = zip(*points, strict=True)
-        ids = map(series_ids.__getitem__, names)
-        with cursor.copy(f"COPY {_POINTS_STAGE} FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "int8", "float8", "timestamptz"])
-            write_row = copy.write_row
-            # The rows are zipped from the columns in C; psycopg encodes each in C too.
-            for row in zip(ids, steps, values, moments, strict=True):
-                write_row(row)
+        _points_copy(cursor, _POINTS_STAGE, rows)
         cursor.execute(
             f"WITH staged AS (DELETE FROM {_POINTS_STAGE} RETURNING *) "
-            f"INSERT INTO {table} (series_id, step, value, wall_time) "
+            f"INSERT INTO {table} {_POINT_COLUMNS} "
             "SELECT series_id, step, value, wall_time FROM staged "
             "ON CONFLICT (series_id, step) DO NOTHING"
         )
@@ -336,21 +363,27 @@ def run_progress_record(*, run: Run, last_step: int, seen_at: datetime | None) -
     """Move the run's latest step and time forward only (monotonic, so order-independent),
     and its data_version: new points change its pages (the same UPDATE, so an ingest batch
     writes the run's row once)."""
-    updates: dict[str, Any] = {
-        "last_step": Greatest(Coalesce(F("last_step"), Value(-1)), last_step),
-        "data_version": F("data_version") + 1,
-        # Hang detection's clock: moves only with the step (Case is evaluated on the old row).
-        "last_step_at": Case(
-            When(
-                Q(last_step__isnull=True) | Q(last_step__lt=last_step),
-                then=Value(seen_at or timezone.now()),
-            ),
-            default=F("last_step_at"),
-        ),
-    }
-    if seen_at is not None:
-        updates["last_seen_at"] = Greatest(Coalesce(F("last_seen_at"), Value(seen_at)), seen_at)
-    Run.objects.filter(pk=run.pk).update(**updates)
+    # Written out: every ingest batch runs this UPDATE, and building it from Django
+    # expressions (Greatest, Coalesce, Case) cost ~1 ms of the web process's CPU each time,
+    # ten times what PostgreSQL spends running it.
+    table = connection.ops.quote_name(Run._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET last_step = GREATEST(COALESCE(last_step, -1), %(step)s), "
+            "data_version = data_version + 1, "
+            # Hang detection's clock: moves only with the step (the old row's last_step).
+            "last_step_at = CASE WHEN last_step IS NULL OR last_step < %(step)s "
+            "THEN %(step_at)s ELSE last_step_at END, "
+            "last_seen_at = CASE WHEN %(seen)s::timestamptz IS NULL THEN last_seen_at "
+            "ELSE GREATEST(last_seen_at, %(seen)s::timestamptz) END "
+            "WHERE id = %(id)s",
+            {
+                "step": last_step,
+                "step_at": seen_at or timezone.now(),
+                "seen": seen_at,
+                "id": run.pk,
+            },
+        )
     pending = _deferred.get()
     if pending is not None:
         pending.runs.discard(run.pk)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from django.test import Client
+from django.test import Client, override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +40,25 @@ def _body(run: str, batch_id: str, number: int, points: list[tuple[str, int]]) -
     return json.dumps({"batch_id": batch_id, "run": run, "attempt": 1, "metrics": metrics}).encode()
 
 
+@pytest.fixture
+def unthrottled() -> Iterator[None]:
+    # Idempotency, not admission, is under test: the 40 examples share one project, and
+    # sent as fast as ingest now answers, their requests outrun its per-second buckets.
+    limits = dict.fromkeys(
+        [
+            "INGEST_TOKEN_REQUESTS_PER_S",
+            "INGEST_TOKEN_POINTS_PER_S",
+            "INGEST_PROJECT_REQUESTS_PER_S",
+            "INGEST_PROJECT_POINTS_PER_S",
+        ],
+        0,
+    )
+    with override_settings(**limits):
+        yield
+
+
 @pytest.mark.django_db
+@pytest.mark.usefixtures("unthrottled")
 @settings(
     max_examples=40,
     deadline=None,

@@ -454,6 +454,52 @@ def test_log_batch_metrics_are_written_in_the_request_like_native_ones(
     assert points[0][2] == 2.5 and (points[1][2] is None or math.isnan(points[1][2]))
 
 
+@pytest.mark.django_db
+def test_log_batch_checks_each_metric_as_the_contract_does(client, project, ingest_token):
+    # given a run
+    token = IngestToken.objects.get(project=project)
+    mlflow_run = mlflow_services.mlflow_run_create(
+        token=token, experiment_id="0", run_name="checked", start_time_ms=TS_MS
+    )
+
+    def log_batch(*metrics: dict[str, Any]) -> Any:
+        return client.post(
+            f"{API}/runs/log-batch",
+            data=json.dumps({"run_id": mlflow_run.run_uuid, "metrics": list(metrics)}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {ingest_token}",
+        )
+
+    good = {"key": "loss", "value": 2.5, "timestamp": TS_MS, "step": 1}
+    # when a batch holds one bad metric beside good ones, then it is refused whole
+    for bad in [
+        {"key": "loss", "value": 1.0, "timestamp": 4_102_444_800_000, "step": 2},  # year 2100
+        {"key": "loss", "value": 1.0, "timestamp": TS_MS, "step": 2**63},  # past int64
+        {"key": "lo\u0000ss", "value": 1.0, "timestamp": TS_MS, "step": 2},
+        {"key": "x" * 201, "value": 1.0, "timestamp": TS_MS, "step": 2},
+        {"key": "loss", "value": True, "timestamp": TS_MS, "step": 2},
+        {"key": "loss", "value": 1.0, "timestamp": -1, "step": 2},
+    ]:
+        response = log_batch(good, bad)
+        assert response.status_code == 400, bad
+        assert response.json()["error_code"] == "INVALID_PARAMETER_VALUE", bad
+    assert not MetricPoint.objects.filter(series__run=mlflow_run.run).exists()
+    # when the metrics come in MLflow's other spellings (strings, no step), then they are
+    # stored as the plain ones would be
+    response = log_batch(
+        good,
+        {"key": "loss", "value": "NaN", "timestamp": str(TS_MS + 1000), "step": "2"},
+        {"key": "lr", "value": 3, "timestamp": TS_MS},
+    )
+    assert response.status_code == 200, response.content
+    loss = chronicle_points(mlflow_run.run, "loss")
+    assert [(step, value) for _, step, value in loss][:1] == [(1, 2.5)]
+    assert loss[1][1] == 2 and (loss[1][2] is None or math.isnan(loss[1][2]))
+    assert chronicle_points(mlflow_run.run, "lr") == [(1, 0, 3.0)]
+    stored = MetricPoint.objects.get(series__run=mlflow_run.run, series__name="loss", step=2)
+    assert stored.wall_time.timestamp() * 1000 == TS_MS + 1000
+
+
 def _run_with_points(project: Any, token: Any, *, metrics: int, steps: int) -> MlflowRun:
     mlflow_run = mlflow_services.mlflow_run_create(
         token=token, experiment_id="0", run_name=f"big-{metrics}-{steps}", start_time_ms=TS_MS

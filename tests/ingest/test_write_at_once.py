@@ -3,6 +3,7 @@ points are stored and queryable, with no worker involved. Everything else is que
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -172,3 +173,34 @@ def test_batch_bodies_are_stored_with_lz4():
             "WHERE attrelid = 'ingest_ingestbatch'::regclass AND attname = 'body'"
         )
         assert cursor.fetchone()[0] == ("l" if has_lz4 else "")
+
+
+@pytest.mark.django_db
+def test_a_batch_written_at_once_keeps_its_digest_not_its_body(post_batch):
+    # given a batch written at once
+    assert post_batch(doc("kept")).status_code == 202
+    batch = IngestBatch.objects.get(batch_id="kept")
+    # then its body is not stored (nothing reads it again), its points are
+    assert bytes(batch.body) == b""
+    assert MetricPoint.objects.filter(series__run__name="at-once").count() == 200
+    # and the digest still tells a resend from a reused batch_id with another body
+    again = post_batch(doc("kept"))
+    other = post_batch(doc("kept", first_step=500))
+    assert (again.status_code, again.json()["duplicate"]) == (200, True)
+    assert other.status_code == 409
+    # and forced back to pending, the batch is done again without writing anything
+    IngestBatch.objects.filter(pk=batch.pk).update(status="pending")
+    assert services.batch_process(batch_pk=batch.pk) == "done"
+    assert IngestBatch.objects.get(pk=batch.pk).status == "done"
+    assert MetricPoint.objects.filter(series__run__name="at-once").count() == 200
+
+
+@pytest.mark.django_db
+def test_a_queued_batch_keeps_its_body_for_the_worker(post_batch):
+    # given a batch the workers process (no attempt named)
+    assert post_batch(doc("queued", attempt=None)).json()["status"] == "pending"
+    # then its body is stored, and processing it writes its points
+    batch = IngestBatch.objects.get(batch_id="queued")
+    assert json.loads(bytes(batch.body))["batch_id"] == "queued"
+    assert services.batch_process(batch_pk=batch.pk) == "done"
+    assert MetricPoint.objects.filter(series__run__name="at-once").count() == 200

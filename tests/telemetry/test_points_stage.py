@@ -1,4 +1,5 @@
-"""Point inserts stage their rows in a temporary table of the session. PostgreSQL never
+"""Point inserts that replay a stored step stage their rows in a temporary table of the
+session (a batch of new steps only is copied straight into the table). PostgreSQL never
 vacuums temporary tables, so the stage must be emptied by truncation at commit, not left
 holding dead rows that every later batch on the connection scans."""
 
@@ -26,8 +27,13 @@ def test_the_stage_holds_nothing_after_each_batch_commits(project: Any) -> None:
     run = telemetry_services.run_upsert(project=project, name="staged")
     attempt = telemetry_services.attempt_ensure(run=run, number=1)
     moment = datetime(2026, 11, 1, tzinfo=UTC)
+    telemetry_services.metric_points_insert(
+        run=run, attempt=attempt, points=[("loss", 5_000, 1.0, moment)]
+    )
     for first in range(0, 3_000, 1_000):
+        # each batch also replays the stored step 5,000, so it goes through the stage
         points = [("loss", step, step / 7, moment) for step in range(first, first + 1_000)]
+        points.append(("loss", 5_000, 2.0, moment))
         # when each batch commits
         with transaction.atomic():
             inserted = telemetry_services.metric_points_insert(
@@ -36,7 +42,7 @@ def test_the_stage_holds_nothing_after_each_batch_commits(project: Any) -> None:
         # then its points are stored, and the stage keeps no page of them (not even dead rows)
         assert inserted == 1_000
         assert _stage_bytes() == 0
-    assert MetricPoint.objects.filter(series__run=run).count() == 3_000
+    assert MetricPoint.objects.filter(series__run=run).count() == 3_001
 
 
 @pytest.mark.django_db
