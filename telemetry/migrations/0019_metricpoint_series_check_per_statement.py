@@ -21,7 +21,8 @@ The check is immediate (at the end of each statement), where the foreign key was
 commit: points must follow their series, which every writer does (series_ensure first).
 Points are never updated (first write wins), so no UPDATE trigger is needed.
 
-SQLite (the embedded demo) gets neither trigger, as with the rollups.
+Another database vendor gets neither trigger, as with the rollups (Chronicle runs on PostgreSQL
+everywhere, the demo included).
 """
 
 import django.db.models.deletion
