@@ -44,7 +44,8 @@ def batch_caps_check(*, project_id: int, batch_in: BatchIn) -> None:
         return
     cap = settings.INGEST_MAX_SERIES_PER_RUN
     # Written out: it runs for every batch, and the ORM's query cost ~1.4 ms of the web
-    # process's CPU and ~0.9 ms of PostgreSQL's (DISTINCT over a join); this one, a quarter and a half.
+    # process's CPU and ~0.9 ms of PostgreSQL's (DISTINCT over a join); this one, a quarter
+    # and a half of those.
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT name FROM {MetricSeries._meta.db_table} WHERE name = ANY(%s) AND run_id = "
