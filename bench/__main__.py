@@ -46,6 +46,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--llama-scale", type=float, help="Fraction of the Llama 3 data set.")
     parser.add_argument("--page-rounds", type=int, help="Walks of the page list per reader.")
     parser.add_argument("--readers", type=int, default=8)
+    parser.add_argument(
+        "--live-points-per-s",
+        type=int,
+        default=2000,
+        help="Pace of the live run streaming in while the pages are read: a training job's "
+        "(Llama 3 logs a step every ~5 s; 2,000 points/s is 200 metrics at 10 steps/s). "
+        "0: one client sending as fast as it can (it then takes a core of its own).",
+    )
     parser.add_argument("--web-workers", type=int, default=4)
     parser.add_argument("--worker-concurrency", type=int, default=2)
     parser.add_argument("--mlflow-workers", type=int, default=4)
@@ -297,23 +305,30 @@ def _pages(
     generated_s = time.monotonic() - began
     cookie = pages.reader_cookie(app)
     # Ingest runs all through the page measurement: one client streaming a live run's next
-    # steps, as a training job does.
+    # steps at a training job's pace, a 1,000-point batch at a time (the flood, ingest as fast
+    # as clients can send, is the isolation phase's).
     stop = threading.Event()
     background: list[dict[str, Any]] = []
+    period_s = load.POINTS_PER_BATCH / args.live_points_per_s if args.live_points_per_s else 0.0
+    feed = load.workload(load.POINTS_PER_BATCH) if period_s else workload
 
     def ingest_loop() -> None:
         index = 0
+        due = time.monotonic()
         while not stop.is_set():
             figure = load.chronicle_ingest(
                 app,
                 token,
-                workload.later(index),
+                feed.later(index),
                 clients=1,
                 run=f"bench-live-{stamp}",
                 batch_prefix=f"bench-live-{stamp}-{index}",
             )
             background.append(figure.as_dict())
             index += 1
+            if period_s:
+                due += period_s
+                stop.wait(max(0.0, due - time.monotonic()))
 
     feeder = threading.Thread(target=ingest_loop, daemon=True)
     feeder.start()
@@ -329,6 +344,7 @@ def _pages(
         "llama_run_id": int(run_id),
         "pages": [f.as_dict() for f in figures],
         "pages_readers": args.readers,
+        "pages_live_points_per_s": args.live_points_per_s,
         "pages_background_ingest": background,
     }
 

@@ -348,9 +348,15 @@ def table(results: dict[str, Any]) -> str:
             lines.append(_row(figure["system"], figure["what"], "", f"{figure['returned']:,}",
                               _fmt(figure["p50_ms"]), _fmt(figure["p95_ms"]), "", ""))  # fmt: skip
     if results.get("pages"):
+        live = results.get("pages_live_points_per_s")
+        feed = (
+            "a live run streaming in as fast as one client sends"
+            if not live
+            else f"a live run streaming in at {live:,} points/s"
+        )
         lines += ["", f"Pages at Llama 3 scale ({results.get('pages_readers', 8)} readers, "
-                  "ingest running)", _page_row("page", "requests", "errors", "first ms", "p50 ms",
-                                               "p95 ms", "max ms")]  # fmt: skip
+                  f"{feed})", _page_row("page", "requests", "errors", "first ms", "p50 ms",
+                                        "p95 ms", "max ms")]  # fmt: skip
         for page in results["pages"]:
             lines.append(_page_row(page["label"], str(page["requests"]), str(page["errors"]),
                                    _fmt(page["first_ms"]), _fmt(page["p50_ms"]),
