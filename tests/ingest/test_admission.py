@@ -23,29 +23,64 @@ def doc(batch_id: str, points: int = 1, **fields: Any) -> dict[str, Any]:
     return document
 
 
+PROMETHEUS_PUSH = b"# TYPE up gauge\nup 1\n"
+
+
+@pytest.fixture
+def push(client, ingest_token) -> Any:
+    """A Prometheus push: it keeps DRF's per-token throttle (INGEST_RATE_LIMIT), as MLflow
+    pushes do."""
+
+    def post(token: str = ingest_token) -> Any:
+        return client.post(
+            "/api/v1/ingest/prometheus",
+            data=PROMETHEUS_PUSH,
+            content_type="text/plain; version=0.0.4",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+
+    return post
+
+
 @pytest.mark.django_db
-def test_per_token_rate_limit_answers_429_with_retry_after(post_batch, settings):
+def test_per_token_rate_limit_answers_429_with_retry_after(push, settings):
     settings.INGEST_RATE_LIMIT = "3/m"
 
-    answers = [post_batch(doc(f"rate-{i}")).status_code for i in range(4)]
+    answers = [push().status_code for _ in range(4)]
 
-    assert answers == [202, 202, 202, 429]
-    refused = post_batch(doc("rate-last"))
+    assert 429 not in answers[:3]
+    assert answers[3] == 429
+    refused = push()
     assert refused.status_code == 429
     assert int(refused["Retry-After"]) > 0
-    assert IngestBatch.objects.count() == 3
 
 
 @pytest.mark.django_db
-def test_rate_limit_is_per_token(post_batch, settings, project):
+def test_rate_limit_is_per_token(push, settings, project):
     from ingest import services
 
     settings.INGEST_RATE_LIMIT = "1/m"
     _, second_token = services.token_create(project=project, name="second")
 
-    assert post_batch(doc("a")).status_code == 202
-    assert post_batch(doc("b")).status_code == 429
-    assert post_batch(doc("c"), token=second_token).status_code == 202
+    assert push().status_code != 429
+    assert push().status_code == 429
+    assert push(second_token).status_code != 429
+
+
+@pytest.mark.django_db
+def test_json_batches_are_held_to_the_token_buckets_not_the_throttle(post_batch, settings):
+    # given a throttle that would refuse the second request, and buckets that allow 2
+    settings.INGEST_RATE_LIMIT = "1/m"
+    settings.INGEST_TOKEN_REQUESTS_PER_S = 1
+
+    answers = [post_batch(doc(f"bucket-{i}")).status_code for i in range(3)]
+
+    # then only the buckets bite: 2 requests (a burst of 2 s at 1/s), then 429 naming the rate
+    assert answers == [202, 202, 429]
+    refused = post_batch(doc("bucket-last"))
+    assert "requests/s for this token" in refused.json()["detail"]
+    assert int(refused["Retry-After"]) >= 1
+    assert IngestBatch.objects.count() == 2
 
 
 @pytest.mark.django_db
