@@ -14,18 +14,20 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from operator import itemgetter
 
+import psycopg
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from ingest import caps, rate_limit
+from ingest import batch_ids, caps, rate_limit
+from ingest.metric_schema import MetricIn
 from ingest.models import IngestBatch, IngestToken
 from ingest.schema import BatchIn, EventIn, RateLimited, parse_json, validate_batch
 from ingest.selectors import (
@@ -164,12 +166,60 @@ def batch_accept(
     """Store the batch in the database (the durability promise behind the 2xx). Either its
     points are written in the same transaction (write_now, when `writes_at_once`), or the
     body is kept and handed to a worker once the row is committed."""
-    # Before anything is stored, on both paths: a worker never refuses a batch for a cap.
-    caps.batch_caps_check(project_id=token.project_id, batch_in=batch_in)
-    digest = hashlib.sha256(body).hexdigest()
     at_once = write_now and writes_at_once(batch_in)
+    if not at_once:
+        return _batch_accept(token=token, batch_in=batch_in, body=body, at_once=False)
+    assert batch_in.attempt is not None  # writes_at_once
+    remembered = batch_ids.batch_ids_get(
+        project_id=token.project_id, run_name=batch_in.run, number=batch_in.attempt
+    )
+    if remembered is not None and not remembered.series.keys() >= set(
+        map(itemgetter(0), batch_in.metrics)
+    ):
+        # A new metric: looked up (or created, past its cap check) with its run and attempt.
+        remembered = None
+    try:
+        return _batch_accept(
+            token=token, batch_in=batch_in, body=body, at_once=True, remembered=remembered
+        )
+    except (IntegrityError, psycopg.IntegrityError) as exc:
+        if remembered is None or not is_missing_reference(exc):
+            raise
+    # A run, attempt or series this process remembered was deleted meanwhile (the admin,
+    # retention); nothing of the batch was stored. Once more, with everything looked up.
+    batch_ids.batch_ids_forget(project_id=token.project_id)
+    return _batch_accept(token=token, batch_in=batch_in, body=body, at_once=True)
+
+
+def is_missing_reference(exc: BaseException) -> bool:
+    """Whether PostgreSQL refused a row whose series, attempt or run is gone
+    (foreign_key_violation, from a foreign key or the points' series check)."""
+    sqlstate = getattr(exc, "sqlstate", None) or getattr(exc.__cause__, "sqlstate", None)
+    return sqlstate == "23503"
+
+
+def _batch_accept(
+    *,
+    token: IngestToken,
+    batch_in: BatchIn,
+    body: bytes,
+    at_once: bool,
+    remembered: batch_ids.BatchIds | None = None,
+) -> Acceptance:
+    # Before anything is stored, on both paths: a worker never refuses a batch for a cap.
+    # A remembered batch's names were all stored for its attempt, so none is new (one
+    # deleted since fails the write, and batch_accept tries again with the check).
+    if remembered is None:
+        caps.batch_caps_check(project_id=token.project_id, batch_in=batch_in)
+    digest = hashlib.sha256(body).hexdigest()
     store = partial(
-        _batch_store, token=token, batch_in=batch_in, body=body, digest=digest, at_once=at_once
+        _batch_store,
+        token=token,
+        batch_in=batch_in,
+        body=body,
+        digest=digest,
+        at_once=at_once,
+        remembered=remembered,
     )
     for _ in range(WRITE_AT_ONCE_TRIES - 1 if at_once else 0):
         try:
@@ -183,7 +233,13 @@ def batch_accept(
 
 
 def _batch_store(
-    *, token: IngestToken, batch_in: BatchIn, body: bytes, digest: str, at_once: bool
+    *,
+    token: IngestToken,
+    batch_in: BatchIn,
+    body: bytes,
+    digest: str,
+    at_once: bool,
+    remembered: batch_ids.BatchIds | None,
 ) -> Acceptance:
     try:
         with transaction.atomic():
@@ -214,7 +270,7 @@ def _batch_store(
             if at_once:
                 batch.project = token.project
                 with telemetry_services.version_bumps_deferred():
-                    _apply(batch, batch_in)
+                    _apply(batch, batch_in, remember=True, remembered=remembered)
             else:
                 transaction.on_commit(lambda: batch_enqueue(batch_pk=batch.pk))
     except _DuplicateBatch:
@@ -301,13 +357,30 @@ def _batch_process_locked(batch_pk: int) -> str:
     return "done"
 
 
-def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
-    """Write the batch's points and records; returns the attempt number its points went to."""
-    run = telemetry_services.run_upsert(
-        project=batch.project, name=batch_in.run, info=batch_in.run_info
-    )
+def _apply(
+    batch: IngestBatch,
+    batch_in: BatchIn,
+    *,
+    remember: bool = False,
+    remembered: batch_ids.BatchIds | None = None,
+) -> int:
+    """Write the batch's points and records; returns the attempt number its points went to.
+    With `remember` (a batch written at once: metrics of a named attempt, no events), the
+    run, attempt and series it resolves are remembered for the process's next batches, and
+    `remembered` is what it may use instead of reading them (ingest.batch_ids)."""
+    if remembered is not None and not batch_in.run_info:
+        run = remembered.run
+    else:
+        # run_info is applied whenever a batch brings it.
+        run = telemetry_services.run_upsert(
+            project=batch.project, name=batch_in.run, info=batch_in.run_info
+        )
+        if remembered is not None and remembered.run.pk != run.pk:
+            remembered = None
     default_number = batch.attempt_number or _default_attempt_number(run, batch_in)
     context = _BatchContext(batch=batch, run=run, default_number=default_number)
+    if remembered is not None:
+        context._attempts[default_number] = remembered.attempt
     # Attempt starts first: the batch's points may belong to the attempt they start.
     for event in batch_in.events:
         if event.type == "attempt_started":
@@ -315,8 +388,11 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
     attempt = context.attempt(default_number)
     # MetricIn is the (name, step, value, time) tuple the insert takes: no copy per point.
     points = batch_in.metrics
+    series_ids = None
+    if remember and points:
+        series_ids = _series_resolve(batch, run, attempt, points, remembered)
     telemetry_services.metric_points_insert(
-        run=run, attempt=attempt, points=points, record_progress=False
+        run=run, attempt=attempt, points=points, record_progress=False, series_ids=series_ids
     )
     deterministic = {name for name in run.deterministic_metrics or () if isinstance(name, str)}
     if points and deterministic:
@@ -352,6 +428,37 @@ def _apply(batch: IngestBatch, batch_in: BatchIn) -> int:
             seen_at=batch.received_at,
         )
     return default_number
+
+
+def _series_resolve(
+    batch: IngestBatch,
+    run: Run,
+    attempt: Attempt,
+    points: Sequence[MetricIn],
+    remembered: batch_ids.BatchIds | None,
+) -> dict[str, int]:
+    """The attempt's series ids for the points' names: remembered (batch_accept made sure
+    they cover every name), or from series_ensure (created where missing, as always). What
+    was read (the series, a run read again for its run_info) is remembered once the batch
+    commits."""
+    if remembered is not None and run is remembered.run:
+        return remembered.series  # a live run's every batch after its first
+    if remembered is not None:
+        series_ids = remembered.series
+    else:
+        names = set(map(itemgetter(0), points))
+        series_ids = telemetry_services.series_ensure(run=run, attempt=attempt, names=names)
+    transaction.on_commit(
+        partial(
+            batch_ids.batch_ids_remember,
+            project_id=batch.project_id,
+            run=run,
+            attempt=attempt,
+            series=series_ids,
+            renewed=remembered,
+        )
+    )
+    return series_ids
 
 
 def _default_attempt_number(run: Run, batch_in: BatchIn) -> int:

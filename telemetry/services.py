@@ -239,14 +239,18 @@ def metric_points_insert(
     attempt: Attempt,
     points: Sequence[tuple[str, int, float, datetime | None]],
     record_progress: bool = True,
+    series_ids: dict[str, int] | None = None,
 ) -> int:
     """Store (name, step, value, wall_time) points of one attempt. A point already stored at
     the same (series, step) is kept as it was (first write wins), so a redelivered batch
     inserts nothing. Returns how many rows were new. With record_progress=False the caller
-    moves the run's progress itself (once, last: it locks the run's row)."""
+    moves the run's progress itself (once, last: it locks the run's row). `series_ids`, the
+    attempt's series by name for every name of the points, spares series_ensure (a series
+    that no longer exists fails the insert with foreign_key_violation)."""
     if not points:
         return 0
-    series_ids = series_ensure(run=run, attempt=attempt, names={p[0] for p in points})
+    if series_ids is None:
+        series_ids = series_ensure(run=run, attempt=attempt, names={p[0] for p in points})
     inserted = _points_insert_postgresql(series_ids, points)
     if record_progress:
         run_progress_record(run=run, last_step=max(p[1] for p in points), seen_at=_latest(points))

@@ -78,13 +78,16 @@ def _fresh_cache() -> Iterator[None]:
     """Throttle counters and cached gauges live in the cache (Redis): start every test with
     none, deleting only Chronicle's cache keys (the Celery queues share the Redis server).
     Likewise the process's memory of which DCGM sample partitions exist (a test's rolled-back
-    transaction takes the partitions it made with it) and of the ingest tokens it read."""
+    transaction takes the partitions it made with it), of the ingest tokens it read and of
+    the runs, attempts and series its batches resolved."""
+    from ingest.batch_ids import batch_ids_forget
     from ingest.selectors import token_cache_forget
     from telemetry.device_samples import device_sample_partitions_forget
 
     _delete_cache_keys()
     device_sample_partitions_forget()
     token_cache_forget()
+    batch_ids_forget()
     yield
     _delete_cache_keys()
 
