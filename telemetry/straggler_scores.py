@@ -22,11 +22,15 @@ import numpy as np
 def relative_scores(times_s: Mapping[int, float]) -> dict[int, float]:
     """Per rank: the window's fastest time over the rank's. Ranks with no positive time are
     left out (a zero time has no ratio)."""
-    positive = {rank: t for rank, t in times_s.items() if t > 0 and np.isfinite(t)}
-    if not positive:
+    best = fastest_time(times_s)
+    if best is None:
         return {}
-    best = min(positive.values())
-    return {rank: best / t for rank, t in positive.items()}
+    return {rank: best / t for rank, t in times_s.items() if t > 0 and np.isfinite(t)}
+
+
+def fastest_time(times_s: Mapping[int, float]) -> float | None:
+    """The window's fastest positive, finite time (relative scores' numerator), or None."""
+    return min((t for t in times_s.values() if t > 0 and np.isfinite(t)), default=None)
 
 
 def individual_scores(

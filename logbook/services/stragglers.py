@@ -16,6 +16,7 @@ from telemetry import services as telemetry_services
 from telemetry.models import Attempt
 from telemetry.selectors import ranks as rank_selectors
 from telemetry.straggler_scores import (
+    fastest_time,
     individual_scores,
     relative_scores,
     stragglers,
@@ -140,11 +141,8 @@ def stragglers_detect(*, attempt_id: int) -> list[StragglerRecord]:
 
 
 def _fastest(history: list[tuple[datetime, dict[int, float]]]) -> list[float | None]:
-    """Each window's fastest time (relative_scores' numerator), None for a window without one."""
-    return [
-        min((t for t in means.values() if t > 0 and math.isfinite(t)), default=None)
-        for _, means in history
-    ]
+    """Each window's fastest time, None for a window without one."""
+    return [fastest_time(means) for _, means in history]
 
 
 def _relative_history(
