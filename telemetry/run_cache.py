@@ -14,13 +14,17 @@ The cache fails open: with Redis down, pages compute their figures as before.
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar, cast
 
 from django.core.cache import cache
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
 
-from telemetry.models import Run
+from telemetry.models import Project, Run
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +38,32 @@ def run_version_key(*, run: Run) -> str:
     """The part of a cache key that names the run's data as it is now: (run, data_version).
     The version is the one on the row the caller read, so no query."""
     return f"{run.pk}@{run.data_version}"
+
+
+def projects_version_key(*, projects: Iterable[Project]) -> str:
+    """The part of a cache key that names what the fleet pages list for these projects as
+    it is now: a digest of their (id, fleet_version) pairs. The incidents, the hardware they
+    name, quarantines, SDC records and stragglers all bump fleet_version (see
+    telemetry.services.fleet_version_bump), and so does renaming a run in the admin."""
+    pairs = sorted((project.pk, project.fleet_version) for project in projects)
+    return hashlib.sha256(repr(pairs).encode()).hexdigest()[:32]
+
+
+def query_key(request: HttpRequest) -> str:
+    """The part of a cache key that names a page's query string (its filters, its page
+    number and the links it writes to the pages around it), whatever its order."""
+    items = sorted((key, value) for key in request.GET for value in request.GET.getlist(key))
+    return hashlib.sha256(repr(items).encode()).hexdigest()[:32]
+
+
+def cached_html(key: str, render: Callable[[], str]) -> SafeString:
+    """A rendered piece of a page (its tables, mostly: rendering a hundred rows through the
+    template engine cost 20-40 ms a view), cached under `key` and the reader's display time
+    zone, in which its times are written. `key` must name the version of every row the piece
+    shows and whatever of the request it reads; the piece must hold nothing else of the
+    reader's (no CSRF token, no user name), since every reader with the same key gets it."""
+    zone = timezone.get_current_timezone_name()
+    return mark_safe(cached(f"html:{zone}:{key}", lambda: str(render())))
 
 
 def cached(key: str, compute: Callable[[], T], *, timeout: int = CACHE_TTL_S) -> T:

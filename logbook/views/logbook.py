@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
@@ -26,7 +27,7 @@ from logbook.paging import table_page
 from logbook.selectors import logbook as selectors
 from logbook.services import entries as entry_services
 from logbook.services import imports as import_services
-from telemetry import display
+from telemetry import display, run_cache
 from telemetry.models import Attempt, Membership, Run
 from telemetry.selectors import run_get_for_user, user_has_role
 
@@ -242,23 +243,52 @@ def _logbook_page(
     may_write = user_has_role(
         user=request.user, at_least=Membership.Role.ONCALL, project_id=run.project_id
     )
-    if form is None and may_write:
-        form = EntryForm(run=run)
-    # Newest first, a page at a time: a Llama-3-scale run has an entry per restart (hundreds),
-    # and rendering every one's Markdown took over half a second on each view.
-    page = table_page(request, selectors.run_logbook_entries(run=run), size=LOGBOOK_PAGE_SIZE)
+    # Drawn once per state of the run's logbook (every entry change bumps the run's
+    # data_version): at Llama scale the entries and the new-entry form (its "Corrects" menu
+    # lists every entry, hundreds) cost ~45 ms a view to render.
+    version = run_cache.run_version_key(run=run)
+    entry_fields = None
+    if form is not None:  # a form sent back with its errors: drawn as it was posted
+        entry_fields = _entry_fields(request, form)
+    elif may_write:
+        entry_fields = run_cache.cached_html(
+            f"logbook-entry-form:{version}", lambda: _entry_fields(request, EntryForm(run=run))
+        )
+
+    def entries() -> str:
+        # Newest first, a page at a time: a Llama-3-scale run has an entry per restart
+        # (hundreds), and rendering every one's Markdown took over half a second on each view.
+        page = table_page(request, selectors.run_logbook_entries(run=run), size=LOGBOOK_PAGE_SIZE)
+        return render_to_string(
+            "logbook/_entries.html",
+            {
+                "run": run,
+                "page": page,
+                "entries": [_entry_display(entry) for entry in page.rows],
+                "may_write": may_write,
+            },
+        )
+
     return render(
         request,
         "logbook/logbook.html",
         {
             "run": run,
-            "page": page,
-            "entries": [_entry_display(entry) for entry in page.rows],
             "may_write": may_write,
-            "form": form,
-            "config_rows": _posted_or_blank_rows(request),
+            "form_errors": form is not None and bool(form.errors),
+            "entry_fields": entry_fields,
+            "entries": run_cache.cached_html(
+                f"logbook-entries:{version}:{may_write}:{run_cache.query_key(request)}", entries
+            ),
         },
         status=status,
+    )
+
+
+def _entry_fields(request: HttpRequest, form: EntryForm) -> str:
+    return render_to_string(
+        "logbook/_entry_fields.html",
+        {"form": form, "config_rows": _posted_or_blank_rows(request)},
     )
 
 
