@@ -225,6 +225,19 @@ def host_get_for_user(*, user: User, name: str, project: str | None = None) -> H
     return host
 
 
+def fleet_health_key(*, user: User, filters: HardwareFilters, rule: OffenderRule) -> str:
+    """What fleet_health(user=user, filters=filters, rule=rule) reads, as part of a cache key:
+    the version of the fleet's data for the runs in scope (see _runs_and_version), the
+    filters, and the offender rule with the end of its window to the minute (a page shows
+    it to the minute; the counts in the window move with the clock)."""
+    scope = runs_in_scope(user=user, filters=filters).values_list("pk", flat=True)
+    runs, version = _runs_and_version(scope)
+    end = rule.window_end.replace(second=0, microsecond=0)
+    where = repr((runs, filters.since, filters.until, filters.site, filters.cluster))
+    where += repr((rule.k, rule.window_days, end))
+    return f"{version}:{hashlib.sha256(where.encode()).hexdigest()[:32]}"
+
+
 def fleet_health(
     *,
     user: User,
