@@ -3,6 +3,7 @@ runs of projects the user may see, with the weekly rate they add up to."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -158,6 +159,22 @@ class SdcLedger:
     weekly: pd.DataFrame  # week_start, count
     span_source: str  # where the span's ends come from, shown beside the rate
     by_verdict: dict[str, int]
+
+
+def sdc_ledger_key(*, user: User, filters: HardwareFilters) -> str:
+    """What sdc_ledger(user=user, filters=filters) reads beyond the filters themselves, as
+    part of a cache key: the runs in scope, their projects' fleet_version (SDC records and
+    interruptions bump it) and their latest activity to the minute (the observed span ends
+    there; a live run moves it with every batch). One query."""
+    rows = list(
+        runs_in_scope(user=user, filters=filters)
+        .order_by("pk")
+        .values_list("pk", "project__fleet_version", "last_seen_at")
+    )
+    seen = [moment for _, _, moment in rows if moment is not None]
+    latest = max(seen).replace(second=0, microsecond=0) if seen else None
+    scope = repr(([(pk, version) for pk, version, _ in rows], latest))
+    return hashlib.sha256(scope.encode()).hexdigest()[:32]
 
 
 def sdc_ledger(*, user: User, filters: HardwareFilters) -> SdcLedger:

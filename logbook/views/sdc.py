@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from logbook import charts, fleet_charts
@@ -15,7 +16,7 @@ from logbook.models import SdcReplay
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.sdc import HardwareFilters
-from telemetry import run_cache
+from telemetry import display, run_cache
 from telemetry.models import Run
 from telemetry.selectors import User, projects_for_user
 
@@ -42,24 +43,35 @@ def sdc_ledger(request: HttpRequest) -> HttpResponse:
     except FilterError as exc:
         # Show everything with the problem named, rather than a bare 400 page.
         filters, error = HardwareFilters(), str(exc)
-    ledger = sdc_selectors.sdc_ledger(user=request.user, filters=filters)
-    # Drawn once per set of the numbers it shows, as the fleet page's chart: building it
-    # through plotly was a third of the page (~15 ms of ~45 warm at Llama scale).
-    shown = (ledger.weekly.to_json(date_format="iso"), ledger.rate.per_week)
-    digest = hashlib.sha256(repr(shown).encode()).hexdigest()[:32]
-    script = run_cache.cached(f"sdc-weekly-chart:{digest}", lambda: _chart_script(ledger))
-    rows = [{"record": record, **divergence_numbers(record)} for record in ledger.records]
+    # The ledger, its chart and its tables are drawn once per state of the records and the
+    # runs' span (to the minute): at Llama scale they cost ~30 ms a view.
+    key = sdc_selectors.sdc_ledger_key(user=request.user, filters=filters)
+    body = run_cache.cached_html(
+        f"sdc-ledger:{key}:{run_cache.query_key(request)}",
+        lambda: _ledger_body(request, filters),
+    )
     return render(
         request,
         "logbook/sdc.html",
         {
             "filters": filters,
             "error": error,
-            "ledger": ledger,
-            "rows": rows,
+            "body": body,
             "verdicts": SdcReplay.Verdict.choices,
-            "charts_script": script,
             **filter_menus(user=request.user),
+        },
+    )
+
+
+def _ledger_body(request: HttpRequest, filters: HardwareFilters) -> str:
+    ledger = sdc_selectors.sdc_ledger(user=request.user, filters=filters)
+    return render_to_string(
+        "logbook/_sdc_body.html",
+        {
+            "ledger": ledger,
+            "rows": [{"record": record, **divergence_numbers(record)} for record in ledger.records],
+            "charts_script": _chart_script(ledger),
+            "tz_label": display.zone_name(timezone.get_current_timezone()),
         },
     )
 
