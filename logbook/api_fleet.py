@@ -3,6 +3,8 @@ enforces CSRF for session-authenticated writes)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -20,6 +22,7 @@ from logbook.selectors.filters import FilterError
 from logbook.selectors.sdc import HardwareFilters
 from logbook.serializers import FleetHostsOut, HostQuarantineOut, SdcLedgerOut
 from logbook.services import quarantine as quarantine_services
+from telemetry import run_cache
 from telemetry.models import Host, Membership
 from telemetry.query_time import optional_integer_parameter
 from telemetry.selectors import user_has_role
@@ -93,6 +96,20 @@ class FleetHostsApi(APIView):
             rule = fleet_selectors.offender_rule_parse(params=request.query_params, filters=filters)
         except FilterError as exc:
             raise ValidationError(exc.errors) from exc
+        # Built once per state of the fleet's data, filters and offender window to the minute
+        # (as the fleet page): at Llama scale reading and serializing 2,000 hosts' rows cost
+        # ~30 ms a request. The host is in the key: the paging links are absolute URLs.
+        key = fleet_selectors.fleet_health_key(user=request.user, filters=filters, rule=rule)
+        where = f"{request.get_host()}:{run_cache.query_key(request)}"
+        data = run_cache.cached(
+            f"fleet-hosts-api:{key}:{where}", lambda: self._body(request, filters, rule)
+        )
+        return Response(data)
+
+    @staticmethod
+    def _body(
+        request: Request, filters: HardwareFilters, rule: fleet_selectors.OffenderRule
+    ) -> dict[str, Any]:
         fleet = fleet_selectors.fleet_health(user=request.user, filters=filters, rule=rule)
         # One page number for both lists: page over the longer one and cut both alike.
         longest = max(len(fleet.hosts), len(fleet.devices))
@@ -108,7 +125,8 @@ class FleetHostsApi(APIView):
             "hosts": fleet.hosts[cut],
             "devices": fleet.devices[cut],
         }
-        return Response(FleetHostsOut(body).data)
+        # A plain dict: DRF's ReturnDict keeps its serializer, which the cache need not hold.
+        return dict(FleetHostsOut(body).data)
 
 
 class HostQuarantineApi(APIView):
