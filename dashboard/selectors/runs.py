@@ -157,6 +157,20 @@ _COUNT_SQL = (
 )
 
 
+def run_table_counts(*, run: Run) -> tuple[int, int, int]:
+    """How many attempts, interruptions and checkpoints the run has. One query."""
+    # The replica when this request's reads go there (config.replica), as the ORM's would.
+    with connections[router.db_for_read(Run)].cursor() as cursor:
+        cursor.execute(_COUNT_SQL, [run.pk] * 3)
+        attempts, interruptions, checkpoints = cursor.fetchone()
+    return attempts, interruptions, checkpoints
+
+
+def run_latest_attempt(*, run: Run) -> Attempt | None:
+    """The run's latest attempt (by number), or None before its first."""
+    return run.attempts.order_by("-number").first()
+
+
 def run_page_tables(*, run: Run, rows: int | None) -> RunPageTables:
     """The latest `rows` of each table (every row when rows is None). Six queries."""
     # A correlated count: only the rows shown pay for their hosts (a GROUP BY would count
@@ -182,10 +196,7 @@ def run_page_tables(*, run: Run, rows: int | None) -> RunPageTables:
         attempts, interruptions, checkpoints = (
             attempts[:rows], interruptions[:rows], checkpoints[:rows]
         )  # fmt: skip
-    # The replica when this request's reads go there (config.replica), as the ORM's would.
-    with connections[router.db_for_read(Run)].cursor() as cursor:
-        cursor.execute(_COUNT_SQL, [run.pk] * 3)
-        attempt_count, interruption_count, checkpoint_count = cursor.fetchone()
+    attempt_count, interruption_count, checkpoint_count = run_table_counts(run=run)
     return RunPageTables(
         attempts=list(attempts)[::-1],
         attempt_count=attempt_count,
