@@ -21,6 +21,7 @@ from logbook.selectors import failures as failure_selectors
 from logbook.selectors.failures import FailureFilters
 from logbook.selectors.filters import FilterError
 from logbook.serializers import FailureBreakdownOut, RunCheckpointsOut
+from telemetry import run_cache
 from telemetry.models import Run
 from telemetry.query_time import TIME_WINDOW_PARAMETERS, optional_integer_parameter
 from telemetry.selectors import run_get_for_user
@@ -49,9 +50,15 @@ class FailureBreakdownApi(APIView):
     )
     def get(self, request: Request) -> Response:
         filters = _filters(request)
-        report = failure_selectors.failure_report_for_user(user=request.user, filters=filters)
-        body = {"filters": filters.as_dict(), **failure_report_as_dict(report)}
-        return Response(FailureBreakdownOut(body).data)
+        # Built once per state of the incidents in scope and minute, as the page.
+        key = failure_selectors.failure_report_key(user=request.user, filters=filters)
+
+        def build() -> dict[str, Any]:
+            report = failure_selectors.failure_report_for_user(user=request.user, filters=filters)
+            body = {"filters": filters.as_dict(), **failure_report_as_dict(report)}
+            return dict(FailureBreakdownOut(body).data)
+
+        return Response(run_cache.cached(f"failures-api:{key}", build))
 
 
 class RunCheckpointsApi(APIView):

@@ -3,6 +3,7 @@ projects and narrowed by run, time window, site and cluster."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -209,6 +210,21 @@ def _attempt_weighted_accelerators(
         weighted, total = totals.setdefault(run_id, [0.0, 0.0])
         totals[run_id] = [weighted + count * seconds, total + seconds]
     return {run_id: round(weighted / total) for run_id, (weighted, total) in totals.items()}
+
+
+def failure_report_key(*, user: User, filters: FailureFilters) -> str:
+    """What failure_report_for_user(user=user, filters=filters) reads, as part of a cache
+    key: the runs in scope, their projects' fleet_version (every incident change bumps it)
+    and the minute. Observed time moves with the clock and with every batch of a live run,
+    so a report keyed on it is at most a minute old; incidents show at once. One query."""
+    rows = list(
+        runs_in_scope(user=user, filters=filters)
+        .order_by("pk")
+        .values_list("pk", "project__fleet_version")
+    )
+    minute = timezone.now().replace(second=0, microsecond=0)
+    scope = repr((rows, filters.as_dict(), minute))
+    return hashlib.sha256(scope.encode()).hexdigest()[:32]
 
 
 def failure_report_for_user(

@@ -147,3 +147,17 @@ def test_run_page_tables_and_quarantines_show_at_once(client, alice):
     assert 'id="quarantined-hardware"' in html and "ECC errors" in html
     quarantine_services.host_release(host=host, user=alice)
     assert 'id="quarantined-hardware"' not in _page(client, url)
+
+
+@pytest.mark.django_db
+def test_failure_breakdown_and_its_api_show_a_new_incident_at_once(client, alice):
+    run = incident_run(alice.memberships.get().project)
+    client.force_login(alice)
+    assert _queries(client, "/failures/") > _queries(client, "/failures/")
+    assert 'id="unexpected-total">1<' in _page(client, "/failures/")
+    assert client.get("/api/v1/failures").json()["breakdown"]["unexpected"] == 1
+    interruption_services.interruption_record(
+        run=run, source_key="i2", occurred_at=T0 + 5 * HOUR, category="nic"
+    )
+    assert 'id="unexpected-total">2<' in _page(client, "/failures/")
+    assert client.get("/api/v1/failures").json()["breakdown"]["unexpected"] == 2
