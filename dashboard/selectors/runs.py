@@ -61,6 +61,8 @@ RUN_SORTS: dict[str, str] = {
     "last_seen": "last_seen_at",
 }
 RUN_STATUSES = (*AttemptStatus.values, "none")
+# The status filter's choices in the words the run page uses ("Running", not "running").
+RUN_STATUS_CHOICES = (*AttemptStatus.choices, ("none", "No attempt yet"))
 
 
 class RunListError(ValueError):

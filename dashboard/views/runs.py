@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
@@ -43,6 +43,7 @@ RUN_COLUMNS = {
     "last_seen": "Last seen",
 }
 RUN_LIST_PAGE_SIZE = 50
+_STATUS_LABELS = dict(Attempt.Status.choices)
 
 
 @login_required
@@ -61,7 +62,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         # each run's step history: the run page says that one.
         run.live = liveness.liveness(
             status=run.current_status,
-            status_label=run.current_status or "no attempt yet",
+            status_label=_STATUS_LABELS.get(run.current_status, "no attempt yet"),
             last_seen_at=run.last_seen_at,
             step_reached_at=None,
             now=now,
@@ -76,7 +77,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
             "runs": page.rows,
             "query": query,
             "error": error,
-            "statuses": run_selectors.RUN_STATUSES,
+            "statuses": run_selectors.RUN_STATUS_CHOICES,
             "tags_in_use": run_selectors.run_tags_in_use(user=request.user),
             "cols": {key: key in chosen for key in RUN_COLUMNS},
             "columns": [
@@ -137,9 +138,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     counts = run_cache.cached(
         f"run-table-counts:{version}", lambda: run_selectors.run_table_counts(run=run)
     )
-    latest = run_cache.cached(
-        f"run-latest-attempt:{version}", lambda: (run_selectors.run_latest_attempt(run=run),)
-    )[0]
+    latest = _latest_attempt(run)
     quarantined = run_cache.cached(
         f"run-quarantined:{version}:{run.project.fleet_version}",
         lambda: fleet_selectors.quarantined_hardware_for_run(run=run),
@@ -154,13 +153,15 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         f"run-page-charts:v2:{version}:{axis}:{drawn_key}",
         lambda: _charts_block(_figures(run, axis, annotations, drawn)),
     )
+    live = _liveness(run, latest)
     return render(
         request,
         "dashboard/run_detail.html",
         {
             "run": run,
             "axis": axis,
-            "live": _liveness(run, latest),
+            "live": live,
+            "live_version": _live_version(run, live),
             "live_url": reverse("dashboard:run-version", args=[run.pk]),
             "metric_count": len(names),
             "metric_sections": metric_sections.sections(names),
@@ -295,9 +296,24 @@ def _chart_marks(attempts: list[Any], interruptions: list[Any], axis: charts.Axi
 @login_required
 def run_version(request: HttpRequest, run_id: int) -> JsonResponse:
     """What the run page polls: the run's data version (bumped in the transaction of every
-    change to what the page shows), so an unchanged page costs one small query."""
+    change to what the page shows) and its liveness, which changes with no write at all (a
+    run goes silent when nothing arrives), so an open page learns that too. An unchanged
+    page costs one small query and two cache reads."""
     run = selectors.run_get_for_user(user=request.user, run_id=run_id)
-    return JsonResponse({"version": str(run.data_version)})
+    live = _liveness(run, _latest_attempt(run))
+    return JsonResponse({"version": _live_version(run, live)})
+
+
+def _latest_attempt(run: Run) -> Attempt | None:
+    # In a tuple: the cache takes None for "not cached".
+    return run_cache.cached(
+        f"run-latest-attempt:{run_cache.run_version_key(run=run)}",
+        lambda: (run_selectors.run_latest_attempt(run=run),),
+    )[0]
+
+
+def _live_version(run: Run, live: liveness.Liveness) -> str:
+    return f"{run.data_version}.{live.state}"
 
 
 @login_required
@@ -306,6 +322,13 @@ def projects_version(request: HttpRequest) -> JsonResponse:
     run or the fleet of the user's projects changes (a new run adds to the count)."""
     projects = selectors.projects_for_user(user=request.user).values("pk")
     fleet = Project.objects.filter(pk__in=projects).aggregate(v=Sum("fleet_version"))["v"]
-    runs = Run.objects.filter(project__in=projects).aggregate(n=Count("pk"), v=Sum("data_version"))
-    version = f"{fleet or 0}.{runs['n']}.{runs['v'] or 0}"
+    # Runs that went silent change what the lists show without any write: counted, so an
+    # open list redraws when one crosses the stall threshold.
+    quiet_before = timezone.now() - RUN_STALL_AFTER
+    runs = Run.objects.filter(project__in=projects).aggregate(
+        n=Count("pk"),
+        v=Sum("data_version"),
+        silent=Count("pk", filter=Q(last_seen_at__lt=quiet_before)),
+    )
+    version = f"{fleet or 0}.{runs['n']}.{runs['v'] or 0}.{runs['silent']}"
     return JsonResponse({"version": version})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import Http404
@@ -28,6 +29,8 @@ class IncidentFilters:
     statuses: tuple[str, ...] = ACTIVE_STATUSES
     category: str = ""  # a root-cause slug
     host: str = ""
+    since: datetime | None = None  # occurred at or after
+    until: datetime | None = None  # occurred before
 
     @property
     def status_param(self) -> str:
@@ -44,12 +47,15 @@ class IncidentFilters:
             "status": ",".join(self.statuses),
             "category": self.category,
             "host": self.host,
+            "since": self.since.isoformat() if self.since else "",
+            "until": self.until.isoformat() if self.until else "",
         }
 
 
 def filters_parse(*, user: User, params: Mapping[str, str]) -> IncidentFilters:
     """Read run, status ("open,triaged" by default; "all"; or a comma-separated list),
-    category (root-cause slug) and host. A run the user may not see is a 404; an unreadable
+    category (root-cause slug), host (a name or its start) and the window since-until of
+    when they occurred. A run the user may not see is a 404; an unreadable
     value raises FilterError."""
     reader = FilterParams(params)
     run_id = reader.run_id()
@@ -71,8 +77,11 @@ def filters_parse(*, user: User, params: Mapping[str, str]) -> IncidentFilters:
         statuses = tuple(s for s in Interruption.Status.values if s in wanted)
     category = reader.text("category", limit=64)
     host = reader.text("host", limit=255)
+    since, until = reader.window("since", "until")
     reader.check()
-    return IncidentFilters(run=run, statuses=statuses, category=category, host=host)
+    return IncidentFilters(
+        run=run, statuses=statuses, category=category, host=host, since=since, until=until
+    )
 
 
 def incidents_for_user(*, user: User) -> QuerySet[Interruption]:
@@ -111,6 +120,10 @@ def incidents_filtered(*, user: User, filters: IncidentFilters) -> QuerySet[Inte
         incidents = incidents.filter(run=filters.run)
     if filters.category:
         incidents = incidents.filter(root_cause__slug=filters.category)
+    if filters.since is not None:
+        incidents = incidents.filter(occurred_at__gte=filters.since)
+    if filters.until is not None:
+        incidents = incidents.filter(occurred_at__lt=filters.until)
     if filters.host:
         # A prefix ("h00" finds h001...h009), through EXISTS: a join would repeat an
         # incident once per matching host.

@@ -1,8 +1,10 @@
 // Live pages: poll the page's small "has it changed" endpoint (#live[data-live-url]); when the
-// version moves, fetch the page again and swap the parts marked [data-live-swap] (the whole
-// <main> when none is marked), then tell the charts to redraw ("chronicle:swapped"). Polls
-// slow down while the tab is hidden, as healthchecks' pages do, and "updated N s ago" says
-// how fresh the page is.
+// version moves, fetch the page again and swap the parts marked [data-live-swap], then tell
+// the charts to redraw ("chronicle:swapped"). Only those parts: the filters a reader is
+// typing into, the "updated" label and the handlers on the rest of the page stay as they are,
+// and boxes ticked in a swapped part (the run list's Compare column) stay ticked. Polls slow
+// down while the tab is hidden, as healthchecks' pages do, and "updated N s ago" says how
+// fresh the page is.
 (function () {
   "use strict";
   var node = document.getElementById("live");
@@ -20,15 +22,25 @@
     label.textContent = s < 2 ? "updated just now" : "updated " + s + " s ago";
   }
 
+  function ticked(part) {
+    var keys = {};
+    part.querySelectorAll("input[type=checkbox]:checked").forEach(function (box) {
+      keys[box.name + "=" + box.value] = true;
+    });
+    return keys;
+  }
+
   function swap(html) {
     var fresh = new DOMParser().parseFromString(html, "text/html");
-    var parts = document.querySelectorAll("[data-live-swap]");
-    if (parts.length === 0) {
-      document.querySelector("main").innerHTML = fresh.querySelector("main").innerHTML;
-    }
-    parts.forEach(function (part) {
+    document.querySelectorAll("[data-live-swap]").forEach(function (part) {
       var other = fresh.getElementById(part.id);
-      if (other) { part.replaceWith(document.importNode(other, true)); }
+      if (!other) { return; }
+      var keep = ticked(part);
+      var copy = document.importNode(other, true);
+      copy.querySelectorAll("input[type=checkbox]").forEach(function (box) {
+        if (keep[box.name + "=" + box.value]) { box.checked = true; }
+      });
+      part.replaceWith(copy);
     });
     document.dispatchEvent(new CustomEvent("chronicle:swapped"));
   }

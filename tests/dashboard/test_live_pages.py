@@ -1,6 +1,7 @@
 """The run page in a browser: it updates itself after a new batch, its charts zoom together,
 its picker reaches every metric, its controls do not reload the page, and no request leaves
-this machine."""
+this machine. The run list and the triage queue update themselves too, keeping what the
+reader ticked and typed."""
 
 from __future__ import annotations
 
@@ -199,3 +200,42 @@ def test_log_scale_smoothing_and_the_legend_reach_every_chart(
         "() => document.querySelector('#chart-2').data"
         ".filter(t => t.name === 'attempt 1').every(t => t.visible === 'legendonly')"
     )
+
+
+def test_the_lists_update_themselves_and_keep_what_the_reader_did(
+    browser, live_server, login_page, alice, run, add_points
+):
+    # given the run list open, run ticked for Compare and a search typed but not sent
+    from logbook.services import interruptions as interruption_services
+
+    add_points(["loss"], range(0, 10))
+    page = browser.new_page()
+    login_page(page, live_server.url, "alice")
+    page.goto(f"{live_server.url}/")
+    page.check(f"input[name=runs][value='{run.pk}']")
+    page.fill("input[name=q]", "half-typed")
+    page.evaluate("window.__notReloaded = true")
+
+    # when a new run appears, the list shows it within the poll interval, without a reload
+    telemetry_services.run_upsert(project=run.project, name="newcomer")
+    page.wait_for_selector("#run-list a:has-text('newcomer')", timeout=9000)
+    assert page.evaluate("window.__notReloaded") is True
+    # and what the reader did is still there, and "updated" keeps counting
+    assert page.is_checked(f"input[name=runs][value='{run.pk}']")
+    assert page.input_value("input[name=q]") == "half-typed"
+    page.wait_for_function(
+        "() => /updated [0-9]+ s ago/.test(document.getElementById('live-updated').textContent)",
+        timeout=5000,
+    )
+
+    # and the triage queue shows a new incident the same way, its date presets still working
+    page.goto(f"{live_server.url}/incidents/?status=all")
+    page.evaluate("window.__notReloaded = true")
+    interruption_services.interruption_record(
+        run=run, source_key="live-1", occurred_at=START + timedelta(hours=1), category="nic"
+    )
+    page.wait_for_selector("#incidents tr[data-status=open]", timeout=9000)
+    assert page.evaluate("window.__notReloaded") is True
+    page.click("[data-preset='7d']")
+    assert page.input_value("input[name=since]") != ""
+    page.close()

@@ -104,10 +104,12 @@ def test_a_running_run_gone_quiet_reads_silent_on_the_list_as_on_its_page(client
     quiet = Run.objects.get(name="quiet")
     page = client.get(f"/runs/{quiet.pk}/").content.decode()
 
-    # then both say the quiet run is silent, and the busy one still reads running
-    assert "silent since" in rows["quiet"] and "running" not in rows["quiet"]
+    # then both say the quiet run is silent, and the busy one still reads Running, in the
+    # run page's words (its status label, not the stored value)
+    assert "silent since" in rows["quiet"] and "unning" not in rows["quiet"]
     assert "silent since" in page
-    assert "running" in rows["busy"] and "silent" not in rows["busy"]
+    assert ">Running<" in rows["busy"] and "silent" not in rows["busy"]
+    assert '<option value="running">Running</option>' in client.get("/").content.decode()
 
 
 @pytest.mark.django_db

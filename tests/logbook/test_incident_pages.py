@@ -144,6 +144,11 @@ def test_queue_filters(client, alice, project):
     assert queue_ids(
         client.get("/incidents/", {"host": "qh1", "category": "faulty-gpu", "status": "all"})
     ) == [ids[6], ids[3], ids[1]]
+    # the date range keeps what occurred from (inclusive) to (exclusive), as every page's
+    window = {"since": (T0 + 2 * HOUR).isoformat(), "until": (T0 + 4 * HOUR).isoformat()}
+    assert queue_ids(client.get("/incidents/", {**window, "status": "all"})) == [ids[3], ids[2]]
+    backwards = client.get("/incidents/", {"since": window["until"], "until": window["since"]})
+    assert "To: must be after From" in backwards.content.decode()
     # a bad filter is named, and the default queue shown
     page = client.get("/incidents/", {"status": "closed"})
     assert 'id="filter-error"' in page.content.decode()
