@@ -39,7 +39,8 @@
   });
 })();
 
-// Destructive forms (remove a member, revoke a token) carry data-confirm: ask first.
+// Destructive forms (remove a member, revoke a token, delete an entry, release hardware from
+// quarantine, disable a webhook) carry data-confirm: ask first.
 document.querySelectorAll("form[data-confirm]").forEach(function (form) {
   "use strict";
   form.addEventListener("submit", function (event) {

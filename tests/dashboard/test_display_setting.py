@@ -221,3 +221,46 @@ def test_pages_fit_a_390px_phone(live_server, browser, login_page, project, alic
         assert page.evaluate("document.documentElement.scrollWidth") <= 390, name
         assert page.is_visible("header.topbar nav a:has-text('Runs')"), name
     page.close()
+
+
+@pytest.mark.django_db
+def test_every_destructive_form_asks_first(client, project, dave, alice, ingest_token):
+    """Removing a member, revoking a token, deleting a logbook entry, releasing a host or a
+    device from quarantine and disabling a webhook each carry the question display.js asks
+    (the token's is answered in a browser above); quarantining, enabling and adding do not."""
+    import re
+
+    from logbook.models import WebhookEndpoint
+    from logbook.services import entries as entry_services
+    from logbook.services import quarantine as quarantine_services
+    from telemetry import services as telemetry_services
+    from telemetry.models import Device, Host
+
+    run = telemetry_services.run_upsert(project=project, name="asks")
+    telemetry_services.attempt_ensure(run=run, number=1, hosts=["asks-h0"])
+    host = Host.objects.get(name="asks-h0")
+    [device] = telemetry_services.devices_ensure(project=project.pk, uuids=["GPU-asks-0"])
+    Device.objects.filter(pk=device.pk).update(host=host)
+    entry = entry_services.logbook_entry_create(run=run, user=dave, title="to delete")
+    WebhookEndpoint.objects.create(project=project, name="pager", url="https://hooks.example/x")
+    client.force_login(dave)
+
+    def questions(url: str) -> list[str]:
+        html = client.get(url).content.decode()
+        return re.findall(r'<form[^>]*data-confirm="([^"]+)"', html)
+
+    assert any("Remove alice" in q for q in questions(f"/projects/{project.slug}/members/"))
+    assert any("Revoke the token" in q for q in questions(f"/projects/{project.slug}/tokens/"))
+    edit = f"/runs/{run.pk}/logbook/{entry.pk}/edit/"
+    assert any("Delete this logbook entry" in q for q in questions(edit))
+    webhooks = f"/projects/{project.slug}/webhooks/"
+    assert any("Disable the webhook pager" in q for q in questions(webhooks))
+    host_page = f"/fleet/hosts/asks-h0/?project={project.slug}"
+    assert questions(host_page) == []  # nothing quarantined: quarantining does not ask
+    quarantine_services.host_quarantine(host=host, user=dave, reason="fans")
+    quarantine_services.device_quarantine(device=device, user=dave, reason="ECC")
+    asked = questions(host_page)
+    assert any("Release asks-h0" in q for q in asked)
+    assert any("Release the device GPU-asks-0" in q for q in asked)
+    WebhookEndpoint.objects.update(enabled=False)
+    assert questions(webhooks) == []  # enabling again does not ask
