@@ -236,8 +236,7 @@ class RunMfuApi(APIView):
             window = window_from_query(request.query_params)
             axis_from_query(request.query_params)
         except BadQuery as exc:
-            name, _, message = str(exc).partition(": ")
-            raise ValidationError({name: message}) from exc
+            raise ValidationError({exc.name: exc.message}) from exc
         report, _ = efficiency.run_mfu_cached(run=run, window=window)
         return Response(MfuOut(mfu_payload(report)).data)
 
@@ -260,8 +259,7 @@ class RunGoodputApi(APIView):
         try:
             window = window_from_query(request.query_params)
         except BadQuery as exc:
-            name, _, message = str(exc).partition(": ")
-            raise ValidationError({name: message}) from exc
+            raise ValidationError({exc.name: exc.message}) from exc
         report, _ = efficiency.run_goodput_cached(
             run=run, window=window, exclude_planned=exclude_planned_from_query(request.query_params)
         )

@@ -5,11 +5,21 @@ from __future__ import annotations
 from django.http import QueryDict
 
 from dashboard.selectors.efficiency import Window
+from telemetry.display import field_problem
 from telemetry.query_time import BadTime, parse_time
 
 
 class BadQuery(ValueError):
-    """A query parameter the user must fix; the message names it."""
+    """A query parameter the user must fix: `name` and what is wrong with it. str() is the
+    API's "name: message"; in_page_words() the page's (display.field_problem)."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+        self.message = message
+
+    def in_page_words(self) -> str:
+        return field_problem(self.name, self.message)
 
 
 def window_from_query(params: QueryDict) -> Window:
@@ -24,16 +34,16 @@ def window_from_query(params: QueryDict) -> Window:
         try:
             values[name] = parse_time(raw, end_of_day=name == "end")
         except BadTime as exc:
-            raise BadQuery(f"{name}: {exc}") from exc
+            raise BadQuery(name, str(exc)) from exc
     if values["start"] and values["end"] and values["end"] <= values["start"]:
-        raise BadQuery("end: must be after start")
+        raise BadQuery("end", "must be after start")
     return Window(start=values["start"], end=values["end"])
 
 
 def axis_from_query(params: QueryDict) -> str:
     axis = params.get("axis", "step") or "step"
     if axis not in ("step", "time"):
-        raise BadQuery(f"axis: must be step or time, got {axis[:20]!r}")
+        raise BadQuery("axis", f"must be step or time, got {axis[:20]!r}")
     return axis
 
 

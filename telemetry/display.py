@@ -9,6 +9,7 @@ Times: pages show them in one display zone, UTC unless the reader chose their br
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -147,3 +148,33 @@ def moment(
     if not label:
         return text
     return f"{text} {'UTC' if zone is UTC else local.strftime('%Z')}"
+
+
+# What the pages' filter bars call each query parameter. A page names the field its reader
+# sees ("To: must be after From"); the API names the parameter ("end: must be after start").
+FIELD_LABELS = {
+    "start": "From",
+    "since": "From",
+    "end": "To",
+    "until": "To",
+    "run": "Run",
+    "site": "Site",
+    "cluster": "Cluster",
+    "k": "K (incidents)",
+    "window_days": "Window (days)",
+    "verdict": "Verdict",
+    "host": "Host",
+    "status": "Status",
+    "category": "Category",
+    "accelerators": "Project to accelerators",
+    "axis": "Axis",
+    "section": "Section",
+}
+_AFTER_PARAMETER = re.compile(r"\bafter (" + "|".join(FIELD_LABELS) + r")\b")
+
+
+def field_problem(name: str, message: str) -> str:
+    """A query parameter's problem in a page's words: "until", "must be after since" reads
+    "To: must be after From"."""
+    words = _AFTER_PARAMETER.sub(lambda found: f"after {FIELD_LABELS[found.group(1)]}", message)
+    return f"{FIELD_LABELS.get(name, name)}: {words}"

@@ -35,7 +35,7 @@ def run_mfu(request: HttpRequest, run_id: int) -> HttpResponse:
         window = window_from_query(request.GET)
         axis = axis_from_query(request.GET)
     except BadQuery as exc:
-        error, window, axis = str(exc), efficiency.Window(), "step"
+        error, window, axis = exc.in_page_words(), efficiency.Window(), "step"
     report, key = efficiency.run_mfu_cached(run=run, window=window)
     label = report.inputs.label.value if report.inputs else "MFU"
 
@@ -82,7 +82,7 @@ def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
     try:
         window = window_from_query(request.GET)
     except BadQuery as exc:
-        error, window = str(exc), efficiency.Window()
+        error, window = exc.in_page_words(), efficiency.Window()
     exclude_planned = exclude_planned_from_query(request.GET)
     report, key = efficiency.run_goodput_cached(
         run=run, window=window, exclude_planned=exclude_planned

@@ -31,12 +31,12 @@ def run_ranks(request: HttpRequest, run_id: int) -> HttpResponse:
     section = request.GET.get("section") or (sections[0] if sections else "step")
     error = ""
     if sections and section not in sections:
-        error = f"section: {section[:64]!r} is not one this run reported ({', '.join(sections)})"
+        error = f"Section: {section[:64]!r} is not one this run reported ({', '.join(sections)})"
         section = sections[0]
     try:
         window = window_from_query(request.GET)
     except BadQuery as exc:
-        error, window = error or str(exc), Window()
+        error, window = error or exc.in_page_words(), Window()
     status = 400 if error else 200
 
     def draw() -> dict[str, Any]:

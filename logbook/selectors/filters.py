@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from telemetry.display import field_problem
 from telemetry.query_time import BadTime, parse_time, storable_text
 
 
@@ -16,6 +17,10 @@ class FilterError(ValueError):
     def __init__(self, errors: dict[str, str]) -> None:
         super().__init__("; ".join(f"{name}: {message}" for name, message in errors.items()))
         self.errors = errors
+
+    def in_page_words(self) -> str:
+        """The problems as a page says them, each field by its label (display.field_problem)."""
+        return "; ".join(field_problem(name, message) for name, message in self.errors.items())
 
 
 class FilterParams:

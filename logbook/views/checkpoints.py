@@ -35,11 +35,11 @@ ADVICE_LABELS = {
 @login_required
 def run_checkpoints(request: HttpRequest, run_id: int) -> HttpResponse:
     run = run_get_for_user(user=request.user, run_id=run_id)
-    errors: dict[str, str] = {}
+    error = ""
     try:
         filters = failure_filters_parse(request.GET)
     except FilterError as exc:
-        filters, errors = FailureFilters(), exc.errors
+        filters, error = FailureFilters(), exc.in_page_words()
     # The advisor, the charts and the count cover every checkpoint in the window and cost
     # most of the page: computed once per state of the run's data (see the selector).
     summary = selectors.run_checkpoints_cached(
@@ -60,7 +60,7 @@ def run_checkpoints(request: HttpRequest, run_id: int) -> HttpResponse:
         {
             "run": run,
             "filters": filters,
-            "errors": errors,
+            "error": error,
             "history": table_page(request, history),
             "advice": summary["advice"],
             "chart_ids": summary["chart_ids"],

@@ -67,12 +67,12 @@ def derived_display(derived: dict[str, Any], label: str) -> dict[str, Any]:
 
 @login_required
 def failure_breakdown(request: HttpRequest) -> HttpResponse:
-    errors: dict[str, str] = {}
+    error = ""
     try:
         filters = selectors.failure_filters_parse(request.GET)
     except FilterError as exc:
         # Show everything with the problem named rather than a bare 400 page.
-        filters, errors = FailureFilters(), exc.errors
+        filters, error = FailureFilters(), exc.in_page_words()
     # The breakdown, its chart and its tables are drawn once per state of the incidents in
     # scope and minute (see failure_report_key): ~40 ms a view at Llama scale.
     key = selectors.failure_report_key(user=request.user, filters=filters)
@@ -85,7 +85,7 @@ def failure_breakdown(request: HttpRequest) -> HttpResponse:
         "logbook/failures.html",
         {
             "filters": filters,
-            "errors": errors,
+            "error": error,
             "options": selectors.filter_options(user=request.user),
             "body": body,
         },

@@ -46,7 +46,7 @@ def _filters(request: HttpRequest) -> tuple[HardwareFilters, fleet_selectors.Off
     except FilterError as exc:
         filters = HardwareFilters()
         rule = fleet_selectors.offender_rule_parse(params={}, filters=filters)
-        return filters, rule, str(exc)
+        return filters, rule, exc.in_page_words()
 
 
 def hosts_frame(hosts: list[fleet_selectors.HardwareHealth]) -> pd.DataFrame:

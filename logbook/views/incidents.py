@@ -182,7 +182,7 @@ def incident_queue(request: HttpRequest) -> HttpResponse:
         filters = selectors.filters_parse(user=request.user, params=request.GET)
     except FilterError as exc:
         # Show the default queue with the problem named rather than a bare 400 page.
-        filters, error = IncidentFilters(), str(exc)
+        filters, error = IncidentFilters(), exc.in_page_words()
     # A page at a time: a Llama-3-scale run leaves hundreds of open incidents, and drawing
     # every row (with its hosts) cost 0.3-0.4 s on each view of the queue. The page is drawn
     # once per state of the incidents of the reader's projects (every change to one bumps its

@@ -42,7 +42,7 @@ def sdc_ledger(request: HttpRequest) -> HttpResponse:
         filters = sdc_selectors.filters_parse(user=request.user, params=request.GET)
     except FilterError as exc:
         # Show everything with the problem named, rather than a bare 400 page.
-        filters, error = HardwareFilters(), str(exc)
+        filters, error = HardwareFilters(), exc.in_page_words()
     # The ledger, its chart and its tables are drawn once per state of the records and the
     # runs' span (to the minute): at Llama scale they cost ~30 ms a view.
     key = sdc_selectors.sdc_ledger_key(user=request.user, filters=filters)

@@ -14,7 +14,7 @@ from logbook.services.checkpoints import checkpoint_record
 from telemetry import services as telemetry_services
 from telemetry.models import Run
 
-PAGES_ACROSS_RUNS = ("/failures/", "/fleet/", "/sdc/")
+PAGES_ACROSS_RUNS = ("/failures/", "/fleet/", "/sdc/", "/incidents/")
 
 
 @pytest.mark.django_db
@@ -22,7 +22,7 @@ def test_every_time_filter_is_the_one_picker(client, project, alice):
     run = telemetry_services.run_upsert(project=project, name="picked")
     client.force_login(alice)
     pages = {url: "all" for url in PAGES_ACROSS_RUNS}
-    pages |= {f"/runs/{run.pk}/checkpoints/": "whole run", f"/runs/{run.pk}/goodput/": "whole run"}
+    pages |= {f"/runs/{run.pk}/{page}/": "whole run" for page in ("checkpoints", "goodput", "mfu")}
     for url, clear_label in pages.items():
         html = client.get(url).content.decode()
         assert html.count("data-date-range") == 1, url

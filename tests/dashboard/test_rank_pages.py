@@ -93,7 +93,7 @@ def test_ranks_page_for_viewer_outsider_and_a_bad_section(
     bad = client.get(f"/runs/{ranked_run.pk}/ranks/?section=nope")
     assert (
         bad.status_code == 400
-        and "section: &#x27;nope&#x27; is not one this run reported" in bad.content.decode()
+        and "Section: &#x27;nope&#x27; is not one this run reported" in bad.content.decode()
     )
     client.force_login(charlie)
     assert client.get(f"/runs/{ranked_run.pk}/ranks/").status_code == 404
@@ -123,7 +123,7 @@ def test_ranks_page_draws_the_heat_map_over_the_range_asked(
     assert part.status_code == 200 and len(heatmap_times(body)) == 2
     assert "over 10 min" in body
     bad = client.get(f"/runs/{ranked_run.pk}/ranks/", {"start": "yesterday"})
-    assert bad.status_code == 400 and "start: cannot read" in bad.content.decode()
+    assert bad.status_code == 400 and "From: cannot read" in bad.content.decode()
 
 
 @pytest.mark.django_db

@@ -252,25 +252,27 @@ def test_anonymous_is_refused(client, small_world):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    ("params", "field"),
+    ("params", "field", "words"),
     [
-        ({"run": "x"}, "run"),
-        ({"start": "yesterday"}, "start"),
-        ({"start": "2026-03-05", "end": "2026-03-01"}, "end"),
-        ({"accelerators": "0"}, "accelerators"),
-        ({"cluster": "a"}, "cluster"),
+        ({"run": "x"}, "run", "Run: must be a run id"),
+        ({"start": "yesterday"}, "start", "From: must be a date"),
+        ({"start": "2026-03-05", "end": "2026-03-01"}, "end", "To: must be after From"),
+        ({"accelerators": "0"}, "accelerators", "Project to accelerators: must be an integer"),
+        ({"cluster": "a"}, "cluster", "Cluster: must be written"),
     ],
 )
-def test_bad_filters_are_explained(client, alice, params, field):
+def test_bad_filters_are_explained(client, alice, params, field, words):
     client.force_login(alice)
 
     response = client.get("/api/v1/failures", params)
     page = client.get("/failures/", params)
 
+    # the API names the parameter; the page the field its reader sees, by its label
     assert response.status_code == 400
     assert field in response.json()
     assert page.status_code == 200
-    assert field in page.content.decode().split('class="error filter-error">')[1]
+    said = page.content.decode().split('class="error filter-error">')[1].split("</span>")[0]
+    assert said.startswith(words)
 
 
 @pytest.mark.django_db
