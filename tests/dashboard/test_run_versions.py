@@ -242,3 +242,34 @@ def test_admin_edits_move_the_versions_too(client, run, admin_user):
     assert response.status_code == 302, response.content.decode()[:2000]
     assert Host.objects.filter(name="v-h0-renamed").exists()
     assert _versions(run) == (run_before, fleet_before + 1)
+
+
+@pytest.mark.django_db
+def test_a_run_going_silent_moves_what_the_open_pages_poll(client, alice, run):
+    """Nothing is written when a run goes silent: the polled versions carry the run's
+    liveness (run page) and the number of silent runs (lists), so an open page redraws."""
+    from django.utils import timezone
+
+    from logbook.services.webhooks import RUN_STALL_AFTER
+
+    client.force_login(alice)
+
+    def polled() -> tuple[str, str]:
+        one = client.get(f"/runs/{run.pk}/version/").json()["version"]
+        lists = client.get("/runs/version/").json()["version"]
+        return one, lists
+
+    Run.objects.filter(pk=run.pk).update(last_seen_at=timezone.now())
+    fresh = polled()
+    assert fresh == polled()  # nothing changed: the same answer
+    # (data arrives, its step was first reached at T0: "no progress", not silent)
+    assert fresh[0].endswith(".no-progress")
+    # the same data, an hour older than the stall threshold: both answers move
+    quiet = timezone.now() - RUN_STALL_AFTER - timedelta(hours=1)
+    Run.objects.filter(pk=run.pk).update(last_seen_at=quiet)
+    silent = polled()
+    assert silent[0] != fresh[0] and silent[0].endswith(".silent")
+    assert silent[1] != fresh[1]
+    # and the run page's first answer is the one its poll compares against
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert f'data-live-version="{silent[0]}"' in page
