@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 # charts_script is how every chart page embeds its figures (the views call it here).
-from telemetry.charts import ATTEMPT_COLOURS, chart_look, charts_script  # noqa: F401
+from telemetry.charts import ATTEMPT_COLOURS, chart_look, charts_script, plain  # noqa: F401
 
 Figure = dict[str, Any]
 
@@ -52,18 +52,14 @@ def as_payload(figure: go.Figure | Figure) -> Figure:
     return body
 
 
-_EPOCH = pd.Timestamp(0, tz="UTC")
-
-
-def epoch_ms(moments: pd.Series) -> list[float | None]:
-    """Aware datetimes as milliseconds since the epoch, which a plotly.js date axis reads as
-    UTC (an aware ISO string would be misread; numbers are also a third of the bytes)."""
-    values = pd.to_datetime(moments, utc=True)
-    # Divide by a Timedelta rather than read the int64 ticks: the tick unit is the column's
-    # resolution, nanoseconds before pandas 3 but often microseconds or seconds since (which
-    # put every checkpoint in January 1970). NaT becomes NaN, then null.
-    millis = (values - _EPOCH) / pd.Timedelta(milliseconds=1)
-    return finite(millis)
+def utc_text(moments: pd.Series) -> list[str | None]:
+    """Aware datetimes as naive UTC ISO strings, as every date axis here holds them
+    (telemetry.charts.naive_utc): plotly.js shows a string's hours as written, but it shows
+    milliseconds since the epoch in the browser's zone, under an axis that says UTC (a reader
+    in India saw saves 5.5 h late). NaT becomes null."""
+    values = pd.to_datetime(moments, utc=True).dt.tz_localize(None)
+    # datetime64[us] whatever the column's resolution (pandas 3 makes us or s columns).
+    return plain(values.to_numpy(dtype="datetime64[us]"))
 
 
 def finite(values: pd.Series) -> list[float | None]:
@@ -120,7 +116,7 @@ def save_cost_figure(checkpoints: pd.DataFrame) -> Figure:
         data.append(
             {
                 "type": "scatter",
-                "x": epoch_ms(part["saved_at"]),
+                "x": utc_text(part["saved_at"]),
                 "y": finite(part[column]),
                 "mode": "lines+markers",
                 "name": label,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -91,10 +91,12 @@ def mfu_figure(points: pd.DataFrame, **options: Any) -> go.Figure:
 
 
 def _x(value: object) -> object:
-    # Marks are placed by plain numbers, or epoch milliseconds, which Plotly reads on a date
-    # axis (an aware "+00:00" string is misread by plotly.js).
+    # Marks are placed by plain numbers, or at naive UTC times as the run page's are
+    # (charts.naive_utc): plotly.js shows epoch milliseconds in the browser's zone, which put
+    # the marks hours away from the data for a reader outside UTC, and it misreads "+00:00".
     if isinstance(value, datetime | np.datetime64):  # pd.Timestamp is a datetime
-        return pd.Timestamp(value).timestamp() * 1000
+        moment = pd.Timestamp(value)
+        return moment.tz_convert(UTC).tz_localize(None) if moment.tzinfo is not None else moment
     return value
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from telemetry.charts import naive_utc
 from telemetry.selectors.ranks import Heatmap, SpreadPoint
 
 Figure = dict[str, Any]
@@ -32,7 +33,9 @@ def heatmap_figure(heatmap: Heatmap, *, section: str) -> Figure:
     ]
     trace = {
         "type": "heatmap",
-        "x": [start.timestamp() * 1000 for start in heatmap.times],
+        # Naive UTC text, as every date axis here: plotly.js shows epoch milliseconds in the
+        # browser's zone, under an axis that says UTC.
+        "x": [naive_utc(start).isoformat(sep=" ") for start in heatmap.times],
         "y": heatmap.row_labels,
         "z": heatmap.values_s,
         "customdata": customdata,

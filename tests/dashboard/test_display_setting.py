@@ -8,10 +8,13 @@ from datetime import UTC, datetime
 import pytest
 
 from logbook.models import AuditEvent
+from logbook.services import checkpoints as checkpoint_services
 from logbook.services import entries as entry_services
 from logbook.services import interruptions as interruption_services
+from logbook.services import sdc as sdc_services
 from logbook.views.incidents import history_rows
 from telemetry import services as telemetry_services
+from telemetry.models import Run
 
 OCCURRED = datetime(2026, 6, 1, 1, 0, tzinfo=UTC)  # 06:30 in Asia/Kolkata (UTC+5:30)
 NOTED = datetime(2026, 6, 1, 3, 15, tzinfo=UTC)  # 08:45 IST
@@ -23,8 +26,14 @@ def _pages(project, alice) -> dict[str, str]:
         run=run, source_key="tz1", occurred_at=OCCURRED, category="faulty-gpu", hosts=["tzh1"]
     )
     entry_services.logbook_entry_create(run=run, user=alice, title="Noted", occurred_at=NOTED)
+    sdc_services.sdc_record(run=run, source_key="tz-sdc", step=10, detected_at=OCCURRED)
+    checkpoint_services.checkpoint_record(run=run, step=10, saved_at=NOTED, blocking_save_s=5)
+    Run.objects.filter(pk=run.pk).update(last_seen_at=OCCURRED)
     return {
+        "run list": "/",
         "run page": f"/runs/{run.pk}/",
+        "checkpoints": f"/runs/{run.pk}/checkpoints/",
+        "SDC ledger": "/sdc/",
         "triage queue": "/incidents/",
         "incident": f"/incidents/{incident.pk}/",
         "logbook": f"/runs/{run.pk}/logbook/",
