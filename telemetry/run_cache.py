@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable
-from typing import TypeVar, cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar, cast
 
 from django.core.cache import cache
 from django.http import HttpRequest
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
+from telemetry.context_processors import display_context
 from telemetry.models import Project, Run
 
 logger = logging.getLogger(__name__)
@@ -54,6 +56,13 @@ def query_key(request: HttpRequest) -> str:
     number and the links it writes to the pages around it), whatever its order."""
     items = sorted((key, value) for key in request.GET for value in request.GET.getlist(key))
     return hashlib.sha256(repr(items).encode()).hexdigest()[:32]
+
+
+def render_piece(template_name: str, context: Mapping[str, Any]) -> str:
+    """A piece of a page rendered without the request, so that nothing of the reader's (a
+    CSRF token, a user name) can get into what cached_html hands every reader, but with the
+    display setting every template knows (its zone's label)."""
+    return render_to_string(template_name, {**display_context(), **context})
 
 
 def cached_html(key: str, render: Callable[[], str]) -> SafeString:

@@ -13,7 +13,6 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q, Sum
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
@@ -24,7 +23,7 @@ from dashboard.selectors import runs as run_selectors
 from logbook.paging import table_page
 from logbook.selectors import fleet as fleet_selectors
 from logbook.services.webhooks import RUN_STALL_AFTER
-from telemetry import charts, display, run_cache, selectors
+from telemetry import charts, run_cache, selectors
 from telemetry.models import Attempt, Membership, Project, Run
 from telemetry.selectors import series as series_selectors
 
@@ -181,7 +180,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 def _tables_html(run: Run, axis: charts.Axis, tables: run_selectors.RunPageTables) -> str:
-    return render_to_string(
+    return run_cache.render_piece(
         "dashboard/_run_tables.html",
         {
             "run": run,
@@ -190,7 +189,6 @@ def _tables_html(run: Run, axis: charts.Axis, tables: run_selectors.RunPageTable
             "attempts": tables.attempts,
             "interruptions": tables.interruptions,
             "checkpoints": tables.checkpoints,
-            "tz_label": display.zone_name(timezone.get_current_timezone()),
         },
     )
 

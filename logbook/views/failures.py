@@ -9,8 +9,6 @@ import pandas as pd
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.template.loader import render_to_string
-from django.utils import timezone
 
 from logbook import charts
 from logbook.failures import RATE_NAMES, failure_report_as_dict
@@ -101,7 +99,7 @@ def _breakdown_body(request: HttpRequest, filters: FailureFilters) -> str:
         figure = charts.breakdown_figure(pd.DataFrame(table["rows"]))
         payload.append({"id": "chart-breakdown", "figure": figure})
     rates = [derived_display(data["rates"][name], RATE_LABELS[name]) for name in RATE_NAMES]
-    return render_to_string(
+    return run_cache.render_piece(
         "logbook/_failures_body.html",
         {
             "filters": filters,
@@ -112,6 +110,5 @@ def _breakdown_body(request: HttpRequest, filters: FailureFilters) -> str:
             "projection": derived_display(data["projection"], "Projected job MTBF"),
             "has_chart": bool(payload),
             "charts_script": charts.charts_script(payload),
-            "tz_label": display.zone_name(timezone.get_current_timezone()),
         },
     )

@@ -14,9 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from logbook import charts, fleet_charts
@@ -27,7 +25,7 @@ from logbook.selectors.filters import FilterError
 from logbook.selectors.sdc import HardwareFilters
 from logbook.services import quarantine as quarantine_services
 from logbook.views.sdc import filter_menus
-from telemetry import display, rank_charts, run_cache
+from telemetry import rank_charts, run_cache
 from telemetry.models import Device, Host, Membership, Run
 from telemetry.selectors import user_has_role
 from telemetry.selectors.dcgm import (
@@ -91,7 +89,7 @@ def _fleet_body(
     request: HttpRequest, filters: HardwareFilters, rule: fleet_selectors.OffenderRule
 ) -> str:
     fleet = fleet_selectors.fleet_health(user=request.user, filters=filters, rule=rule)
-    return render_to_string(
+    return run_cache.render_piece(
         "logbook/_fleet_body.html",
         {
             "rule": rule,
@@ -103,7 +101,6 @@ def _fleet_body(
             "quarantined_hosts": [one for one in fleet.hosts if one.row.quarantined_at],
             "quarantined_devices": [one for one in fleet.devices if one.row.quarantined_at],
             "charts_script": _chart_script(fleet.hosts),
-            "tz_label": display.zone_name(timezone.get_current_timezone()),
         },
     )
 

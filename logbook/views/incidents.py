@@ -16,7 +16,6 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
@@ -198,7 +197,9 @@ def incident_queue(request: HttpRequest) -> HttpResponse:
         queue = selectors.IncidentQueue(
             incidents=list(page.rows), total=page.count, truncated=False
         )
-        return render_to_string("logbook/_incident_table.html", {"page": page, "queue": queue})
+        return run_cache.render_piece(
+            "logbook/_incident_table.html", {"page": page, "queue": queue}
+        )
 
     return render(
         request,

@@ -14,7 +14,6 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
@@ -259,7 +258,7 @@ def _logbook_page(
         # Newest first, a page at a time: a Llama-3-scale run has an entry per restart
         # (hundreds), and rendering every one's Markdown took over half a second on each view.
         page = table_page(request, selectors.run_logbook_entries(run=run), size=LOGBOOK_PAGE_SIZE)
-        return render_to_string(
+        return run_cache.render_piece(
             "logbook/_entries.html",
             {
                 "run": run,
@@ -286,7 +285,7 @@ def _logbook_page(
 
 
 def _entry_fields(request: HttpRequest, form: EntryForm) -> str:
-    return render_to_string(
+    return run_cache.render_piece(
         "logbook/_entry_fields.html",
         {"form": form, "config_rows": _posted_or_blank_rows(request)},
     )

@@ -7,8 +7,6 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.template.loader import render_to_string
-from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from logbook import charts, fleet_charts
@@ -16,7 +14,7 @@ from logbook.models import SdcReplay
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.sdc import HardwareFilters
-from telemetry import display, run_cache
+from telemetry import run_cache
 from telemetry.models import Run
 from telemetry.selectors import User, projects_for_user
 
@@ -65,13 +63,12 @@ def sdc_ledger(request: HttpRequest) -> HttpResponse:
 
 def _ledger_body(request: HttpRequest, filters: HardwareFilters) -> str:
     ledger = sdc_selectors.sdc_ledger(user=request.user, filters=filters)
-    return render_to_string(
+    return run_cache.render_piece(
         "logbook/_sdc_body.html",
         {
             "ledger": ledger,
             "rows": [{"record": record, **divergence_numbers(record)} for record in ledger.records],
             "charts_script": _chart_script(ledger),
-            "tz_label": display.zone_name(timezone.get_current_timezone()),
         },
     )
 
