@@ -196,6 +196,30 @@ def wait() -> Callable[..., Any]:
     return wait_for
 
 
+@pytest.fixture
+def process_batch() -> Callable[[int], None]:
+    """Process a submitted batch now, and fail unless it is stored. In a transactional test
+    the commit has already published the batch's task, and this process's Celery worker (if
+    an earlier test started it: it lives for the session) may take the batch first; then
+    this waits for that worker instead of calling the worker's outcome a failure."""
+    from ingest import services
+    from ingest.models import IngestBatch
+
+    def process(batch_pk: int) -> None:
+        if services.batch_process(batch_pk=batch_pk) == "done":
+            return
+        batch = IngestBatch.objects.filter(pk=batch_pk)
+        status = wait_for(
+            lambda: batch.exclude(status=IngestBatch.Status.PENDING)
+            .values_list("status", flat=True)
+            .first(),
+            what=f"the Celery worker to process batch {batch_pk}",
+        )
+        assert status == IngestBatch.Status.DONE, batch.values_list("last_error", flat=True)[0]
+
+    return process
+
+
 def _rows_read(table: str = "telemetry_metricpoint") -> int:
     """Rows of `table` (the points by default) this transaction has read so far, sequentially
     and by index, from PostgreSQL's own per-transaction table statistics."""

@@ -4,6 +4,7 @@ them, what bad parameters get, and a fixed number of queries whatever the run's 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,11 +29,13 @@ def at(seconds: float) -> str:
     return (T0 + timedelta(seconds=seconds)).isoformat()
 
 
-def _submit(project: Project, documents: list[dict[str, Any]]) -> None:
+def _submit(
+    project: Project, documents: list[dict[str, Any]], process_batch: Callable[[int], None]
+) -> None:
     token, _ = ingest_services.token_create(project=project, name="efficiency-test")
     for document in documents:
         acceptance = ingest_services.batch_submit(token=token, body=json.dumps(document).encode())
-        assert ingest_services.batch_process(batch_pk=acceptance.batch.pk) == "done"
+        process_batch(acceptance.batch.pk)
 
 
 def worked_example_batches(run: str = "worked") -> list[dict[str, Any]]:
@@ -77,8 +80,8 @@ def worked_example_batches(run: str = "worked") -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def worked_run(project: Project) -> Run:
-    _submit(project, worked_example_batches())
+def worked_run(project: Project, process_batch: Callable[[int], None]) -> Run:
+    _submit(project, worked_example_batches(), process_batch)
     return Run.objects.get(project=project, name="worked")
 
 
@@ -153,7 +156,7 @@ def test_goodput_window_and_planned_exclusion(client, alice, worked_run):
 
 
 @pytest.mark.django_db
-def test_blocking_save_and_restore_are_counted(client, alice, project):
+def test_blocking_save_and_restore_are_counted(client, alice, project, process_batch):
     # given the worked example where the step-3 save blocked 1 s and the restore took 2 s
     batches = worked_example_batches("with-saves")
     batches[0]["events"].append(
@@ -161,7 +164,7 @@ def test_blocking_save_and_restore_are_counted(client, alice, project):
     )
     restore = next(e for e in batches[1]["events"] if e["type"] == "checkpoint_restored")
     restore["restore_s"] = 2.0
-    _submit(project, batches)
+    _submit(project, batches, process_batch)
     run = Run.objects.get(name="with-saves")
     client.force_login(alice)
 

@@ -25,7 +25,7 @@ def host_of(rank: int) -> str:
 
 
 @pytest.fixture
-def ranked_run(project: Any) -> Run:
+def ranked_run(project: Any, process_batch: Any) -> Run:
     """64 ranks on 8 hosts for 50 minutes, a step a minute, rank 37 20% slower throughout."""
     token, _ = services.token_create(project=project, name="ranks")
     start = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=2)
@@ -52,7 +52,7 @@ def ranked_run(project: Any) -> Run:
         )
     document = {"batch_id": "ranks", "run": "ranked", "attempt": 1, "events": events}
     acceptance = services.batch_submit(token=token, body=json.dumps(document).encode())
-    assert services.batch_process(batch_pk=acceptance.batch.pk) == "done"
+    process_batch(acceptance.batch.pk)
     stragglers.rank_timings_refresh()
     return Run.objects.get(name="ranked")
 
