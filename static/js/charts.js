@@ -225,6 +225,24 @@
     });
   }
 
+  // Text labels (the attempts' "attempt N" at their restart lines) that would print over an
+  // earlier one are hidden, for the chart's width and zoom as drawn: the server staggers them
+  // in three rows, but restarts close together on a narrow chart still collided. The
+  // attempt's line and the legend still name it.
+  function declutter(gd) {
+    var kept = [];
+    gd.querySelectorAll("g.annotation-text-g").forEach(function (label) {
+      label.style.visibility = "";
+      var box = label.getBoundingClientRect();
+      // Boxes that only touch (a pixel of padding) do not clash.
+      var clash = box.width > 0 && kept.some(function (other) {
+        return box.left + 1 < other.right && other.left + 1 < box.right &&
+          box.top + 1 < other.bottom && other.top + 1 < box.bottom;
+      });
+      if (clash) { label.style.visibility = "hidden"; } else { kept.push(box); }
+    });
+  }
+
   function mark(name) {
     // For `make bench`'s browser phase: when the page's first chart, and all, were drawn.
     if (!performance.getEntriesByName(name).length) { performance.mark(name); }
@@ -274,7 +292,15 @@
       (now.length && target.hasAttribute("data-linked-x") ? later : now).push(target);
     });
     function one(target) {
-      return render(target, true).then(function () { mark("chronicle:first-chart"); bind(target); });
+      return render(target, true).then(function () {
+        mark("chronicle:first-chart");
+        bind(target);
+        if (!target.dataset.chronicleDecluttered) {
+          target.dataset.chronicleDecluttered = "1";
+          target.on("plotly_afterplot", function () { declutter(target); });
+        }
+        declutter(target);
+      });
     }
     return Promise.all(now.map(one)).then(function () {
       return new Promise(function (resolve) {

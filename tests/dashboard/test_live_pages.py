@@ -239,3 +239,60 @@ def test_the_lists_update_themselves_and_keep_what_the_reader_did(
     page.click("[data-preset='7d']")
     assert page.input_value("input[name=since]") != ""
     page.close()
+
+
+def test_attempt_labels_never_print_over_each_other(browser, live_server, login_page, alice, run):
+    # given a run restarted seven times within 70 steps of its 400, read on a 390 px phone,
+    # where the three staggered rows of "attempt N" labels cannot all fit
+    for number in range(1, 9):
+        attempt = Attempt.objects.create(
+            run=run,
+            number=number,
+            started_at=START + timedelta(minutes=number),
+            resumed_from_step=None if number == 1 else 300 + 10 * number,
+        )
+        steps = range(0, 310) if number == 1 else range(300 + 10 * number, 400)
+        with transaction.atomic():
+            telemetry_services.metric_points_insert(
+                run=run, attempt=attempt, points=_points(["loss"], steps)
+            )
+    page = browser.new_page(viewport={"width": 390, "height": 800})
+    login_page(page, live_server.url, "alice")
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    page.wait_for_function("() => performance.getEntriesByName('chronicle:all-charts').length")
+    boxes = (
+        "() => Array.from(document.querySelectorAll('#chart-0 g.annotation-text-g'))"
+        ".map(g => { const b = g.getBoundingClientRect();"
+        " return {shown: g.style.visibility !== 'hidden', text: g.textContent,"
+        " l: b.left, r: b.right, t: b.top, b: b.bottom}; })"
+    )
+
+    def clashes(labels: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        shown = [label for label in labels if label["shown"]]
+        return [
+            (a["text"], b["text"])
+            for i, a in enumerate(shown)
+            for b in shown[i + 1 :]
+            if a["l"] + 1 < b["r"]
+            and b["l"] + 1 < a["r"]
+            and a["t"] + 1 < b["b"]
+            and b["t"] + 1 < a["b"]
+        ]
+
+    # then no two labels shown overlap; those that would are hidden, the first one is shown
+    labels = page.evaluate(boxes)
+    assert len(labels) == 7, labels
+    assert clashes(labels) == []
+    assert labels[0]["shown"] and labels[0]["text"] == "attempt 2"
+    assert any(not label["shown"] for label in labels), labels
+
+    # and when zoomed in on the restarts, the labels are laid out again: more of them fit
+    hidden_before = sum(not label["shown"] for label in labels)
+    page.evaluate(
+        "() => Plotly.relayout(document.getElementById('chart-0'), {'xaxis.range': [305, 385]})"
+    )
+    page.wait_for_timeout(300)
+    zoomed = page.evaluate(boxes)
+    assert clashes(zoomed) == []
+    assert sum(not label["shown"] for label in zoomed) < hidden_before, zoomed
+    page.close()
