@@ -210,9 +210,11 @@ def process_batch() -> Callable[[int], None]:
             return
         batch = IngestBatch.objects.filter(pk=batch_pk)
         status = wait_for(
-            lambda: batch.exclude(status=IngestBatch.Status.PENDING)
-            .values_list("status", flat=True)
-            .first(),
+            lambda: (
+                batch.exclude(status=IngestBatch.Status.PENDING)
+                .values_list("status", flat=True)
+                .first()
+            ),
             what=f"the Celery worker to process batch {batch_pk}",
         )
         assert status == IngestBatch.Status.DONE, batch.values_list("last_error", flat=True)[0]
