@@ -389,6 +389,26 @@ def browser() -> Iterator[Any]:
         browser.close()
 
 
+# A page is ready when it has loaded and drawn its charts (if it has any).
+PAGE_DRAWN = (
+    "() => !document.getElementById('charts-data')"
+    " || performance.getEntriesByName('chronicle:all-charts').length"
+)
+
+
+@pytest.fixture
+def page_drawn() -> Callable[[Any], None]:
+    """Wait until a page opened by page.goto has drawn its charts. Not Playwright's
+    "networkidle" (500 ms without a request): the live pages poll every 5 s, and a page walk
+    waiting on that lull timed out once in CI with every page already drawn."""
+
+    def wait(page: Any) -> None:
+        page.wait_for_load_state("load")
+        page.wait_for_function(PAGE_DRAWN)
+
+    return wait
+
+
 @pytest.fixture
 def login_page() -> Callable[[Any, str, str], None]:
     """Log a Playwright page in as one of the personas (password: <name>-pw-1)."""

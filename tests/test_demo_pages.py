@@ -11,7 +11,7 @@ from telemetry.models import Run
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_demo_every_page(demo_data, browser, live_server, console_errors):
+def test_demo_every_page(demo_data, browser, live_server, console_errors, page_drawn):
     # given the demo, loaded the way `make demo` loads it
     run = Run.objects.get(name="demo-70b-pretrain")
     host = Interruption.objects.filter(hosts__isnull=False).values_list("hosts__name", flat=True)[0]
@@ -40,11 +40,7 @@ def test_demo_every_page(demo_data, browser, live_server, console_errors):
     for path in pages:
         # when each page is opened
         response = page.goto(f"{live_server.url}{path}")
-        page.wait_for_load_state("networkidle")
-        page.wait_for_function(
-            "() => !document.getElementById('charts-data')"
-            " || performance.getEntriesByName('chronicle:all-charts').length"
-        )
+        page_drawn(page)
 
         # then it answers, and every chart it has is drawn with traces
         assert response is not None and response.status == 200, path

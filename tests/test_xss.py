@@ -43,7 +43,7 @@ def _post(url: str, token: str, document: dict[str, Any]) -> int:
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_xss_corpus_executes_nothing(
-    browser, live_server, celery_worker, alice, ingest_token, wait, login_page
+    browser, live_server, celery_worker, alice, ingest_token, wait, login_page, page_drawn
 ):
     # given runs, metrics, hosts, incidents, SDC records and notes named with every payload
     for index, payload in enumerate(PAYLOADS):
@@ -113,7 +113,7 @@ def test_xss_corpus_executes_nothing(
         # when each page is opened and every element is hovered and toggled
         response = page.goto(f"{live_server.url}{path}")
         assert response is not None and response.status == 200, path
-        page.wait_for_load_state("networkidle")
+        page_drawn(page)
         live_markup = page.evaluate(
             """() => ({
               handlers: Array.from(document.querySelectorAll('*')).filter(e =>
