@@ -52,7 +52,7 @@ class EntryForm(forms.Form):
         help_text="Exact, to the day only, or within a window.",
     )
     occurred_until = forms.DateTimeField(
-        required=False, label="Window end (UTC)", help_text="Only for a window."
+        required=False, label="Window end", help_text="Only for a window."
     )
     local_time = forms.CharField(
         max_length=64,
@@ -99,6 +99,7 @@ class EntryForm(forms.Form):
         # Read and shown in the display zone (telemetry.middleware), which the label names.
         zone = display.zone_name(timezone.get_current_timezone())
         self.fields["occurred_at"].label = f"Time ({zone})"
+        self.fields["occurred_until"].label = f"Window end ({zone})"
         if entry is None:
             del self.fields["corrected_by"]
             del self.fields["version"]

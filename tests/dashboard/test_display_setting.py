@@ -3,7 +3,7 @@ changes every page and form, and every time says which zone it is in."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -80,6 +80,8 @@ def test_the_time_switch_changes_every_page(
     page.goto(live_server.url + pages["logbook"])
     label = page.text_content("label:has(#id_occurred_at)")
     assert label.strip().startswith(f"Time ({zone})")
+    label = page.text_content("label:has(#id_occurred_until)")
+    assert label.strip().startswith(f"Window end ({zone})")
     context.close()
     assert errors == []
 
@@ -100,12 +102,16 @@ def test_the_forms_read_typed_times_in_the_display_zone(client, project, alice):
             "role": "oncall",
             "title": "t",
             "occurred_at": "2026-06-01 06:30",
+            "time_precision": "window",
+            "occurred_until": "2026-06-01 08:30",
         },
     )
 
-    # then it is stored as 01:00 UTC
+    # then it is stored as 01:00 UTC, its window's end as 03:00 UTC
     assert response.status_code in (200, 302)
-    assert run.logbook_entries.get().occurred_at == OCCURRED
+    entry = run.logbook_entries.get()
+    assert entry.occurred_at == OCCURRED
+    assert entry.occurred_until == OCCURRED + timedelta(hours=2)
 
     # and a filter's date is her day, not UTC's
     response = client.get("/failures/", {"start": "2026-06-01 06:30"})
