@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connections, router
-from django.db.models import Count, F, Func, IntegerField, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, Func, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from logbook.models import Annotation, Checkpoint, Interruption, LogbookEntry
@@ -234,16 +234,6 @@ def run_chart_entries(*, run: Run) -> list[LogbookEntry]:
     for entry in entries:
         entry.run = run
     return entries
-
-
-def run_step_reached_at(*, run: Run) -> datetime | None:
-    """When the run's latest step was first seen: the earliest wall time among its series'
-    points at that step (one primary-key probe per series)."""
-    if run.last_step is None:
-        return None
-    return MetricPoint.objects.filter(series__run=run, step=run.last_step).aggregate(
-        at=Min("wall_time")
-    )["at"]
 
 
 # How many runs the compare page offers to add (the most recently seen first).

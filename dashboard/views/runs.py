@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
@@ -56,14 +55,14 @@ def run_list(request: HttpRequest) -> HttpResponse:
     page = table_page(request, runs, size=RUN_LIST_PAGE_SIZE)
     now = timezone.now()
     for run in page.rows:
-        # The run page's words for a running run gone quiet ("silent since ..."), so the list
-        # does not call a run "running" that the run page calls silent. No-progress needs
-        # each run's step history: the run page says that one.
+        # The run page's words for a running run gone quiet ("silent since ...") or stuck at
+        # one step ("no progress since ..."), so the list does not call a run "running" that
+        # the run page does not.
         run.live = liveness.liveness(
             status=run.current_status,
             status_label=_STATUS_LABELS.get(run.current_status, "no attempt yet"),
             last_seen_at=run.last_seen_at,
-            step_reached_at=None,
+            step_reached_at=run.last_step_at,
             now=now,
             stall_after=RUN_STALL_AFTER,
         )
@@ -193,20 +192,12 @@ def _tables_html(run: Run, axis: charts.Axis, tables: run_selectors.RunPageTable
     )
 
 
-def _step_reached_at(run: Run) -> datetime | None:
-    # In a tuple: the cache takes None for "not cached".
-    return run_cache.cached(
-        f"run-step-reached:{run_cache.run_version_key(run=run)}",
-        lambda: (run_selectors.run_step_reached_at(run=run),),
-    )[0]
-
-
 def _liveness(run: Run, latest: Attempt | None) -> liveness.Liveness:
     return liveness.liveness(
         status=latest.status if latest else None,
         status_label=latest.get_status_display() if latest else "no attempt yet",
         last_seen_at=run.last_seen_at,
-        step_reached_at=_step_reached_at(run) if latest else None,
+        step_reached_at=run.last_step_at,
         now=timezone.now(),
         stall_after=RUN_STALL_AFTER,
     )

@@ -85,30 +85,48 @@ def test_the_api_pages_and_filters_like_the_page(client, alice, many_runs):
 
 
 @pytest.mark.django_db
-def test_a_running_run_gone_quiet_reads_silent_on_the_list_as_on_its_page(client, alice, project):
-    # given two running runs: one whose last data is 19 days old, one seen a minute ago
-    started = datetime.now(UTC) - timedelta(days=20)
-    for name, seen in (("quiet", timedelta(days=19)), ("busy", timedelta(minutes=1))):
+def test_a_running_run_gone_quiet_or_stuck_reads_so_on_the_list_as_on_its_page(
+    client, alice, project
+):
+    # given three running runs: one whose last data is 19 days old, one seen a minute ago, and
+    # one seen a minute ago but at the step it first reached three hours ago (hung)
+    now = datetime.now(UTC)
+    started = now - timedelta(days=20)
+    runs = {
+        "quiet": (timedelta(days=19), timedelta(days=19)),
+        "busy": (timedelta(minutes=1), timedelta(minutes=1)),
+        "stuck": (timedelta(minutes=1), timedelta(hours=3)),
+    }
+    for name, (seen, stepped) in runs.items():
         run = telemetry_services.run_upsert(project=project, name=name)
         telemetry_services.attempt_ensure(run=run, number=1, started_at=started)
-        Run.objects.filter(pk=run.pk).update(last_seen_at=datetime.now(UTC) - seen)
+        Run.objects.filter(pk=run.pk).update(
+            last_step=100, last_seen_at=now - seen, last_step_at=now - stepped
+        )
     client.force_login(alice)
 
-    # when the run list and the quiet run's page are read
+    # when the run list and the quiet and stuck runs' pages are read
     rows = {
         name: row
         for row in client.get("/").content.decode().split("<tr>")
-        for name in ("quiet", "busy")
+        for name in runs
         if f">{name}</a>" in row
     }
-    quiet = Run.objects.get(name="quiet")
-    page = client.get(f"/runs/{quiet.pk}/").content.decode()
+    pages = {
+        name: client.get(f"/runs/{Run.objects.get(name=name).pk}/").content.decode()
+        for name in ("quiet", "stuck")
+    }
 
-    # then both say the quiet run is silent, and the busy one still reads Running, in the
-    # run page's words (its status label, not the stored value)
+    # then both say the quiet run is silent and the stuck one makes no progress since the
+    # step's time, and the busy one still reads Running, in the run page's words (its status
+    # label, not the stored value)
     assert "silent since" in rows["quiet"] and "unning" not in rows["quiet"]
-    assert "silent since" in page
+    assert "silent since" in pages["quiet"]
+    stuck_since = (now - timedelta(hours=3)).strftime("%Y-%m-%d %H:%M")
+    assert "no progress since" in rows["stuck"] and stuck_since in rows["stuck"]
+    assert "no progress since" in pages["stuck"] and stuck_since in pages["stuck"]
     assert ">Running<" in rows["busy"] and "silent" not in rows["busy"]
+    assert "progress" not in rows["busy"]
     assert '<option value="running">Running</option>' in client.get("/").content.decode()
 
 
