@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from logbook.charts import layout
+from logbook.charts import layout, utc_text
 
 BAR_COLOUR = "#2456a6"
 OFFENDER_COLOUR = "#c0392b"
@@ -30,9 +30,10 @@ def weekly_sdc_figure(weekly: pd.DataFrame, *, per_week: float | None) -> go.Fig
     weekly: columns week_start (datetime), count."""
     figure = go.Figure()
     week_ms = 7 * 86_400_000
+    starts = utc_text(weekly["week_start"])  # naive UTC, as every time axis here
     figure.add_trace(
         go.Bar(
-            x=list(weekly["week_start"]),
+            x=starts,
             y=list(weekly["count"]),
             # Bars cover their week (from its start), so the first starts at the first data.
             width=[week_ms * 0.95] * len(weekly),
@@ -43,10 +44,10 @@ def weekly_sdc_figure(weekly: pd.DataFrame, *, per_week: float | None) -> go.Fig
         )
     )
     if per_week is not None and not weekly.empty:
-        end = weekly["week_start"].iloc[-1] + pd.Timedelta(days=7)
+        end = utc_text(weekly["week_start"].iloc[-1:] + pd.Timedelta(days=7))
         figure.add_trace(
             go.Scatter(
-                x=[weekly["week_start"].iloc[0], end],
+                x=[starts[0], *end],
                 y=[per_week, per_week],
                 mode="lines",
                 name=f"mean rate {per_week:.3g}/week",
@@ -54,7 +55,9 @@ def weekly_sdc_figure(weekly: pd.DataFrame, *, per_week: float | None) -> go.Fig
                 hovertemplate="%{y:.3g} records/week<extra></extra>",
             )
         )
-    return _layout(figure, title="SDC records per week", x_title="week", y_title="records")
+    return _layout(
+        figure, title="SDC records per week", x_title="week from (UTC)", y_title="records"
+    )
 
 
 def incidents_per_host_figure(hosts: pd.DataFrame) -> go.Figure:
@@ -114,7 +117,7 @@ def host_timeline_figure(incidents: pd.DataFrame) -> go.Figure:
             continue
         figure.add_trace(
             go.Scatter(
-                x=list(rows["occurred_at"]),
+                x=utc_text(rows["occurred_at"]),
                 y=[kind] * len(rows),
                 mode="markers",
                 name=kind,
@@ -126,7 +129,8 @@ def host_timeline_figure(incidents: pd.DataFrame) -> go.Figure:
                 hovertemplate="%{x|%Y-%m-%d %H:%M}<br>%{text}<extra></extra>",
             )
         )
-    moments = pd.to_datetime(incidents["occurred_at"], utc=True)
+    # Naive UTC, as the markers' times (utc_text).
+    moments = pd.to_datetime(incidents["occurred_at"], utc=True).dt.tz_localize(None)
     if len(moments) and moments.min() == moments.max():
         # One moment: Plotly would zoom its axis to sub-millisecond ticks around it.
         figure.update_xaxes(range=[moments.min() - pd.Timedelta(hours=1),

@@ -112,7 +112,7 @@ def host_scores_figure(rows: Sequence[dict], *, threshold: float) -> go.Figure:
     for (run, attempt, rank), mine in groups.items():
         figure.add_trace(
             go.Scatter(
-                x=[row["time"] for row in mine],
+                x=[naive_utc(row["time"]) for row in mine],
                 y=[row["score"] for row in mine],
                 mode="lines+markers",
                 name=f"{run} #{attempt} rank {rank}",
@@ -126,6 +126,6 @@ def host_scores_figure(rows: Sequence[dict], *, threshold: float) -> go.Figure:
         **_LAYOUT,
         height=320,
         yaxis={"title": {"text": "relative score"}, "range": [0, 1.05]},
-        xaxis={"title": {"text": "time (UTC)"}},
+        xaxis={"title": {"text": "time (UTC)"}, "type": "date"},
     )
     return figure

@@ -49,5 +49,14 @@ def test_demo_every_page(demo_data, browser, live_server, console_errors, page_d
         )
         if path != "/":  # the run list is a table; every other page has charts
             assert traces and all(count > 0 for count in traces), (path, traces)
+        # and every time axis holds naive UTC times: plotly.js misreads "+00:00", and the
+        # display zone's conversion (charts.js) reads only naive ones
+        aware = page.evaluate(
+            "Array.from(document.querySelectorAll('.js-plotly-plot'))"
+            ".filter(c => c._fullLayout.xaxis.type === 'date')"
+            ".flatMap(c => c.data.flatMap(t => Array.from(t.x || [])))"
+            ".filter(x => typeof x === 'string' && /(Z|[+-]\\d\\d:\\d\\d)$/.test(x)).slice(0, 3)"
+        )
+        assert aware == [], (path, aware)
         assert errors == [], (path, errors)
     page.close()

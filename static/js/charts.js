@@ -37,6 +37,72 @@
   function fromNumber(v, date) {
     return date ? new Date(v).toISOString().replace("T", " ").replace("Z", "") : v;
   }
+  // The display zone (the topbar's "Times" switch). Figures carry naive UTC times on axes
+  // titled "(UTC)"; on a page read in another zone those axes, their data, marks and labels
+  // are moved into it and the title names it, as every table of the page does. The URL's
+  // x0/x1 stay UTC milliseconds, so a link shows the same moments in any zone.
+  var ZONE = document.body.dataset.displayZone || "UTC";
+  var zoneParts = null;
+  if (ZONE !== "UTC") {
+    try {
+      zoneParts = new Intl.DateTimeFormat("en-US", { timeZone: ZONE, hourCycle: "h23",
+        year: "numeric", month: "numeric", day: "numeric", hour: "numeric", minute: "numeric",
+        second: "numeric" });
+    } catch (e) { zoneParts = null; }  // a zone this browser does not know: stay in UTC
+  }
+  var zonedX = false;  // the linked charts' x axis is in the display zone
+  var offsets = {};
+  // The zone's offset from UTC (ms) at UTC time `ms`, looked up once per quarter hour.
+  function zoneOffset(ms) {
+    var key = Math.floor(ms / 900000);
+    if (!(key in offsets)) {
+      var at = key * 900000, p = {};
+      zoneParts.formatToParts(new Date(at)).forEach(function (part) { p[part.type] = part.value; });
+      offsets[key] = Date.UTC(+p.year, p.month - 1, +p.day, +p.hour, +p.minute, +p.second) - at;
+    }
+    return offsets[key];
+  }
+  function zoned(v) {
+    var ms = typeof v === "number" ? v : toNumber(v, true);
+    if (!isFinite(ms)) { return v; }
+    var local = ms + zoneOffset(ms);
+    return typeof v === "number" ? local : new Date(local).toISOString().replace("T", " ").replace("Z", "");
+  }
+  var zonedArrays = new Map();  // shared marks' arrays, converted once per draw for all charts
+  function zonedArray(xs) {
+    if (!zonedArrays.has(xs)) { zonedArrays.set(xs, xs.map(zoned)); }
+    return zonedArrays.get(xs);
+  }
+  // A figure's "(UTC)" x axis moved into the display zone, in place; true if it was.
+  function toDisplayZone(figure) {
+    var layout = figure.layout || {}, axis = layout.xaxis || {};
+    var title = axis.title && axis.title.text;
+    if (!zoneParts || typeof title !== "string" || title.indexOf("(UTC)") < 0) { return false; }
+    axis.title = Object.assign({}, axis.title, { text: title.replace("(UTC)", "(" + ZONE + ")") });
+    (figure.data || []).forEach(function (t) {
+      if ((t.xaxis || "x") === "x" && Array.isArray(t.x)) { t.x = zonedArray(t.x); }
+    });
+    (layout.shapes || []).forEach(function (shape) {
+      if (shape.xref !== "x") { return; }
+      if (shape.x0 !== undefined) { shape.x0 = zoned(shape.x0); }
+      if (shape.x1 !== undefined) { shape.x1 = zoned(shape.x1); }
+      if (shape.path) {
+        // Many marks as one path, "M<x>,0L<x>,1...", a date's parts joined by "_".
+        shape.path = shape.path.replace(/([ML])([^,MLZ]+),/g, function (all, command, x) {
+          return command + String(zoned(x.replace("_", " "))).replace(" ", "_") + ",";
+        });
+      }
+    });
+    (layout.annotations || []).forEach(function (note) {
+      if ((note.xref || "x") === "x" && note.x !== undefined) { note.x = zoned(note.x); }
+    });
+    if (Array.isArray(axis.range)) { axis.range = axis.range.map(zoned); }
+    return true;
+  }
+  // The URL's x0/x1 (UTC ms on a time axis) to and from the axis's numbers.
+  function fromUrl(v) { return zonedX ? v + zoneOffset(v) : v; }
+  function toUrl(v) { return zonedX ? v - zoneOffset(v - zoneOffset(v)) : v; }
+
   function dataTraces(traces) {
     return (traces || []).filter(function (t) {
       return (t.yaxis || "y") === "y" && t.visible !== "legendonly" && t.visible !== false;
@@ -101,8 +167,8 @@
   function keepInUrl() {
     var params = new URLSearchParams(window.location.search);
     function set(key, value) { if (value === null || value === "" ) { params.delete(key); } else { params.set(key, value); } }
-    set("x0", view.x ? String(view.x[0]) : null);
-    set("x1", view.x ? String(view.x[1]) : null);
+    set("x0", view.x ? String(toUrl(view.x[0])) : null);
+    set("x1", view.x ? String(toUrl(view.x[1])) : null);
     set("ylog", view.log ? "1" : null);
     set("smooth", view.smooth ? String(view.smooth) : null);
     var query = params.toString();
@@ -264,14 +330,10 @@
     if (!node) { return Promise.resolve(); }
     var mine = ++generation;
     figures = {};
+    zonedArrays = new Map();
     var params = new URLSearchParams(window.location.search);
     view.log = params.get("ylog") === "1";
     view.smooth = Math.min(Math.max(Number(params.get("smooth")) || 0, 0), 0.99);
-    // Kept as numbers: steps, or UTC milliseconds on the time axis.
-    var x0 = params.get("x0"), x1 = params.get("x1");
-    var range = x0 !== null && x1 !== null ? [Number(x0), Number(x1)] : null;
-    if (range && !(isFinite(range[0]) && isFinite(range[1]) && range[0] < range[1])) { range = null; }
-    view.x = range;
     var now = [], later = [];
     var entries = JSON.parse(node.textContent);
     // Marks traces and path shapes several charts share are written once
@@ -288,9 +350,16 @@
       }
       var target = document.getElementById(chart.id);
       if (!target) { return; }
+      var inZone = toDisplayZone(chart.figure);
+      if (target.hasAttribute("data-linked-x")) { zonedX = inZone; }
       figures[chart.id] = chart;
       (now.length && target.hasAttribute("data-linked-x") ? later : now).push(target);
     });
+    // Kept as numbers: steps, or UTC milliseconds on the time axis.
+    var x0 = params.get("x0"), x1 = params.get("x1");
+    var range = x0 !== null && x1 !== null ? [Number(x0), Number(x1)] : null;
+    if (range && !(isFinite(range[0]) && isFinite(range[1]) && range[0] < range[1])) { range = null; }
+    view.x = range && [fromUrl(range[0]), fromUrl(range[1])];
     function one(target) {
       return render(target, true).then(function () {
         mark("chronicle:first-chart");

@@ -4,6 +4,7 @@ changes every page and form, and every time says which zone it is in."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -42,6 +43,16 @@ def _pages(project, alice) -> dict[str, str]:
     }
 
 
+def _time_chart(page: Any) -> tuple[str, str]:
+    """The x axis title and first time of the page's first chart on a time axis, drawn."""
+    page.wait_for_function("() => performance.getEntriesByName('chronicle:all-charts').length")
+    return page.evaluate(
+        "() => { const gd = Array.from(document.querySelectorAll('.js-plotly-plot'))"
+        ".find(c => c.layout.xaxis.type === 'date');"
+        " return [gd.layout.xaxis.title.text, String(gd.data[0].x[0]).replace('T', ' ')]; }"
+    )
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_time_switch_changes_every_page(
     live_server, browser, login_page, console_errors, project, alice
@@ -53,13 +64,17 @@ def test_the_time_switch_changes_every_page(
     errors = console_errors(page)
     login_page(page, live_server.url, "alice")
 
-    # then by default every page shows UTC, and says so
+    # then by default every page shows UTC, and says so, its time charts too
     for name, path in pages.items():
         page.goto(live_server.url + path)
         text = page.inner_text("main")
         assert "2026-06-01 01:00" in text or "2026-06-01 03:15" in text, name
         assert "UTC" in text, name
         assert "06:30" not in text and "08:45" not in text, name
+    for name in ("checkpoints", "host"):
+        page.goto(live_server.url + pages[name])
+        title, first = _time_chart(page)
+        assert title.endswith("(UTC)") and first[:16] in ("2026-06-01 01:00", "2026-06-01 03:15")
 
     # when she switches to her browser's zone
     with page.expect_navigation():
@@ -75,6 +90,11 @@ def test_the_time_switch_changes_every_page(
         assert "01:00 UTC" not in text and "03:15 UTC" not in text, name
     assert page.input_value("#tz-switch select[name=zone]") == "browser"
     assert zone in page.inner_text("#tz-switch")
+    for name in ("checkpoints", "host"):
+        page.goto(live_server.url + pages[name])
+        title, first = _time_chart(page)
+        assert title.endswith(f"({zone})"), (name, title)
+        assert first[:16] in ("2026-06-01 06:30", "2026-06-01 08:45"), (name, first)
 
     # and the logbook form reads a typed time in that zone and says so
     page.goto(live_server.url + pages["logbook"])

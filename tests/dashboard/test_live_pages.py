@@ -296,3 +296,42 @@ def test_attempt_labels_never_print_over_each_other(browser, live_server, login_
     assert clashes(zoomed) == []
     assert sum(not label["shown"] for label in zoomed) < hidden_before, zoomed
     page.close()
+
+
+def test_a_time_axis_read_in_india_shows_india_time_and_links_in_utc(
+    browser, live_server, login_page, alice, run, add_points
+):
+    # given 200 steps of loss, 30 s apart from 2026-11-20 00:00 UTC, read in India's time
+    add_points(["loss"], range(0, 200))
+    context = browser.new_context()
+    context.add_cookies([{"name": "chronicle_tz", "value": "Asia/Kolkata", "url": live_server.url}])
+    page = context.new_page()
+    login_page(page, live_server.url, "alice")
+
+    # when the run's wall-clock view is opened from a link to 00:10-00:20 UTC
+    ms = int(START.timestamp() * 1000)
+    x0, x1 = ms + 600_000, ms + 1_200_000
+    page.goto(f"{live_server.url}/runs/{run.pk}/?axis=time&x0={x0}&x1={x1}")
+    page.wait_for_function("() => performance.getEntriesByName('chronicle:all-charts').length")
+    chart = page.evaluate(
+        "() => { const gd = document.getElementById('chart-0');"
+        " return {title: gd.layout.xaxis.title.text, range: gd.layout.xaxis.range,"
+        " first: gd.data[0].x[0]}; }"
+    )
+
+    # then the axis is India's (UTC+5:30), says so, and shows the linked moments
+    assert chart["title"] == "wall-clock time (Asia/Kolkata)", chart
+    assert str(chart["first"]).startswith("2026-11-20 05:30:00"), chart
+    assert [str(x)[:16] for x in chart["range"]] == ["2026-11-20 05:40", "2026-11-20 05:50"]
+
+    # and a zoom there keeps UTC milliseconds in the URL, so the link reads the same anywhere
+    page.evaluate(
+        "() => Plotly.relayout(document.getElementById('chart-0'),"
+        " {'xaxis.range': ['2026-11-20 05:50:00', '2026-11-20 06:00:00']})"
+    )
+    page.wait_for_function(
+        "x0 => new URLSearchParams(location.search).get('x0') !== String(x0)", arg=x0
+    )
+    query = dict(part.split("=") for part in page.url.split("?")[1].split("&"))
+    assert (int(float(query["x0"])), int(float(query["x1"]))) == (ms + 1_200_000, ms + 1_800_000)
+    context.close()
