@@ -68,6 +68,15 @@ def finite(values: pd.Series) -> list[float | None]:
     return [v if math.isfinite(v) else None for v in numbers.tolist()]
 
 
+def count_axis(largest: float) -> dict[str, Any]:
+    """An axis of counts, ticked at whole numbers: left to itself, Plotly ticked a chart whose
+    largest count is 1 at 0, 0.2, 0.4, ... interruptions."""
+    axis: dict[str, Any] = {"tickformat": ",d", "rangemode": "tozero"}
+    if largest <= 10:
+        axis["dtick"] = 1
+    return axis
+
+
 def breakdown_figure(rows: pd.DataFrame) -> Figure:
     """Interruptions per component, one horizontal bar trace per group (so the legend names
     the groups), largest component on top.
@@ -99,6 +108,7 @@ def breakdown_figure(rows: pd.DataFrame) -> Figure:
         height=max(320, 26 * len(rows)),
     )
     figure_layout["yaxis"].update(categoryorder="array", categoryarray=order)
+    figure_layout["xaxis"].update(count_axis(float(rows["count"].max()) if len(rows) else 0))
     return {"data": data, "layout": figure_layout}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from logbook.charts import layout, utc_text
+from logbook.charts import count_axis, layout, utc_text
 
 BAR_COLOUR = "#2456a6"
 OFFENDER_COLOUR = "#c0392b"
@@ -55,9 +55,8 @@ def weekly_sdc_figure(weekly: pd.DataFrame, *, per_week: float | None) -> go.Fig
                 hovertemplate="%{y:.3g} records/week<extra></extra>",
             )
         )
-    return _layout(
-        figure, title="SDC records per week", x_title="week from (UTC)", y_title="records"
-    )
+    _layout(figure, title="SDC records per week", x_title="week from (UTC)", y_title="records")
+    return figure.update_yaxes(count_axis(float(weekly["count"].max()) if len(weekly) else 0))
 
 
 def incidents_per_host_figure(hosts: pd.DataFrame) -> go.Figure:
@@ -95,9 +94,11 @@ def incidents_per_host_figure(hosts: pd.DataFrame) -> go.Figure:
         )
     )
     figure.update_layout(barmode="stack")
-    return _layout(
+    _layout(
         figure, title="Incidents per host (⚠ repeat offender)", x_title="host", y_title="incidents"
     )
+    largest = (top["interruptions"] + top["sdc"]).max() if len(top) else 0
+    return figure.update_yaxes(count_axis(float(largest)))
 
 
 def host_timeline_figure(incidents: pd.DataFrame) -> go.Figure:

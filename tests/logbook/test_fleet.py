@@ -13,6 +13,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import ValidationError
 
 from logbook import fleet_charts
+from logbook.charts import count_axis
 from logbook.models import AuditEvent, SdcReplay
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
@@ -530,6 +531,14 @@ def test_incidents_per_host_figure_marks_offenders_first():
         fleet_charts.OFFENDER_COLOUR,
         fleet_charts.BAR_COLOUR,
     ]
+    # counts are ticked at whole numbers (4 at most here: every one)
+    assert (figure.layout.yaxis.dtick, figure.layout.yaxis.tickformat) == (1, ",d")
+
+
+@pytest.mark.parametrize(("largest", "dtick"), [(0, 1), (1, 1), (10, 1), (11, None), (500, None)])
+def test_a_count_axis_ticks_whole_numbers(largest, dtick):
+    axis = count_axis(largest)
+    assert axis["tickformat"] == ",d" and axis.get("dtick") == dtick
 
 
 def test_incidents_per_host_figure_follows_the_fleet_ranking():
