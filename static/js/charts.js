@@ -331,6 +331,7 @@
     var mine = ++generation;
     figures = {};
     zonedArrays = new Map();
+    zonedX = false;
     var params = new URLSearchParams(window.location.search);
     view.log = params.get("ylog") === "1";
     view.smooth = Math.min(Math.max(Number(params.get("smooth")) || 0, 0), 0.99);
