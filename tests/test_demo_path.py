@@ -124,7 +124,7 @@ def _is_document(path: str) -> bool:
 
 
 @pytest.mark.browser
-def test_the_readme_demo_path_in_a_browser(demo, browser):
+def test_the_readme_demo_path_in_a_browser(demo, browser, page_drawn):
     # given the demo, logged in with the login it printed
     context = browser.new_context()
     page = context.new_page()
@@ -139,8 +139,9 @@ def test_the_readme_demo_path_in_a_browser(demo, browser):
     page.goto(f"{demo.url}/login/")
     page.fill("#id_username", demo.username)
     page.fill("#id_password", demo.password)
-    page.click("button[type=submit]")
-    page.wait_for_load_state("networkidle")
+    with page.expect_navigation():
+        page.click("button[type=submit]")
+    page_drawn(page)
     assert urlsplit(page.url).path == "/", page.url
 
     # when every link of the navigation and of the demo run's pages is opened
@@ -159,12 +160,8 @@ def test_the_readme_demo_path_in_a_browser(demo, browser):
             assert answer.status < 400, (target, answer.status)
             continue
         response = page.goto(f"{demo.url}{target}")
-        page.wait_for_load_state("networkidle")
         # A run page draws its first chart at once and the others one per frame after it.
-        page.wait_for_function(
-            "() => !document.getElementById('charts-data')"
-            " || performance.getEntriesByName('chronicle:all-charts').length"
-        )
+        page_drawn(page)
 
         # then each answers without error, logs no console error, and draws its charts
         assert response is not None and response.status < 400, (
@@ -220,8 +217,9 @@ def test_the_readme_demo_path_in_a_browser(demo, browser):
 
     # then its run is listed, and its points are on the run page's chart
     page.goto(f"{demo.url}/")
-    page.click(f"text={sent['run']}")
-    page.wait_for_load_state("networkidle")
+    with page.expect_navigation():
+        page.click(f"text={sent['run']}")
+    page_drawn(page)
     metric = sent["metrics"][0]["name"]
     drawn = page.evaluate(
         f"Array.from(document.querySelectorAll('figure.chart[data-metric=\"{metric}\"]'))"
