@@ -54,19 +54,27 @@ def significant(value: float | int | None, digits: int = 5) -> str:
 _DURATION_UNITS = (("s", 1.0, 120.0), ("min", 60.0, 120 * 60.0), ("h", 3600.0, 48 * 3600.0))
 
 
+def duration_unit(seconds: float) -> tuple[str, float]:
+    """The unit that fits a duration and its size in seconds: ("s", 1), ("min", 60), ("h",
+    3600) or ("d", 86400). Up to two minutes in seconds, up to two hours in minutes, up to
+    two days in hours, then days."""
+    value = abs(seconds)
+    for unit, size, below in _DURATION_UNITS:
+        if value < below:
+            return unit, size
+    return "d", 86400.0
+
+
 def duration(seconds: float | int | None) -> str:
-    """A duration in the unit that fits: 9 s, 4.5 min, 31 h, 2.9 d (253,610 s). Up to two
-    minutes in seconds, up to two hours in minutes, up to two days in hours, then days."""
+    """A duration in the unit that fits (duration_unit): 9 s, 4.5 min, 31 h, 2.9 d (253,610
+    s)."""
     if seconds is None or isinstance(seconds, bool):
         return DASH
     value = float(seconds)
     if not math.isfinite(value):
         return str(value)
-    sign, value = ("-" if value < 0 else ""), abs(value)
-    for unit, size, below in _DURATION_UNITS:
-        if value < below:
-            return f"{sign}{_short(value / size)} {unit}"
-    return f"{sign}{_short(value / 86400.0)} d"
+    unit, size = duration_unit(value)
+    return f"{'-' if value < 0 else ''}{_short(abs(value) / size)} {unit}"
 
 
 def _short(value: float) -> str:

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from telemetry import display
 from telemetry.charts import chart_look, chart_look_data, metric_figure_data, plain
 from telemetry.goodput import bucket_label
 
@@ -106,8 +107,11 @@ def buckets_figure_data(
     """A horizontal stacked bar of productive time and every badput bucket (one trace each),
     as JSON data.
 
-    buckets: columns bucket, seconds (productive first, then badput in display order)."""
+    buckets: columns bucket, seconds (productive first, then badput in display order). The
+    axis is in the unit that fits the elapsed time (display.duration_unit): a three-day run
+    read "250k seconds"."""
     total = float(buckets["seconds"].sum())
+    unit, size = display.duration_unit(total)
     data = []
     badput_index = 0
     for row in buckets.itertuples():
@@ -121,16 +125,22 @@ def buckets_figure_data(
         data.append(
             {
                 "type": "bar",
-                "x": [float(row.seconds)],
+                "x": [float(row.seconds) / size],
                 "y": ["elapsed"],
                 "orientation": "h",
                 "name": label,
                 "marker": {"color": colour},
                 "customdata": [[share]],
-                "hovertemplate": "%{x:.1f} s (%{customdata[0]:.2f}%)<extra>" + label + "</extra>",
+                "hovertemplate": "%{x:.3~f} "
+                + unit
+                + " (%{customdata[0]:.2f}%)<extra>"
+                + label
+                + "</extra>",
             }
         )
-    layout = chart_look_data(title=title, x_title="seconds", y_title="", height=340, legend_y=-0.25)
+    layout = chart_look_data(
+        title=title, x_title=f"time ({unit})", y_title="", height=340, legend_y=-0.25
+    )
     layout["barmode"] = "stack"
     layout["legend"] = {**layout["legend"], "orientation": "h", "y": -0.45}
     return {"data": data, "layout": layout}

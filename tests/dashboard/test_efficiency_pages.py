@@ -187,6 +187,9 @@ def test_goodput_page_shows_numbers_and_formula(client, bob, worked_run):
     assert "28.06%" in html
     assert "productive / elapsed" in html
     assert 'data-bucket="infrastructure_recovery"' in html
+    # durations in the unit that fits, the exact seconds on hover
+    attempts = html.split('id="goodput-attempts"')[1].split("</table>")[0]
+    assert '<td class="num" title="20.0 s">20 s</td>' in attempts, attempts
     ids = [chart["id"] for chart in response.context["charts_payload"]]
     assert ids == ["chart-buckets", "chart-goodput-time"]
 
@@ -557,6 +560,12 @@ def test_buckets_figure_has_a_trace_per_bucket_with_shares():
     assert [t.name for t in figure.data] == ["Productive", "Wasted progress", "Custom: eval"]
     assert figure.data[1].customdata[0][0] == pytest.approx(15.0)  # 6 of 40 s
     assert figure.layout.barmode == "stack"
+    assert figure.layout.xaxis.title.text == "time (s)"
+
+    # a three-day run's buckets read in days, not hundreds of thousands of seconds
+    days = buckets_figure(frame.assign(seconds=frame["seconds"] * 6_480))  # 259,200 s
+    assert days.layout.xaxis.title.text == "time (d)"
+    assert sum(t.x[0] for t in days.data) == pytest.approx(3.0)
 
 
 def test_mfu_figure_skips_attempts_without_finite_values():

@@ -67,6 +67,14 @@ def test_duration_picks_the_unit_that_fits(seconds, expected):
 
 
 @pytest.mark.parametrize(
+    ("seconds", "unit"), [(0, "s"), (119, "s"), (120, "min"), (7_199, "min"), (7_200, "h"),
+                          (172_799, "h"), (172_800, "d"), (-7_200, "h")],
+)  # fmt: skip
+def test_duration_unit_changes_at_two_of_the_smaller_unit(seconds, unit):
+    assert display.duration_unit(seconds)[0] == unit
+
+
+@pytest.mark.parametrize(
     ("size_bytes", "expected"),
     [
         (512, "512 B"),
