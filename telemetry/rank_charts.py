@@ -63,31 +63,40 @@ def heatmap_figure(heatmap: Heatmap, *, section: str) -> Figure:
     }
 
 
+def _spread_line(kind: str, steps: list[int], *, legend: bool) -> dict[str, Any]:
+    """One attempt's line of one kind; its legend entry, the kind's, shown once."""
+    return {"type": "scatter", "x": steps, "mode": "lines", "name": kind, "legendgroup": kind,
+            "showlegend": legend}  # fmt: skip
+
+
 def spread_figure(points: Sequence[SpreadPoint], *, section: str) -> Figure:
     """Per step: the median with a band from the fastest rank to p90, p99 and the slowest
-    rank (named in the hover), one set of lines per attempt."""
+    rank (named in the hover), one set of lines per attempt. The legend has one entry per
+    kind of line, for every attempt (their colours are the same): one per attempt and kind
+    was 32 entries for 8 attempts, and pushed the axis title into them."""
     data: list[dict[str, Any]] = []
-    for attempt in sorted({point.attempt for point in points}):
+    for index, attempt in enumerate(sorted({point.attempt for point in points})):
         mine = [point for point in points if point.attempt == attempt]
         steps = [point.step for point in mine]
-        name = f"attempt {attempt}"
-        line = {"type": "scatter", "x": steps, "mode": "lines", "legendgroup": name}
+        first = index == 0
+
+        at = f"attempt {attempt} · step %{{x}}<br>"
+        band, median, p99, slowest = (
+            _spread_line(kind, steps, legend=first)
+            for kind in ("fastest to p90", "median", "p99", "slowest rank")
+        )
         data += [
-            {**line, "y": [p.min_s for p in mine], "line": {"width": 0}, "showlegend": False,
+            {**band, "y": [p.min_s for p in mine], "line": {"width": 0}, "showlegend": False,
              "hoverinfo": "skip"},
-            {**line, "y": [p.p90_s for p in mine], "line": {"width": 0}, "fill": "tonexty",
-             "fillcolor": "rgba(31,119,180,0.2)", "name": f"{name}: min to p90",
-             "hoverinfo": "skip"},
-            {**line, "y": [p.median_s for p in mine], "name": f"{name}: median",
-             "line": {"color": "#1f77b4"},
-             "hovertemplate": "step %{x}<br>median %{y:.4f} s<extra></extra>"},
-            {**line, "y": [p.p99_s for p in mine], "name": f"{name}: p99",
-             "line": {"color": "#ff7f0e", "dash": "dot"},
-             "hovertemplate": "step %{x}<br>p99 %{y:.4f} s<extra></extra>"},
-            {**line, "y": [p.max_s for p in mine], "name": f"{name}: slowest rank",
-             "line": {"color": "#d62728"},
+            {**band, "y": [p.p90_s for p in mine], "line": {"width": 0}, "fill": "tonexty",
+             "fillcolor": "rgba(31,119,180,0.2)", "hoverinfo": "skip"},
+            {**median, "y": [p.median_s for p in mine], "line": {"color": "#1f77b4"},
+             "hovertemplate": at + "median %{y:.4f} s<extra></extra>"},
+            {**p99, "y": [p.p99_s for p in mine], "line": {"color": "#ff7f0e", "dash": "dot"},
+             "hovertemplate": at + "p99 %{y:.4f} s<extra></extra>"},
+            {**slowest, "y": [p.max_s for p in mine], "line": {"color": "#d62728"},
              "customdata": [[p.slowest_rank, p.slowest_host or "?"] for p in mine],
-             "hovertemplate": "step %{x}<br>max %{y:.4f} s: rank %{customdata[0]} on"
+             "hovertemplate": at + "max %{y:.4f} s: rank %{customdata[0]} on"
                               " %{customdata[1]}<extra></extra>"},
         ]  # fmt: skip
     return {
@@ -95,9 +104,11 @@ def spread_figure(points: Sequence[SpreadPoint], *, section: str) -> Figure:
         "layout": {
             **_LAYOUT,
             "height": 360,
-            "xaxis": {"title": {"text": "step"}},
+            "margin": {**_LAYOUT["margin"], "b": 90},
+            "xaxis": {"title": {"text": "step"}, "tickformat": "d"},
             "yaxis": {"title": {"text": f"{section} (s)"}},
-            "legend": {"orientation": "h", "y": -0.2},
+            # Below the axis title, with room for both.
+            "legend": {"orientation": "h", "y": -0.3, "yanchor": "top"},
         },
     }
 

@@ -161,3 +161,26 @@ def test_ranks_pages_in_a_browser(
     page.wait_for_selector("#chart-host-rank-scores .main-svg")
     page.screenshot(path=str(SHOTS / "ranks-host-page.png"), full_page=True)
     assert errors == []
+
+
+def test_the_spread_has_one_legend_entry_per_line_kind_whatever_the_attempts() -> None:
+    from telemetry.rank_charts import spread_figure
+    from telemetry.selectors.ranks import SpreadPoint
+
+    # given the spread of eight attempts, two steps each
+    points = [
+        SpreadPoint(attempt, step, 1.0, 1.1, 1.2, 1.3, 1.5, 7, "h1")
+        for attempt in range(1, 9)
+        for step in (attempt * 10, attempt * 10 + 1)
+    ]
+
+    # when it is drawn
+    figure = spread_figure(points, section="step")
+
+    # then the legend names each kind of line once (eight attempts made 32 entries), each
+    # kind toggles together, and the hover says which attempt a line is
+    legend = [trace["name"] for trace in figure["data"] if trace["showlegend"]]
+    assert legend == ["fastest to p90", "median", "p99", "slowest rank"]
+    assert {trace["legendgroup"] for trace in figure["data"]} == set(legend)
+    slowest = [trace for trace in figure["data"] if trace["name"] == "slowest rank"]
+    assert len(slowest) == 8 and slowest[7]["hovertemplate"].startswith("attempt 8 · step")
