@@ -3,6 +3,8 @@ No database."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -23,31 +25,43 @@ def _layout(figure: go.Figure, *, title: str, x_title: str, y_title: str) -> go.
     return figure.update_layout(look)
 
 
-def weekly_sdc_figure(weekly: pd.DataFrame, *, per_week: float | None) -> go.Figure:
+def weekly_sdc_figure(
+    weekly: pd.DataFrame, *, per_week: float | None, span_end: datetime | None = None
+) -> go.Figure:
     """SDC records per week of the observed span (bars, each seven days wide from the first
-    data on) and the mean rate over those weeks (a dashed line across them).
+    data on, the last one cut where the observed span ends) and the mean rate over those
+    weeks (a dashed line across them).
 
-    weekly: columns week_start (datetime), count."""
+    weekly: columns week_start (datetime), count. span_end: the end of the observed span;
+    a week past it is drawn only as far as it was observed (a run of three days drew a full
+    week's bar, four of its days never seen)."""
     figure = go.Figure()
-    week_ms = 7 * 86_400_000
+    week = pd.Timedelta(days=7)
+    week_starts = pd.to_datetime(weekly["week_start"], utc=True)
+    ends = week_starts + week
+    if span_end is not None and len(ends):
+        ends = ends.clip(upper=max(pd.Timestamp(span_end), week_starts.iloc[-1]))
+    widths_ms = (ends - week_starts).dt.total_seconds() * 1000
     starts = utc_text(weekly["week_start"])  # naive UTC, as every time axis here
     figure.add_trace(
         go.Bar(
             x=starts,
             y=list(weekly["count"]),
-            # Bars cover their week (from its start), so the first starts at the first data.
-            width=[week_ms * 0.95] * len(weekly),
+            # Bars cover their week (from its start), so the first starts at the first data;
+            # a sliver of a gap between them.
+            width=[width * 0.98 for width in widths_ms],
             offset=0,
+            customdata=[[days] for days in (widths_ms / 86_400_000).round(1)],
             name="records per week",
             marker={"color": SDC_COLOUR},
-            hovertemplate="week from %{x|%Y-%m-%d %H:%M}<br>%{y} records<extra></extra>",
+            hovertemplate="week from %{x|%Y-%m-%d %H:%M} (%{customdata[0]} d observed)<br>"
+            "%{y} records<extra></extra>",
         )
     )
     if per_week is not None and not weekly.empty:
-        end = utc_text(weekly["week_start"].iloc[-1:] + pd.Timedelta(days=7))
         figure.add_trace(
             go.Scatter(
-                x=[starts[0], *end],
+                x=[starts[0], *utc_text(ends.iloc[-1:])],
                 y=[per_week, per_week],
                 mode="lines",
                 name=f"mean rate {per_week:.3g}/week",

@@ -74,7 +74,9 @@ def _ledger_body(request: HttpRequest, filters: HardwareFilters) -> str:
 
 
 def _chart_script(ledger: sdc_selectors.SdcLedger) -> SafeString:
-    figure = fleet_charts.weekly_sdc_figure(ledger.weekly, per_week=ledger.rate.per_week)
+    figure = fleet_charts.weekly_sdc_figure(
+        ledger.weekly, per_week=ledger.rate.per_week, span_end=ledger.rate.span_end
+    )
     return charts.charts_script([{"id": "chart-weekly-sdc", "figure": charts.as_payload(figure)}])
 
 

@@ -563,6 +563,24 @@ def test_weekly_sdc_figure_draws_the_mean_rate():
     assert len(fleet_charts.weekly_sdc_figure(weekly, per_week=None).data) == 1
 
 
+def test_the_last_sdc_week_is_drawn_only_as_far_as_it_was_observed():
+    # given two weeks of records from Nov 2, observed until Nov 12 (3 days into the second)
+    weekly = pd.DataFrame(
+        {"week_start": [datetime(2026, 11, 2, tzinfo=UTC), datetime(2026, 11, 9, tzinfo=UTC)],
+         "count": [2, 1]}
+    )  # fmt: skip
+    figure = fleet_charts.weekly_sdc_figure(
+        weekly, per_week=1.5, span_end=datetime(2026, 11, 12, tzinfo=UTC)
+    )
+    bars, mean = figure.data
+
+    # then the first bar is a week wide, the second three days, and the mean line ends there
+    day_ms = 86_400_000
+    assert [round(width / day_ms / 0.98, 3) for width in bars.width] == [7, 3]
+    assert [row[0] for row in bars.customdata] == [7, 3]
+    assert [x[:16] for x in mean.x] == ["2026-11-02T00:00", "2026-11-12T00:00"]
+
+
 @pytest.mark.django_db
 def test_an_sdc_quarantine_decision_is_the_fleets_quarantine(project, alice):
     # given an SDC record naming a GPU of h-sdc
