@@ -14,11 +14,14 @@ The cache fails open: with Redis down, pages compute their figures as before.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest
 from django.template.loader import render_to_string
@@ -34,6 +37,28 @@ T = TypeVar("T")
 
 CACHE_TTL_S = 600
 KEY_PREFIX = "run-derived:v2"
+# What the cached values are computed and drawn by: the apps' code and the templates.
+CODE_FOLDERS = ("config", "dashboard", "ingest", "logbook", "telemetry", "templates")
+
+
+def code_digest(root: Path, folders: Iterable[str]) -> str:
+    """A digest of the Python modules and templates under `folders` of `root`: their paths
+    and contents, so two checkouts of the same code agree whatever their files' times."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix in (".py", ".html") and path.is_file():
+                digest.update(path.relative_to(root).as_posix().encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+@functools.cache
+def code_version() -> str:
+    """Part of every key: a key otherwise names only the data, so after an upgrade the pages
+    kept showing what the previous release drew until the data changed or the entry expired
+    (CACHE_TTL_S). Read once per process (~400 files, a few ms)."""
+    return code_digest(Path(settings.BASE_DIR), CODE_FOLDERS)
 
 
 def run_version_key(*, run: Run) -> str:
@@ -77,7 +102,7 @@ def cached_html(key: str, render: Callable[[], str]) -> SafeString:
 
 def cached(key: str, compute: Callable[[], T], *, timeout: int = CACHE_TTL_S) -> T:
     """The cached value under `key`, else compute() (stored for next time). Fails open."""
-    full_key = f"{KEY_PREFIX}:{key}"
+    full_key = f"{KEY_PREFIX}:{code_version()}:{key}"
     try:
         found = cache.get(full_key)
     except Exception:  # cache down: compute, as if nothing were cached

@@ -161,3 +161,35 @@ def test_failure_breakdown_and_its_api_show_a_new_incident_at_once(client, alice
     )
     assert 'id="unexpected-total">2<' in _page(client, "/failures/")
     assert client.get("/api/v1/failures").json()["breakdown"]["unexpected"] == 2
+
+
+def test_an_upgrade_draws_afresh_what_the_previous_code_cached(tmp_path):
+    from telemetry import run_cache
+
+    # given a checkout's code and templates
+    (tmp_path / "telemetry").mkdir()
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "telemetry" / "charts.py").write_text("WIDTH = 0.95\n")
+    (tmp_path / "templates" / "page.html").write_text("<td>{{ seconds }}</td>\n")
+    (tmp_path / "telemetry" / "notes.txt").write_text("not code\n")
+    folders = ("telemetry", "templates")
+    before = run_cache.code_digest(tmp_path, folders)
+
+    # then the digest ignores what is not code, follows a module or a template changing,
+    # and is the same for the same contents (another checkout, other file times)
+    (tmp_path / "telemetry" / "notes.txt").write_text("still not code\n")
+    assert run_cache.code_digest(tmp_path, folders) == before
+    (tmp_path / "telemetry" / "charts.py").write_text("WIDTH = 0.98\n")
+    after_code = run_cache.code_digest(tmp_path, folders)
+    (tmp_path / "templates" / "page.html").write_text("<td>{{ seconds|duration }}</td>\n")
+    after_template = run_cache.code_digest(tmp_path, folders)
+    assert len({before, after_code, after_template}) == 3
+    (tmp_path / "telemetry" / "charts.py").write_text("WIDTH = 0.95\n")
+    (tmp_path / "templates" / "page.html").write_text("<td>{{ seconds }}</td>\n")
+    assert run_cache.code_digest(tmp_path, folders) == before
+
+    # and every cached value's key carries this code's digest
+    from django.core.cache import cache
+
+    assert run_cache.cached("probe-key", lambda: "value") == "value"
+    assert cache.get(f"{run_cache.KEY_PREFIX}:{run_cache.code_version()}:probe-key") == "value"
