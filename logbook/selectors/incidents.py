@@ -12,7 +12,7 @@ from django.http import Http404
 
 from logbook.models import AuditEvent, Interruption, RootCause
 from logbook.selectors.filters import FilterParams
-from telemetry.models import Run
+from telemetry.models import Attempt, Run
 from telemetry.selectors import User, projects_for_user, run_get_for_user
 
 QUEUE_MAX_ROWS = 500
@@ -166,4 +166,17 @@ def runs_for_menu(*, user: User) -> QuerySet[Run]:
         Run.objects.filter(project__in=projects_for_user(user=user))
         .select_related("project")
         .order_by("project__slug", "name")
+    )
+
+
+def restarts_in_steps(*, run: Run, first_step: int, last_step: int) -> list[tuple[int, int]]:
+    """(attempt number, step it resumed from) of the run's attempts that resumed inside the
+    steps, in order: the incident page marks where the next attempt picked up."""
+    return list(
+        Attempt.objects.filter(
+            run=run, resumed_from_step__gte=first_step, resumed_from_step__lte=last_step
+        )
+        .exclude(number=1)
+        .order_by("number")
+        .values_list("number", "resumed_from_step")
     )

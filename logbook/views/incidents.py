@@ -329,12 +329,17 @@ def around_steps(incident: Any) -> tuple[int, int] | None:
 
 def _charts_around(incident: Any) -> dict[str, Any]:
     """The run page's charts for the steps around the interruption, the interruption marked
-    (the same dotted line and ▼ marker as on the run page)."""
+    (the same dotted line and ▼ marker as on the run page) and where the next attempts
+    resumed (the run page's dashed "attempt N" lines)."""
     window = around_steps(incident)
     if window is None:
         return {"figures": [], "charts_script": ""}
     run = incident.run
     marks = pd.DataFrame([(incident.step, incident.root_cause.name)], columns=["x", "label"])
+    restarts = pd.DataFrame(
+        selectors.restarts_in_steps(run=run, first_step=window[0], last_step=window[1]),
+        columns=["attempt", "x"],
+    )
     figures = []
     for name in series_selectors.run_metric_names(run=run)[:AROUND_METRICS]:
         per_attempt = series_selectors.series_for_run_in_steps(
@@ -346,6 +351,7 @@ def _charts_around(incident: Any) -> dict[str, Any]:
             title=name,
             y_title=charts.metric_unit_title(name),
             interruptions=marks,
+            restarts=restarts,
         )
         # The whole window, even where the run sent no points (after a crash, nothing).
         figure.update_xaxes(range=list(window))

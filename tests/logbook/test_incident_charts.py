@@ -83,6 +83,9 @@ def test_incident_page_charts_the_window_around_the_step_and_marks_it(client, al
     assert list(_values(marker["x"])) == [2000]
     assert marker["text"] == [crashed.root_cause.name]
     assert [s["x0"] for s in loss["layout"]["shapes"] if s["line"].get("dash") == "dot"] == [2000]
+    # and where attempt 2 resumed: the run page's dashed line, named
+    assert [s["x0"] for s in loss["layout"]["shapes"] if s["line"].get("dash") == "dash"] == [1500]
+    assert [a["text"] for a in loss["layout"]["annotations"]] == ["attempt 2"]
     assert "Metrics around step 2000" in html
     assert f'href="/runs/{crashed.run_id}/?x0=1500&amp;x1=2200"' in html
 
