@@ -399,8 +399,8 @@ PAGE_DRAWN = (
 @pytest.fixture
 def page_drawn() -> Callable[[Any], None]:
     """Wait until a page opened by page.goto has drawn its charts. Not Playwright's
-    "networkidle" (500 ms without a request): the live pages poll every 5 s, and a page walk
-    waiting on that lull timed out once in CI with every page already drawn."""
+    "networkidle" (500 ms without a request): the live pages poll every 5 s, and the demo's
+    page walk waiting on that lull timed out once in CI (not reproduced since)."""
 
     def wait(page: Any) -> None:
         page.wait_for_load_state("load")
