@@ -24,8 +24,12 @@ NOTED = datetime(2026, 6, 1, 3, 15, tzinfo=UTC)  # 08:45 IST
 def _pages(project, alice) -> dict[str, str]:
     run = telemetry_services.run_upsert(project=project, name="tz-run")
     incident = interruption_services.interruption_record(
-        run=run, source_key="tz1", occurred_at=OCCURRED, category="faulty-gpu", hosts=["tzh1"]
-    )
+        run=run, source_key="tz1", occurred_at=OCCURRED, category="faulty-gpu", hosts=["tzh1"],
+        # One long line, as jobs report them: a phone must wrap it, not widen the page.
+        message="Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
+        "OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for "
+        "600112 milliseconds before timing out.",
+    )  # fmt: skip
     entry_services.logbook_entry_create(run=run, user=alice, title="Noted", occurred_at=NOTED)
     sdc_services.sdc_record(run=run, source_key="tz-sdc", step=10, detected_at=OCCURRED)
     checkpoint_services.checkpoint_record(run=run, step=10, saved_at=NOTED, blocking_save_s=5)
