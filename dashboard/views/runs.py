@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
@@ -58,14 +59,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         # The run page's words for a running run gone quiet ("silent since ...") or stuck at
         # one step ("no progress since ..."), so the list does not call a run "running" that
         # the run page does not.
-        run.live = liveness.liveness(
-            status=run.current_status,
-            status_label=_STATUS_LABELS.get(run.current_status, "no attempt yet"),
-            last_seen_at=run.last_seen_at,
-            step_reached_at=run.last_step_at,
-            now=now,
-            stall_after=RUN_STALL_AFTER,
-        )
+        run.live = _run_liveness(run, run.current_status, now)
     chosen = [c for c in request.GET.getlist("cols") if c in RUN_COLUMNS] or list(RUN_COLUMNS)
     return render(
         request,
@@ -193,12 +187,18 @@ def _tables_html(run: Run, axis: charts.Axis, tables: run_selectors.RunPageTable
 
 
 def _liveness(run: Run, latest: Attempt | None) -> liveness.Liveness:
+    return _run_liveness(run, latest.status if latest else None, timezone.now())
+
+
+def _run_liveness(run: Run, status: str | None, now: datetime) -> liveness.Liveness:
+    """The run list's and the run page's one reading of a run: its latest attempt's status
+    (in the page's words), or silent, or stuck at one step (Run.last_step_at)."""
     return liveness.liveness(
-        status=latest.status if latest else None,
-        status_label=latest.get_status_display() if latest else "no attempt yet",
+        status=status,
+        status_label=_STATUS_LABELS.get(status or "", "no attempt yet"),
         last_seen_at=run.last_seen_at,
         step_reached_at=run.last_step_at,
-        now=timezone.now(),
+        now=now,
         stall_after=RUN_STALL_AFTER,
     )
 
