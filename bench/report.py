@@ -17,6 +17,11 @@ from typing import Any
 from bench import browser
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# The performance page's "Latest run" section is this run's table, rewritten by every `make
+# bench` that writes results: figures are generated, never pasted by hand.
+PERFORMANCE_DOC = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
+LATEST_START = "<!-- bench:latest:start (written by make bench; do not edit by hand) -->"
+LATEST_END = "<!-- bench:latest:end -->"
 MB = 1024 * 1024
 
 # Issue 5's targets.
@@ -420,7 +425,11 @@ def _page_row(label: str, *cells: str) -> str:
     return f"  {label:<22}" + "".join(cell.rjust(10) for cell in cells)
 
 
-def write(results: dict[str, Any], directory: Path = RESULTS) -> Path:
+def write(
+    results: dict[str, Any], directory: Path = RESULTS, doc: Path | None = PERFORMANCE_DOC
+) -> Path:
+    """Write bench/results/<date>.json and, when `doc` is given, replace the performance
+    page's "Latest run" section with this run's table."""
     directory.mkdir(parents=True, exist_ok=True)
     results = {**results, "targets": [
         {"name": t.name, "value": t.value, "limit": t.limit, "verdict": t.verdict}
@@ -428,4 +437,37 @@ def write(results: dict[str, Any], directory: Path = RESULTS) -> Path:
     ]}  # fmt: skip
     path = directory / f"{time.strftime('%Y-%m-%d')}.json"
     path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    if doc is not None:
+        doc_latest_write(doc, results, path)
     return path
+
+
+def doc_latest_write(doc: Path, results: dict[str, Any], results_path: Path) -> None:
+    """Replace what lies between LATEST_START and LATEST_END in `doc` with the run's table
+    and the targets it missed; the rest of the page (history, profiles) is left as it is.
+    A page without the markers gets the section appended."""
+    try:
+        shown = results_path.resolve().relative_to(doc.resolve().parent.parent)
+    except ValueError:
+        shown = results_path
+    missed = [t for t in targets(results) if t.verdict == "MISS"]
+    section = "\n".join([
+        LATEST_START,
+        f"Latest `make bench` run, written by it: `{shown}`, started {results.get('started', '?')},"
+        f" finished {results.get('finished', '?')}.",
+        "",
+        "```text",
+        table(results),
+        "```",
+        "",
+        f"Targets missed in this run: {len(missed)}"
+        + ("." if not missed else ": " + "; ".join(t.name for t in missed) + "."),
+        LATEST_END,
+    ])  # fmt: skip
+    text = doc.read_text() if doc.exists() else "# Performance\n"
+    start, end = text.find(LATEST_START), text.find(LATEST_END)
+    if start >= 0 and end > start:
+        text = text[:start] + section + text[end + len(LATEST_END) :]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    doc.write_text(text)

@@ -116,7 +116,10 @@ def test_report_marks_targets_pass_and_miss_and_writes_json(tmp_path):
     }  # fmt: skip
     # when
     verdicts = {t.name: t.verdict for t in report.targets(results)}
-    path = report.write(results, tmp_path)
+    doc = tmp_path / "performance.md"
+    doc.write_text(f"# Performance\n\nbefore\n\n{report.LATEST_START}\nold figures\n"
+                   f"{report.LATEST_END}\n\n## History\n\nkept\n")  # fmt: skip
+    path = report.write(results, tmp_path, doc=doc)
     # then: 25,000 / 5,000 = 5x misses 10x; 120,000 / 10,000 = 12x passes; 120,000 / 300,000
     # = 40% of COPY passes 30%; page 350 ms misses 300; worker 310 MB misses 300
     assert verdicts["ingest x MLflow, 1 client(s)"] == "MISS"
@@ -130,6 +133,13 @@ def test_report_marks_targets_pass_and_miss_and_writes_json(tmp_path):
     written = json.loads(path.read_text())
     assert {t["verdict"] for t in written["targets"]} == {"pass", "MISS", "n/a"}
     assert "12.0x" in report.table(results)
+    # and the performance page's latest-run section is this run's table, the rest kept
+    page = doc.read_text()
+    assert "old figures" not in page
+    assert page.startswith("# Performance\n\nbefore\n") and page.endswith("## History\n\nkept\n")
+    assert report.table(results) in page
+    missed = [name for name, verdict in verdicts.items() if verdict == "MISS"]
+    assert f"Targets missed in this run: {len(missed)}: " + "; ".join(missed) in page
 
 
 @pytest.mark.django_db(transaction=True)
