@@ -181,7 +181,7 @@ DATABASES["default"]["OPTIONS"] = {
     "-c jit=off",
 }
 # A streaming read replica for pages (config/replica.py): GETs that tolerate its replay lag
-# read there; writes and everything else stay on the primary. See README, "Scaling out".
+# read there; writes and everything else stay on the primary. See docs/operations.md, "Scaling out".
 DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL")
 if DATABASE_REPLICA_URL:
     DATABASES["replica"] = {
@@ -266,7 +266,7 @@ INGEST_RATE_LIMIT = env_str("INGEST_RATE_LIMIT", "200/s")
 INGEST_TOKEN_CACHE_S = env_float("INGEST_TOKEN_CACHE_S", 5.0)
 # JSON ingest: token buckets in Redis per token and per project (ingest.rate_limit), in
 # requests/s and points/s, bursts of 2 s; 0 disables one. Defaults from this machine's
-# measured capacity (README, Performance: ~29,000 points/s for one client in 1,000-point
+# measured capacity (docs/performance.md: ~29,000 points/s for one client in 1,000-point
 # batches on 2 cores): one token gets about half of it and one project about two thirds, so
 # neither saturates the server on its own.
 INGEST_TOKEN_POINTS_PER_S = env_int("INGEST_TOKEN_POINTS_PER_S", 15_000)

@@ -135,8 +135,8 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
 
 # dcgm-exporter's own rendering, `name{label="value",...} value [timestamp_ms]` with plain
 # label values, is read with one regular expression: building prometheus_client's metric
-# family for each line was 60% of a push's CPU (README, "GPU health at fleet scale"). Any
-# other line (escapes, spaces, other number forms, duplicate or reserved labels) goes
+# family for each line was 60% of a push's CPU (docs/performance.md, "GPU health at fleet
+# scale"). Any other line (escapes, spaces, other number forms, duplicate or reserved labels) goes
 # through prometheus_client's parser, which also words the errors.
 _LABEL = r'[A-Za-z_][A-Za-z0-9_]*="[^"\\\n]*"'
 _PLAIN_LINE = re.compile(

@@ -126,7 +126,8 @@ class Chronicle:
         self, name: str, port: int, *, workers: int, nice: int = 0, **extra_env: str
     ) -> Proc:
         """A gunicorn pool of `workers` on `port`, serving every URL (which requests reach
-        it is the proxy's choice, as in production: README, "Scaling out"). `nice` lowers
+        it is the proxy's choice, as in production: docs/operations.md, "Scaling out"). `nice`
+        lowers
         its CPU priority; `extra_env` adds settings (DATABASE_REPLICA_URL, say)."""
         # fmt: off
         command = [

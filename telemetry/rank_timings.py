@@ -4,7 +4,8 @@ means that outlive the raw values, and the partitions' upkeep.
 
 Sizes (16,384 ranks, 4 sections, a step every 6 s): the raw table takes one row per section
 per event (the ranks' values as arrays), 2,400 rows an hour when rank 0 gathers; what is kept
-for the run is a row per (section, step) and a row per (section, bucket). See the README.
+for the run is a row per (section, step) and a row per (section, bucket). See
+docs/ranks-and-hangs.md.
 """
 
 from __future__ import annotations

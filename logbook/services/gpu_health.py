@@ -281,7 +281,8 @@ def _state_update(
 
 def _states_save(states: list[DeviceHealthState]) -> None:
     """One UPDATE for the push's devices: bulk_update's CASE per field and row cost more CPU
-    than the rest of the push together (profile in README, "GPU health at fleet scale").
+    than the rest of the push together (profile in docs/performance.md, "GPU health at fleet
+    scale").
     The rows travel as one JSON document: as a jsonb[] parameter, psycopg escaped every quote
     of every state's JSON with a regular expression substitution (512 a push)."""
     rows = [
