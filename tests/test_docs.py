@@ -1,0 +1,40 @@
+"""The README stays a newcomer's page, and every page it and docs/ link to exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README_MAX_LINES = 250
+# Markdown links to a path in the repository: [text](path) or [text](path#anchor).
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def _pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_the_readme_is_short_enough_to_read_first():
+    lines = (ROOT / "README.md").read_text().count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move reference to docs/"
+
+
+def test_every_relative_link_of_the_readme_and_docs_resolves():
+    broken = [
+        f"{page.relative_to(ROOT)} -> {target}"
+        for page in _pages()
+        for target in LINK.findall(page.read_text())
+        if "://" not in target and not (page.parent / target).exists()
+    ]
+    assert not broken, broken
+
+
+def test_the_readme_links_every_docs_page():
+    readme = (ROOT / "README.md").read_text()
+    unlinked = [
+        page.name
+        for page in sorted((ROOT / "docs").glob("*.md"))
+        if f"docs/{page.name}" not in readme
+    ]
+    assert not unlinked, f"docs pages the README does not link: {unlinked}"
