@@ -39,8 +39,9 @@ app.conf.beat_schedule = {
     # Rank timings received lately: per-step distributions, heat-map buckets, straggler
     # records; each attempt resumes where its last pass left off.
     "logbook-rank-timings-refresh": {"task": "logbook.rank_timings_refresh", "schedule": 30.0},
-    # Runs still reporting whose step stopped advancing open a "hang suspected" interruption.
-    "logbook-hangs-check": {"task": "logbook.hangs_check", "schedule": 60.0},
+    # Runs still reporting whose step stopped advancing open a "hang suspected" interruption;
+    # every 30 s, so a run's least hang_after_s (60 s) is honoured within half a minute.
+    "logbook-hangs-check": {"task": "logbook.hangs_check", "schedule": 30.0},
     # Raw rank timings: make the coming hours' partitions, drop the expired ones whole.
     "telemetry-rank-partitions": {"task": "telemetry.rank_partitions_maintain", "schedule": 600.0},
     # Raw DCGM samples: make the coming days' partitions, drop those past

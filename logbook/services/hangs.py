@@ -1,6 +1,7 @@
 """Hang detection: a run still reporting (heartbeats, any batch) whose step stopped advancing.
 
-Threshold per run: its `hang_after_s`, else 10 x its median step time, at least 5 minutes. A
+Threshold per run: its `hang_after_s` (at least 60 s, as the ingest contract accepts it), else
+10 x its median step time, at least 5 minutes. A
 run that went silent altogether is the webhooks' "stopped reporting" case instead. A hang
 opens one interruption per (attempt, last step), category NCCL Watchdog Timeouts until
 on-call triages it, naming the last step and, when rank timings exist, the ranks that
@@ -13,7 +14,7 @@ import statistics
 from datetime import datetime, timedelta
 from itertools import pairwise
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from logbook.models import Interruption
@@ -23,6 +24,9 @@ from telemetry.models import Attempt, RankStepStats, Run, StepStart
 from telemetry.selectors import ranks as rank_selectors
 
 HANG_MIN = timedelta(minutes=5)
+# The least `hang_after_s` the ingest contract accepts: runs that set one are looked at from
+# this age on, or a threshold under HANG_MIN would be honoured only at HANG_MIN.
+HANG_AFTER_MIN = timedelta(seconds=60)
 HANG_STEP_MULTIPLE = 10
 HANG_CATEGORY = "NCCL Watchdog Timeouts"
 # Median over this many recent steps.
@@ -72,8 +76,9 @@ def hangs_check(*, now: datetime | None = None) -> list[Interruption]:
     latest = Attempt.objects.filter(run=OuterRef("pk")).order_by("-number")
     candidates = (
         Run.objects.filter(
+            Q(hang_after_s__isnull=True, last_step_at__lt=now - HANG_MIN)
+            | Q(hang_after_s__isnull=False, last_step_at__lt=now - HANG_AFTER_MIN),
             last_seen_at__gte=now - RUN_STALL_AFTER,
-            last_step_at__lt=now - HANG_MIN,
             last_step__isnull=False,
         )
         .annotate(
@@ -94,10 +99,10 @@ def hangs_check(*, now: datetime | None = None) -> list[Interruption]:
         if Interruption.objects.filter(run=run, source_key=key).exists():
             continue
         first_silent, hosts = _first_silent(attempt)
-        stuck_min = (now - run.last_step_at).total_seconds() / 60
         message = (
-            f"Hang suspected: step stuck at {run.last_step} for {stuck_min:.0f} min "
-            f"(threshold {threshold.total_seconds() / 60:.0f} min) while the run kept reporting."
+            f"Hang suspected: step stuck at {run.last_step} for "
+            f"{_minutes(now - run.last_step_at)} (threshold {_minutes(threshold)}) "
+            "while the run kept reporting."
         )
         if first_silent:
             message += " Ranks that stopped reporting first: " + ", ".join(
@@ -120,6 +125,11 @@ def hangs_check(*, now: datetime | None = None) -> list[Interruption]:
             )
         )
     return opened
+
+
+def _minutes(span: timedelta) -> str:
+    """'1.5 min': a 60-second threshold read as '1 min' beside '2 min' stuck looks wrong."""
+    return f"{span.total_seconds() / 60:.1f}".removesuffix(".0") + " min"
 
 
 def _first_silent(attempt: Attempt) -> tuple[list[tuple[int, str]], list[str]]:

@@ -282,3 +282,37 @@ def test_a_runs_own_hang_threshold_wins(token: Any) -> None:
     heartbeat(token, "hb", now)
     Run.objects.filter(name="big").update(hang_after_s=3600)
     assert hangs.hangs_check(now=now) == []
+
+
+@pytest.mark.django_db
+def test_a_hang_after_s_of_60_opens_the_hang_just_past_a_minute(token: Any) -> None:
+    # given: a run that asked for hang_after_s 60 reached step 5 (the server's receive time
+    # is its progress time) and keeps sending heartbeats
+    document = {
+        "batch_id": "s",
+        "run": "big",
+        "run_info": {"hang_after_s": 60},
+        "events": [
+            {
+                "type": "rank_timings",
+                "time": timezone.now().isoformat(),
+                "first_step": 5,
+                "ranks": [0],
+                "sections": {"step": [1.0]},
+            }
+        ],
+    }
+    acceptance = services.batch_submit(token=token, body=json.dumps(document).encode())
+    assert services.batch_process(batch_pk=acceptance.batch.pk) == "done"
+    progressed_at = Run.objects.get(name="big").last_step_at
+    assert progressed_at is not None
+    heartbeat(token, "hb-1", timezone.now())
+    # when: the check runs 50 s after the last step, then 61 s after it
+    before = hangs.hangs_check(now=progressed_at + timedelta(seconds=50))
+    after = hangs.hangs_check(now=progressed_at + timedelta(seconds=61))
+    # then: nothing under the threshold, the hang just past it (not at the 5-minute floor)
+    assert before == []
+    hang = Interruption.objects.get()
+    assert after == [hang]
+    assert hang.step == 5
+    assert "for 1 min (threshold 1 min)" in hang.message
