@@ -23,6 +23,8 @@ app.conf.task_routes = {
     "logbook.runs_stall_check": {"queue": QUEUE_DEFAULT},
     "logbook.rank_timings_refresh": {"queue": QUEUE_DEFAULT},
     "logbook.hangs_check": {"queue": QUEUE_DEFAULT},
+    "logbook.triage_suggest": {"queue": QUEUE_DEFAULT},
+    "logbook.triage_evidence": {"queue": QUEUE_DEFAULT},
     "telemetry.rank_partitions_maintain": {"queue": QUEUE_DEFAULT},
     "telemetry.device_sample_partitions_maintain": {"queue": QUEUE_DEFAULT},
 }

@@ -10,6 +10,8 @@ from logbook.models import (
     LogbookEntry,
     RootCause,
     SdcReplay,
+    TriagePattern,
+    TriageSuggestion,
 )
 from logbook.services import sdc as sdc_services
 from telemetry import services as telemetry_services
@@ -18,6 +20,7 @@ from telemetry.admin import CheckedInitialAdmin
 
 @admin.register(RootCause)
 class RootCauseAdmin(CheckedInitialAdmin):
+    # The runbook (Markdown) is edited here and shown beside auto-triage suggestions.
     list_display = ["name", "group", "slug", "is_hardware", "is_planned"]
     list_filter = ["group", "is_hardware", "is_planned"]
     search_fields = ["name", "slug", "group"]
@@ -96,3 +99,30 @@ class LogbookEntryAdmin(CheckedInitialAdmin):
     list_select_related = ["run"]
     raw_id_fields = ["attempt", "interruption", "author"]
     date_hierarchy = "occurred_at"
+
+
+@admin.register(TriagePattern)
+class TriagePatternAdmin(CheckedInitialAdmin):
+    """Admins' auto-triage message patterns, merged with the built-in rules on the next
+    suggestion (logbook.autotriage): no deploy needed."""
+
+    list_display = ["pattern", "root_cause", "component", "weight", "enabled"]
+    list_filter = ["enabled", "root_cause"]
+    search_fields = ["pattern", "component", "note"]
+    list_select_related = ["root_cause"]
+
+
+@admin.register(TriageSuggestion)
+class TriageSuggestionAdmin(CheckedInitialAdmin):
+    list_display = ["interruption", "root_cause", "confidence", "outcome", "made_at"]
+    list_filter = ["outcome", "root_cause"]
+    list_select_related = ["interruption__run", "root_cause"]
+    raw_id_fields = ["interruption"]
+    readonly_fields = [
+        "interruption", "root_cause", "component", "hosts", "devices", "confidence", "evidence",
+        "note", "first_made_at", "made_at", "outcome", "decided_root_cause", "decided_by",
+        "decided_at",
+    ]  # fmt: skip
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # made by the worker only

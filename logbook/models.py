@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 
+from logbook.autotriage import pattern_problem
 from logbook.choices import (
     CheckpointStatus,
     CheckpointTier,
@@ -25,6 +27,9 @@ class RootCause(models.Model):
     is_hardware = models.BooleanField(default=False)
     is_planned = models.BooleanField(default=False)
     description = models.TextField(blank=True)
+    # Shown beside an auto-triage suggestion of this category: what to check, what to
+    # quarantine, when to page the vendor. Seeded for Table 5 (migration 0013), admin edited.
+    runbook = models.TextField(blank=True, help_text="Markdown, rendered sanitized")
 
     class Meta:
         ordering = ["group", "name"]
@@ -576,3 +581,95 @@ class StragglerRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run} rank {self.rank} ({self.status})"
+
+
+class TriagePattern(models.Model):
+    """An admin's message pattern for auto-triage, read beside the built-in rules of
+    logbook.autotriage on the next suggestion (no deploy): a regular expression searched in
+    the interruption's message, case-insensitive, and the category it points at."""
+
+    pattern = models.CharField(max_length=500, help_text="Python regular expression")
+    root_cause = models.ForeignKey(RootCause, on_delete=models.PROTECT, related_name="+")
+    component = models.CharField(max_length=200, blank=True)
+    # How sure a match alone makes the category (the built-ins use 0.3 to 0.95).
+    weight = models.FloatField(default=0.7)
+    enabled = models.BooleanField(default=True)
+    note = models.CharField(max_length=500, blank=True, help_text="Where the pattern comes from")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["root_cause", "pattern"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(weight__gt=0) & Q(weight__lte=1),
+                name="triage_pattern_weight_in_unit_range",
+            ),
+            models.UniqueConstraint(
+                fields=["pattern", "root_cause"], name="triage_pattern_unique_per_category"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"/{self.pattern}/ -> {self.root_cause_id}"
+
+    def clean(self) -> None:
+        # A pattern that does not compile would be skipped silently by the rules: refuse it.
+        if problem := pattern_problem(self.pattern):
+            raise ValidationError({"pattern": problem})
+
+
+class TriageSuggestion(models.Model):
+    """What auto-triage suggests for one unexpected interruption (logbook.autotriage), made
+    by the worker when the interruption is stored and again when evidence arrives in its
+    window, until on-call decides: confirming takes it, triaging to another category
+    overrides it. Decided suggestions are kept as they were, for the accuracy page."""
+
+    class Outcome(models.TextChoices):
+        PENDING = "pending", "Not yet triaged"
+        CONFIRMED = "confirmed", "Confirmed"
+        OVERRIDDEN = "overridden", "Overridden"
+
+    interruption = models.OneToOneField(
+        Interruption, on_delete=models.CASCADE, related_name="suggestion"
+    )
+    root_cause = models.ForeignKey(RootCause, on_delete=models.PROTECT, related_name="+")
+    component = models.CharField(max_length=200, blank=True)
+    hosts = models.JSONField(default=list, blank=True)  # host names, culprit first
+    devices = models.JSONField(default=list, blank=True)  # device UUIDs
+    confidence = models.FloatField()
+    # [{"kind", "at", "text", "url"}, ...], what supports the category first.
+    evidence = models.JSONField(default=list, blank=True)
+    # Where the message and the evidence disagree, which was believed and why.
+    note = models.TextField(blank=True)
+    first_made_at = models.DateTimeField()
+    made_at = models.DateTimeField()
+    outcome = models.CharField(max_length=12, choices=Outcome.choices, default=Outcome.PENDING)
+    # The category on-call triaged it as (the suggested one when confirmed).
+    decided_root_cause = models.ForeignKey(
+        RootCause, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-made_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(confidence__gte=0) & Q(confidence__lte=1),
+                name="triage_suggestion_confidence_in_unit_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(outcome="pending", decided_at__isnull=True)
+                | (~Q(outcome="pending") & Q(decided_at__isnull=False)),
+                name="triage_suggestion_decided_has_time",
+            ),
+            models.CheckConstraint(
+                condition=Q(made_at__gte=F("first_made_at")),
+                name="triage_suggestion_made_after_first",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.interruption_id}: {self.root_cause_id} ({self.confidence:.2f})"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import OperationalError
 
 from logbook.selectors import webhooks as webhook_selectors
+from logbook.services import autotriage as autotriage_services
 from logbook.services import hangs as hang_services
 from logbook.services import stragglers as straggler_services
 from logbook.services import webhooks as webhook_services
@@ -47,3 +49,33 @@ def rank_timings_refresh_task() -> int:
 @shared_task(name="logbook.hangs_check", ignore_result=True, soft_time_limit=120)
 def hangs_check_task() -> int:
     return len(hang_services.hangs_check())
+
+
+@shared_task(
+    name="logbook.triage_suggest",
+    ignore_result=True,
+    acks_late=True,
+    soft_time_limit=30,
+    time_limit=60,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=3,
+)
+def triage_suggest_task(interruption_pk: int) -> str:
+    # Idempotent: the same evidence stores the same suggestion, and a decided one is kept.
+    suggestion = autotriage_services.suggestion_make(interruption_id=interruption_pk)
+    return suggestion.root_cause.slug if suggestion else "none"
+
+
+@shared_task(
+    name="logbook.triage_evidence",
+    ignore_result=True,
+    acks_late=True,
+    soft_time_limit=60,
+    time_limit=90,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=3,
+)
+def triage_evidence_task(event_pks: list[int]) -> int:
+    return autotriage_services.suggestions_for_events(event_ids=event_pks)

@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.db.models import F, OuterRef, Subquery
 
 from logbook.models import Interruption
+from logbook.services import autotriage
 from logbook.services.interruptions import interruption_record
 from telemetry import dcgm, device_samples
 from telemetry import services as telemetry_services
@@ -161,6 +162,8 @@ def _push_record(
     interruptions = _interruptions_open(
         project=project, events=events, devices=devices, received_at=received_at
     )
+    # An interruption the job reported a minute ago may be explained by these events.
+    autotriage.evidence_arrived(event_ids=[event.pk for event in events if not event.first_sight])
     return PushOutcome(
         devices=len(devices),
         samples=sum(len(gpu.values) for gpu in gpus),

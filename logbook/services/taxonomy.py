@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.db.models import Q
 
 from logbook.models import RootCause
+from logbook.runbooks import RUNBOOKS
 from logbook.taxonomy import ROOT_CAUSE_SEEDS, UNKNOWN_SLUG
 
 
@@ -20,6 +21,7 @@ def root_causes_seed() -> int:
             group=seed.group,
             is_hardware=seed.is_hardware,
             is_planned=seed.is_planned,
+            runbook=RUNBOOKS.get(seed.slug, ""),
         )
         for seed in ROOT_CAUSE_SEEDS
         if seed.slug not in existing

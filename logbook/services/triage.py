@@ -10,10 +10,11 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from logbook.audit import diff_fields
-from logbook.models import AuditEvent, Interruption, RootCause
+from logbook.models import AuditEvent, Interruption, RootCause, TriageSuggestion
 from logbook.services import versioned
 from telemetry import services as telemetry_services
 from telemetry.hardware_names import hardware_name_problem
@@ -220,9 +221,28 @@ def incident_transition(
         version=version,
         diff=diff_fields(before, after, STATUS_FIELDS),
     )
+    if status == Interruption.Status.TRIAGED:
+        _suggestion_decide(current=current, actor=actor, now=now)
     telemetry_services.run_data_version_bump(run_id=current.run_id)
     telemetry_services.fleet_version_bump(project_id=current.run.project_id)
     return _reloaded(current)
+
+
+def _suggestion_decide(*, current: Interruption, actor: Any, now: Any) -> None:
+    """The first triage decides the auto-triage suggestion: confirmed when the incident is
+    filed under the suggested category, overridden otherwise (the accuracy page counts
+    both). A reopened and re-triaged incident keeps its first decision."""
+    TriageSuggestion.objects.filter(
+        interruption_id=current.pk, outcome=TriageSuggestion.Outcome.PENDING
+    ).update(
+        outcome=Case(
+            When(root_cause_id=current.root_cause_id, then=Value("confirmed")),
+            default=Value("overridden"),
+        ),
+        decided_root_cause_id=current.root_cause_id,
+        decided_by=actor,
+        decided_at=now,
+    )
 
 
 def _reloaded(current: Interruption) -> Interruption:

@@ -1,0 +1,287 @@
+"""Reads for auto-triage: the evidence around an interruption (as the plain facts
+logbook.autotriage weighs), the admins' message patterns, which interruptions a newly
+arrived health event may explain, and the suggestions' accuracy."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db.models import Q, QuerySet
+from django.urls import reverse
+
+from logbook.autotriage import EvidenceFact, IncidentFacts, MessageRule
+from logbook.models import (
+    Interruption,
+    RootCause,
+    SdcReplay,
+    StragglerRecord,
+    TriagePattern,
+    TriageSuggestion,
+)
+from telemetry.selectors import User, projects_for_user
+from telemetry.selectors import health_events as health_selectors
+from telemetry.selectors.health_events import HealthEventRow
+
+# Evidence is read from this long before the interruption (an XID, then minutes of a stalled
+# collective until the watchdog fires: PyTorch's default NCCL timeout is 10 minutes) to this
+# long after it (a DCGM push lands up to a scrape interval later, stamped on arrival).
+WINDOW_BEFORE = timedelta(minutes=15)
+WINDOW_AFTER = timedelta(minutes=5)
+# An SDC suspicion is usually found after the fact (a replay, a scanner): hours back.
+SDC_WINDOW_BEFORE = timedelta(hours=6)
+HANG_KEY_PREFIX = "hang:"
+FIRST_SILENT_WORDS = "Ranks that stopped reporting first:"
+
+
+def incident_facts(interruption: Interruption) -> IncidentFacts:
+    return IncidentFacts(
+        message=interruption.message,
+        occurred_at=interruption.occurred_at,
+        hosts=tuple(sorted(host.name for host in interruption.hosts.all())),
+        devices=tuple(sorted(device.uuid for device in interruption.devices.all())),
+    )
+
+
+def evidence_for(*, interruption: Interruption) -> list[EvidenceFact]:
+    """DCGM events on the interruption's hosts (or its attempt's) in its window, straggler
+    records of its attempt, the first-silent ranks of its attempt's hangs, and SDC records of
+    its run in the hours before it."""
+    run = interruption.run
+    own = {host.pk: host.name for host in interruption.hosts.all()}
+    attempt_hosts = (
+        health_selectors.attempt_host_ids(attempt_id=interruption.attempt_id)
+        if interruption.attempt_id
+        else {}
+    )
+    at = interruption.occurred_at
+    events = health_selectors.health_events_near(
+        project_id=run.project_id,
+        host_ids=sorted(set(own) | set(attempt_hosts)),
+        since=at - WINDOW_BEFORE,
+        until=at + WINDOW_AFTER,
+    )
+    facts = [_event_fact(event, own_host=event.host_id in own) for event in events]
+    if interruption.attempt_id:
+        facts += _straggler_facts(interruption)
+        facts += _first_silent_facts(interruption)
+    facts += _sdc_facts(interruption)
+    return facts
+
+
+def _event_fact(event: HealthEventRow, *, own_host: bool) -> EvidenceFact:
+    url = reverse("logbook:host-detail", args=[event.host_name]) if event.host_name else ""
+    return EvidenceFact(
+        kind="dcgm",
+        at=event.occurred_at,
+        text=event.message,
+        url=url,
+        host=event.host_name,
+        device=event.device_uuid,
+        event_kind=event.kind,
+        xid=event.xid,
+        own_host=own_host,
+    )
+
+
+def _straggler_facts(interruption: Interruption) -> list[EvidenceFact]:
+    records = StragglerRecord.objects.filter(attempt_id=interruption.attempt_id).select_related(
+        "host", "device"
+    )
+    url = reverse("dashboard:run-ranks", args=[interruption.run_id])
+    return [
+        EvidenceFact(
+            kind="straggler",
+            at=record.last_window_at,
+            text=(
+                f"Rank {record.rank} straggled for {record.windows} report windows "
+                f"(relative score {record.relative_score:.2f})"
+                + (f" on {record.host.name}" if record.host else "")
+            ),
+            url=url,
+            host=record.host.name if record.host else "",
+            device=record.device.uuid if record.device else "",
+        )
+        for record in records.order_by("relative_score", "rank")[:8]
+    ]
+
+
+def _first_silent_facts(interruption: Interruption) -> list[EvidenceFact]:
+    hangs = (
+        Interruption.objects.filter(
+            attempt_id=interruption.attempt_id, source_key__startswith=HANG_KEY_PREFIX
+        )
+        .prefetch_related("hosts")
+        .order_by("occurred_at")
+    )
+    facts = []
+    for hang in hangs:
+        ranks = hang.message.partition(FIRST_SILENT_WORDS)[2].strip()
+        url = reverse("logbook:incident-detail", args=[hang.pk])
+        for host in hang.hosts.all():
+            text = f"Stopped reporting first (hang at step {hang.step}): {ranks or host.name}"
+            facts.append(EvidenceFact("first_silent", hang.occurred_at, text[:300], url, host.name))
+    return facts
+
+
+def _sdc_facts(interruption: Interruption) -> list[EvidenceFact]:
+    at = interruption.occurred_at
+    records = (
+        SdcReplay.objects.filter(
+            run_id=interruption.run_id,
+            detected_at__gte=at - SDC_WINDOW_BEFORE,
+            detected_at__lte=at + WINDOW_AFTER,
+        )
+        .exclude(verdict=SdcReplay.Verdict.NOT_REPRODUCED)
+        .select_related("host", "device")
+        .order_by("-detected_at")[:8]
+    )
+    url = reverse("logbook:sdc") + f"?run={interruption.run_id}"
+    return [
+        EvidenceFact(
+            kind="sdc",
+            at=record.detected_at,
+            text=f"SDC {record.get_verdict_display().lower()} at step {record.step}"
+            + (f" on {record.host.name}" if record.host else ""),
+            url=url,
+            host=record.host.name if record.host else "",
+            device=record.device.uuid if record.device else "",
+            verdict=record.verdict,
+        )
+        for record in records
+    ]
+
+
+def admin_rules() -> list[MessageRule]:
+    """The enabled admin patterns, as rules (read on every suggestion: no deploy, no cache)."""
+    rows = TriagePattern.objects.filter(enabled=True).select_related("root_cause")
+    return [
+        MessageRule(
+            name=f"admin:{row.pk}",
+            pattern=row.pattern,
+            category=row.root_cause.slug,
+            component=row.component or row.root_cause.name,
+            weight=row.weight,
+            source=row.note,
+        )
+        for row in rows.order_by("pk")
+    ]
+
+
+def category_names() -> dict[str, str]:
+    return dict(RootCause.objects.values_list("slug", "name"))
+
+
+def interruptions_near_events(*, events: Sequence[HealthEventRow]) -> list[int]:
+    """Open, unexpected, undecided interruptions whose evidence window holds one of the events
+    on one of their hosts or their attempt's hosts."""
+    placed = [event for event in events if event.host_id is not None and not event.first_sight]
+    if not placed:
+        return []
+    host_ids = sorted({event.host_id for event in placed if event.host_id is not None})
+    moments = [event.occurred_at for event in placed]
+    return list(
+        Interruption.objects.filter(
+            planned=False,
+            status=Interruption.Status.OPEN,
+            occurred_at__gte=min(moments) - WINDOW_AFTER,
+            occurred_at__lte=max(moments) + WINDOW_BEFORE,
+        )
+        .filter(Q(hosts__in=host_ids) | Q(attempt__hosts__in=host_ids))
+        .exclude(
+            suggestion__outcome__in=[
+                TriageSuggestion.Outcome.CONFIRMED,
+                TriageSuggestion.Outcome.OVERRIDDEN,
+            ]
+        )
+        .values_list("pk", flat=True)
+        .distinct()
+        .order_by("pk")
+    )
+
+
+# --- Accuracy ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CategoryAccuracy:
+    slug: str
+    name: str
+    suggested: int
+    confirmed: int
+    overridden: int
+    pending: int
+
+    @property
+    def confirmed_share(self) -> float | None:
+        decided = self.confirmed + self.overridden
+        return self.confirmed / decided if decided else None
+
+
+@dataclass(frozen=True)
+class TriageAccuracy:
+    categories: list[CategoryAccuracy]
+    median_to_triage_with_s: float | None
+    median_to_triage_without_s: float | None
+    triaged_with: int
+    triaged_without: int
+
+    @property
+    def confirmed(self) -> int:
+        return sum(row.confirmed for row in self.categories)
+
+    @property
+    def overridden(self) -> int:
+        return sum(row.overridden for row in self.categories)
+
+
+def _suggestions_for_user(user: User) -> QuerySet[TriageSuggestion]:
+    return TriageSuggestion.objects.filter(
+        interruption__run__project__in=projects_for_user(user=user)
+    )
+
+
+def triage_accuracy(*, user: User) -> TriageAccuracy:
+    """Per suggested category: suggestions made, confirmed, overridden and still pending; and
+    the median time from detection (else occurrence) to triage of the user's triaged
+    incidents, with a suggestion and without one."""
+    counts: dict[str, dict[str, int]] = {}
+    names: dict[str, str] = {}
+    rows = _suggestions_for_user(user).values_list(
+        "root_cause__slug", "root_cause__name", "outcome"
+    )
+    for slug, name, outcome in rows:
+        names[slug] = name
+        counts.setdefault(slug, {}).setdefault(outcome, 0)
+        counts[slug][outcome] += 1
+    categories = sorted(
+        (
+            CategoryAccuracy(
+                slug,
+                names[slug],
+                sum(by.values()),
+                by.get("confirmed", 0),
+                by.get("overridden", 0),
+                by.get("pending", 0),
+            )
+            for slug, by in counts.items()
+        ),
+        key=lambda row: (-row.suggested, row.name),
+    )
+    triaged = Interruption.objects.filter(
+        run__project__in=projects_for_user(user=user), planned=False, triaged_at__isnull=False
+    ).values_list("occurred_at", "detected_at", "triaged_at", "suggestion__pk")
+    with_s: list[float] = []
+    without_s: list[float] = []
+    for occurred, detected, triaged_at, suggestion_pk in triaged:
+        spent = (triaged_at - (detected or occurred)).total_seconds()
+        (with_s if suggestion_pk else without_s).append(max(spent, 0.0))
+    return TriageAccuracy(
+        categories=categories,
+        median_to_triage_with_s=statistics.median(with_s) if with_s else None,
+        median_to_triage_without_s=statistics.median(without_s) if without_s else None,
+        triaged_with=len(with_s),
+        triaged_without=len(without_s),
+    )
