@@ -426,8 +426,18 @@ def _apply(
             run=run,
             last_step=max(steps, default=run.last_step or 0),
             seen_at=batch.received_at,
+            data_at=_data_time(batch_in, received_at=batch.received_at),
         )
     return default_number
+
+
+def _data_time(batch_in: BatchIn, *, received_at: datetime) -> datetime | None:
+    """The latest time the batch's data carries (its events' and points' times), capped at
+    when it was received: a backfill's data ends when it happened, and a clock running ahead
+    must not stretch a run's observed time past what has arrived."""
+    times = [event.time for event in batch_in.events]
+    times.extend(point[3] for point in batch_in.metrics if point[3] is not None)
+    return min(max(times), received_at) if times else None
 
 
 def _series_resolve(

@@ -83,7 +83,7 @@ SPAN_FROM_EVENTS = "events"
 
 @dataclass(frozen=True)
 class RunSpan:
-    """The observed time of one run: first attempt start to last activity, or, for a run
+    """The observed time of one run: first attempt start to the end of its data, or, for a run
     whose attempts carry no times (a chronicle brought in from a logbook), the span of its
     interruptions (`basis` says which)."""
 
@@ -252,7 +252,7 @@ def rates(rows: pd.DataFrame | Iterable[Mapping[str, Any]], spans: Sequence[RunS
         observed_days=Derived(
             observed_days,
             "days",
-            "Σ over runs of (last activity - first attempt start), cut to the window",
+            "Σ over runs of (end of data - first attempt start), cut to the window",
             {"runs": len(spans), "runs_observed_from_events": from_events},
             f"{from_events} run(s) without attempt times: observed from their first to their "
             "last interruption event (the span of its events)."

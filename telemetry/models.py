@@ -220,6 +220,11 @@ class Run(models.Model):
     last_seen_at = models.DateTimeField(null=True, blank=True)
     # When last_step last moved forward: a run seen (heartbeats) but not advancing is hung.
     last_step_at = models.DateTimeField(null=True, blank=True)
+    # The latest time the run's data itself carries (event times, point wall times), never
+    # later than when it was received: failure rates count the time the data covers, so a
+    # run sent after the fact (a backfill, an import) is not "observed" until it arrived.
+    # last_seen_at (the receive time) stays the clock of liveness and hang detection.
+    data_until = models.DateTimeField(null=True, blank=True)
     # Hang threshold; empty: 10 x the median step time, at least 5 min (logbook.hangs).
     hang_after_s = models.PositiveIntegerField(null=True, blank=True)
     # Moves whenever anything a run's pages show changes (its points, attempts, intervals, and

@@ -253,7 +253,10 @@ def metric_points_insert(
         series_ids = series_ensure(run=run, attempt=attempt, names={p[0] for p in points})
     inserted = _points_insert_postgresql(series_ids, points)
     if record_progress:
-        run_progress_record(run=run, last_step=max(p[1] for p in points), seen_at=_latest(points))
+        latest = _latest(points)
+        run_progress_record(
+            run=run, last_step=max(p[1] for p in points), seen_at=latest, data_at=latest
+        )
     return inserted
 
 
@@ -363,10 +366,13 @@ def _latest(points: Sequence[tuple[str, int, float, datetime | None]]) -> dateti
     return max(times) if times else None
 
 
-def run_progress_record(*, run: Run, last_step: int, seen_at: datetime | None) -> None:
-    """Move the run's latest step and time forward only (monotonic, so order-independent),
+def run_progress_record(
+    *, run: Run, last_step: int, seen_at: datetime | None, data_at: datetime | None = None
+) -> None:
+    """Move the run's latest step and times forward only (monotonic, so order-independent),
     and its data_version: new points change its pages (the same UPDATE, so an ingest batch
-    writes the run's row once)."""
+    writes the run's row once). seen_at is when the data arrived, data_at the latest time
+    the data itself carries (Run.data_until)."""
     # Written out: every ingest batch runs this UPDATE, and building it from Django
     # expressions (Greatest, Coalesce, Case) cost ~1 ms of the web process's CPU each time,
     # ten times what PostgreSQL spends running it.
@@ -379,12 +385,15 @@ def run_progress_record(*, run: Run, last_step: int, seen_at: datetime | None) -
             "last_step_at = CASE WHEN last_step IS NULL OR last_step < %(step)s "
             "THEN %(step_at)s ELSE last_step_at END, "
             "last_seen_at = CASE WHEN %(seen)s::timestamptz IS NULL THEN last_seen_at "
-            "ELSE GREATEST(last_seen_at, %(seen)s::timestamptz) END "
+            "ELSE GREATEST(last_seen_at, %(seen)s::timestamptz) END, "
+            "data_until = CASE WHEN %(data_at)s::timestamptz IS NULL THEN data_until "
+            "ELSE GREATEST(data_until, %(data_at)s::timestamptz) END "
             "WHERE id = %(id)s",
             {
                 "step": last_step,
                 "step_at": seen_at or timezone.now(),
                 "seen": seen_at,
+                "data_at": data_at,
                 "id": run.pk,
             },
         )
@@ -399,7 +408,10 @@ def run_backfilled(*, run: Run, data_end: datetime) -> None:
     the receive time, which for a backfill is the load time and would stretch the run's
     elapsed time and observed hours to now."""
     Run.objects.filter(pk=run.pk).update(
-        last_seen_at=data_end, last_step_at=data_end, data_version=F("data_version") + 1
+        last_seen_at=data_end,
+        last_step_at=data_end,
+        data_until=data_end,
+        data_version=F("data_version") + 1,
     )
 
 

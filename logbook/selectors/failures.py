@@ -120,10 +120,12 @@ def interruptions_in_scope(*, runs: QuerySet[Run], filters: FailureFilters) -> p
 def run_spans(
     *, runs: QuerySet[Run], filters: FailureFilters, now: datetime | None = None
 ) -> list[RunSpan]:
-    """Each run's observed time, cut to the window: first attempt start to last activity
-    (the later of run.last_seen_at and the last attempt end; now for a running run that has
-    reported nothing yet). One query, and one more when an attempt has its own accelerator
-    count (a resized cluster)."""
+    """Each run's observed time, cut to the window: first attempt start to the end of the
+    data (the later of the last attempt end and run.data_until, the latest time its events
+    and points carry; now for a running run that has reported nothing yet). Never the
+    receive time (last_seen_at), which for a run sent after the fact is the day it was sent;
+    only a run whose data carries no time at all falls back to it. One query, and one more
+    when an attempt has its own accelerator count (a resized cluster)."""
     now = now or timezone.now()
     latest = Attempt.objects.filter(run=OuterRef("pk")).order_by("-number").values("status")[:1]
     # Subqueries, not joins: aggregating over attempts and interruptions in one join would
@@ -149,6 +151,7 @@ def run_spans(
             "pk",
             "first_start",
             "last_end",
+            "data_until",
             "last_seen_at",
             "latest_status",
             "accelerator_count",
@@ -165,9 +168,18 @@ def run_spans(
     )
     spans = []
     for row in rows:
-        run_id, first_start, last_end, last_seen, status, run_accelerators, first_ev, last_ev, _ = (
-            row
-        )
+        (
+            run_id,
+            first_start,
+            last_end,
+            data_until,
+            last_seen,
+            status,
+            run_accelerators,
+            first_ev,
+            last_ev,
+            _,
+        ) = row
         accelerators = resized.get(run_id, run_accelerators)
         if first_start is None:
             if first_ev is not None:
@@ -175,10 +187,13 @@ def run_spans(
                 # its interruptions are not divided by zero hours.
                 spans.append(RunSpan(run_id, first_ev, last_ev, accelerators, SPAN_FROM_EVENTS))
             continue  # never started and no event: no observed time
-        ends = [t for t in (last_end, last_seen) if t is not None]
+        # The receive time only for a job whose data has no time (metrics without `time`
+        # and no event): nothing else says how long it was watched.
+        data_end = data_until if data_until is not None else last_seen
+        ends = [t for t in (last_end, data_end, last_ev) if t is not None]
         if not ends and status == Attempt.Status.RUNNING:
             # Nothing received yet from a running job: it has been observed until now. Once
-            # it reports, last_seen_at is the truth (a hung job must not stretch its MTBF).
+            # it reports, its data's time is the truth (a hung job must not stretch its MTBF).
             ends.append(now)
         end = max([first_start, *ends])
         spans.append(RunSpan(run_id, first_start, end, accelerators))

@@ -10,6 +10,7 @@ from datetime import datetime
 
 import pandas as pd
 from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
+from django.db.models.functions import Coalesce
 
 from logbook import sdc
 from logbook.models import Interruption, SdcReplay
@@ -180,7 +181,7 @@ def sdc_ledger_key(*, user: User, filters: HardwareFilters) -> str:
 def sdc_ledger(*, user: User, filters: HardwareFilters) -> SdcLedger:
     """The ledger's rows (at most LEDGER_MAX_ROWS, newest first) and the weekly rate of all
     matching records over the observed span: the filter window where given, otherwise from
-    the first attempt start (or record) to the latest activity of the runs in scope."""
+    the first attempt start (or record) to the end of the data of the runs in scope."""
     records_qs = sdc_records_for_user(user=user, filters=filters)
     facts = list(records_qs.values_list("detected_at", "verdict"))
     # A verdict filter is about replay records; interruptions have no verdict.
@@ -213,10 +214,14 @@ def _span(
     runs = runs_in_scope(user=user, filters=filters)
     activity = Run.objects.filter(pk__in=runs).aggregate(
         first_start=Min("attempts__started_at"),
-        last_seen=Max("last_seen_at"),
+        # The time the data covers, not when it arrived (see failures.run_spans).
+        data_end=Max(Coalesce("data_until", "last_seen_at")),
+        last_end=Max("attempts__ended_at"),
     )
     start_candidates = [m for m in (activity["first_start"], *detected[-1:]) if m is not None]
-    end_candidates = [m for m in (activity["last_seen"], *detected[:1]) if m is not None]
+    end_candidates = [
+        m for m in (activity["data_end"], activity["last_end"], *detected[:1]) if m is not None
+    ]
     first = min(start_candidates) if start_candidates else None
     last = max(end_candidates) if end_candidates else None
     # The observed span is the window cut to the data: a window wider than the runs' life
@@ -226,6 +231,6 @@ def _span(
     source = (
         ("since" if filters.since else "first attempt start or record")
         + " to "
-        + ("until" if filters.until else "latest activity of the runs in scope")
+        + ("until" if filters.until else "end of the data of the runs in scope")
     )
     return start, end, source
