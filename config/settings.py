@@ -20,6 +20,7 @@ from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from stack import postgres as embedded_postgres
+from stack.redis_urls import celery_broker_url, redis_cache_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -302,12 +303,14 @@ RANK_SCORE_EXCLUDE = env_list("RANK_SCORE_EXCLUDE", ["collective_wait"])
 # --- Cache (throttles, backlog gauge) ----------------------------------------------------------
 # Redis when there is one, so limits hold across web processes; a database number apart from
 # the broker's. Without Redis, a per-process memory cache.
+# A Unix socket (the demo's) as unix:///path?db=N or redis+socket:///path?db=N: each client
+# gets its own spelling (stack.redis_urls).
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": env_str("CACHE_URL", REDIS_URL),
+            "LOCATION": redis_cache_url(env_str("CACHE_URL", REDIS_URL) or REDIS_URL),
             "KEY_PREFIX": "chronicle",
             "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
         }
@@ -337,7 +340,7 @@ except ValueError as exc:
 # --- Celery ----------------------------------------------------------------------------------
 # Without Redis (the embedded default) tasks run in-process at commit time.
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", REDIS_URL is None)
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_BROKER_URL = celery_broker_url(REDIS_URL) if REDIS_URL else "memory://"
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 # Requeue when a pool child dies mid-task; poison batches are bounded by

