@@ -82,10 +82,16 @@ def restart_text(facts: RestartFacts) -> RestartText:
     costs: list[str] = []
     last_step = facts.last_step
     lost = facts.lost_steps
-    if lost is not None:
+    derived = (
+        max(0, last_step - resume_step)
+        if last_step is not None and resume_step is not None
+        else None
+    )
+    if lost is not None and lost != derived:
         facts_md.append(f"- **Steps lost:** {lost:,} (as reported with the interruption)")
-    elif last_step is not None and resume_step is not None:
-        lost = max(0, last_step - resume_step)
+    elif derived is not None:
+        # The incident holds this very number (filled from the restart when not reported).
+        lost = derived
         facts_md.append(
             f"- **Steps lost:** {lost:,} = last step attempt {facts.previous_number} reached "
             f"({last_step:,}) {MINUS} resume step ({resume_step:,})"

@@ -18,6 +18,7 @@ from logbook.services.entries import (
     logbook_entry_create,
     logbook_entry_update,
 )
+from logbook.services.interruptions import interruption_restart_fill
 from logbook.taxonomy import UNKNOWN_SLUG
 from telemetry.models import Attempt, MetricPoint
 
@@ -39,6 +40,21 @@ def restart_drafts_refresh(
     for event in events:
         if event.type in DRAFTING_EVENTS:
             restart_entry_draft(attempt=attempt_of(event))
+        elif event.type == "interruption":
+            # Arriving after the restart it caused: that attempt's draft (and the incident's
+            # lost steps) read it now.
+            after = _attempt_after(attempt_of(event))
+            if after is not None:
+                restart_entry_draft(attempt=after)
+
+
+def _attempt_after(attempt: Attempt) -> Attempt | None:
+    return (
+        Attempt.objects.filter(run=attempt.run_id, number__gt=attempt.number)
+        .select_related("run")
+        .order_by("number")
+        .first()
+    )
 
 
 def _attempt_last_step(attempt: Attempt) -> int | None:
@@ -88,6 +104,14 @@ def restart_entry_draft(*, attempt: Attempt) -> LogbookEntry | None:
     last_step = interruption.step
     if last_step is None:
         last_step = _attempt_last_step(previous)
+    # The incident carries the same lost steps and times as this draft and the goodput page.
+    interruption_restart_fill(
+        interruption=interruption,
+        previous=previous,
+        attempt=attempt,
+        resume_step=resume_step,
+        last_step=last_step,
+    )
     text = restart_text(
         RestartFacts(
             attempt_number=attempt.number,

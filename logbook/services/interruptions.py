@@ -113,3 +113,38 @@ def interruption_record(
     telemetry_services.run_data_version_bump(run_id=run.pk)
     telemetry_services.fleet_version_bump(project_id=run.project_id)
     return interruption
+
+
+def interruption_restart_fill(
+    *,
+    interruption: Interruption,
+    previous: Attempt,
+    attempt: Attempt,
+    resume_step: int | None,
+    last_step: int | None,
+) -> Interruption:
+    """Fill what the job left out of the interruption that ended `previous`, from the restart
+    that followed it (`attempt`): lost steps = the last step `previous` reached - the step
+    `attempt` resumed from (the steps computed twice, as goodput counts them), detected at
+    when `previous` ended (the job saw its own crash), recovered at when `attempt` started.
+    A field the job (or on-call) gave is kept. Idempotent, whatever the order the
+    interruption and the restart arrived in."""
+    changes: dict[str, object] = {}
+    if interruption.lost_steps is None and last_step is not None and resume_step is not None:
+        changes["lost_steps"] = max(0, last_step - resume_step)
+    occurred = interruption.occurred_at
+    recovered = interruption.recovered_at
+    if recovered is None and attempt.started_at is not None and attempt.started_at >= occurred:
+        recovered = changes["recovered_at"] = attempt.started_at
+    if interruption.detected_at is None:
+        detected = max(occurred, previous.ended_at or occurred)
+        # Never after the recovery: time to recover (MTTR) is recovered - detected.
+        changes["detected_at"] = min(detected, recovered) if recovered is not None else detected
+    if not changes:
+        return interruption
+    Interruption.objects.filter(pk=interruption.pk).update(**changes)
+    for name, value in changes.items():
+        setattr(interruption, name, value)
+    telemetry_services.run_data_version_bump(run_id=interruption.run_id)
+    telemetry_services.fleet_version_bump(project_id=previous.run.project_id)
+    return interruption
