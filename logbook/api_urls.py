@@ -6,6 +6,7 @@ from logbook.api import FailureBreakdownApi, RunCheckpointsApi
 from logbook.api_annotations import AnnotationDetailApi, AnnotationListApi
 from logbook.api_fleet import FleetHostsApi, HostQuarantineApi, SdcLedgerApi
 from logbook.api_incidents import IncidentDetailApi, IncidentListApi
+from logbook.api_triage import TriageAccuracyApi
 
 urlpatterns = [
     path("failures", FailureBreakdownApi.as_view(), name="failures"),
@@ -21,4 +22,5 @@ urlpatterns = [
     path("annotations/<int:pk>", AnnotationDetailApi.as_view(), name="annotation"),
     path("incidents", IncidentListApi.as_view(), name="incidents"),
     path("incidents/<int:pk>", IncidentDetailApi.as_view(), name="incident"),
+    path("triage/accuracy", TriageAccuracyApi.as_view(), name="triage-accuracy"),
 ]

@@ -357,7 +357,7 @@ class EvidenceItem:
             "kind": self.kind,
             "at": self.at.isoformat() if self.at else None,
             "text": self.text,
-            "url": self.url,
+            "url": safe_url(self.url),
         }
 
 
@@ -373,6 +373,12 @@ class Suggestion:
     # What the message alone pointed at ("" when it matched nothing).
     message_category: str = ""
     scores: dict[str, float] = field(default_factory=dict)
+
+
+def safe_url(url: str) -> str:
+    """A link the pages may print: this site's paths and web addresses only (an admin's
+    pattern note becomes its evidence's link; `javascript:` must never reach an href)."""
+    return url if url.startswith(("/", "https://", "http://")) and not url.startswith("//") else ""
 
 
 def category_name(slug: str, names: Mapping[str, str] | None = None) -> str:

@@ -21,7 +21,7 @@ from rest_framework import serializers
 from logbook.checkpoint_interval import ADVICE_FIELDS
 from logbook.failures import RATE_NAMES
 from logbook.markdown import render_markdown
-from logbook.models import Interruption, SdcReplay
+from logbook.models import Interruption, SdcReplay, TriageSuggestion
 from telemetry.json_numbers import finite_or_null
 from telemetry.models import Device, Host
 from telemetry.selectors import json_number
@@ -194,6 +194,32 @@ class RootCauseRef(serializers.Serializer):
     group = serializers.CharField()
 
 
+class EvidenceOut(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["message", "dcgm", "straggler", "first_silent", "sdc"])
+    at = serializers.CharField(allow_null=True, help_text="ISO 8601, UTC")
+    text = serializers.CharField()
+    url = serializers.CharField(allow_blank=True)
+
+
+class SuggestionOut(serializers.Serializer):
+    """Auto-triage's suggestion (logbook.autotriage): not the incident's root cause until
+    on-call confirms it."""
+
+    category = serializers.CharField(source="root_cause.slug")
+    category_name = serializers.CharField(source="root_cause.name")
+    component = serializers.CharField()
+    hosts = serializers.ListField(child=serializers.CharField())
+    devices = serializers.ListField(child=serializers.CharField())
+    confidence = serializers.FloatField(min_value=0, max_value=1)
+    evidence = EvidenceOut(many=True)
+    note = serializers.CharField()
+    outcome = serializers.CharField()
+    runbook_url = serializers.SerializerMethodField()
+
+    def get_runbook_url(self, suggestion: TriageSuggestion) -> str:
+        return reverse("logbook:taxonomy") + f"#{suggestion.root_cause.slug}"
+
+
 class IncidentOut(serializers.Serializer):
     id = serializers.IntegerField(source="pk")
     url = serializers.SerializerMethodField()
@@ -228,9 +254,18 @@ class IncidentOut(serializers.Serializer):
     resolved_by = serializers.CharField(source="resolved_by.get_username", allow_null=True)
     resolved_at = Time(allow_null=True)
     version = serializers.IntegerField()
+    suggestion = serializers.SerializerMethodField()
 
     def get_url(self, incident: Interruption) -> str:
         return reverse("logbook:incident-detail", args=[incident.pk])
+
+    @extend_schema_field(SuggestionOut(allow_null=True))
+    def get_suggestion(self, incident: Interruption) -> dict[str, Any] | None:
+        try:
+            suggestion = incident.suggestion
+        except TriageSuggestion.DoesNotExist:
+            return None
+        return dict(SuggestionOut(suggestion).data)
 
     def get_hosts(self, incident: Interruption) -> list[str]:
         return sorted(host.name for host in incident.hosts.all())
@@ -442,3 +477,27 @@ class FleetHostsOut(serializers.Serializer):
     previous = serializers.CharField(allow_null=True)
     hosts = HardwareHealthOut(many=True)
     devices = HardwareHealthOut(many=True)
+
+
+class CategoryAccuracyOut(serializers.Serializer):
+    category = serializers.CharField(source="slug")
+    category_name = serializers.CharField(source="name")
+    suggested = serializers.IntegerField()
+    confirmed = serializers.IntegerField()
+    overridden = serializers.IntegerField()
+    pending = serializers.IntegerField()
+    confirmed_share = serializers.FloatField(allow_null=True)
+
+
+class TriageAccuracyOut(serializers.Serializer):
+    categories = CategoryAccuracyOut(many=True)
+    confirmed = serializers.IntegerField()
+    overridden = serializers.IntegerField()
+    median_to_triage_with_suggestion_s = serializers.FloatField(
+        source="median_to_triage_with_s", allow_null=True
+    )
+    median_to_triage_without_suggestion_s = serializers.FloatField(
+        source="median_to_triage_without_s", allow_null=True
+    )
+    triaged_with_suggestion = serializers.IntegerField(source="triaged_with")
+    triaged_without_suggestion = serializers.IntegerField(source="triaged_without")

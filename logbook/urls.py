@@ -6,6 +6,7 @@ from logbook.views import taxonomy as taxonomy_views
 from logbook.views.checkpoints import run_checkpoints
 from logbook.views.failures import failure_breakdown
 from logbook.views.incidents import incident_detail, incident_queue
+from logbook.views.triage_accuracy import triage_accuracy
 from logbook.views.webhooks import project_webhooks, webhooks_index
 
 app_name = "logbook"
@@ -19,6 +20,7 @@ urlpatterns: list[URLPattern] = [
     path("runs/<int:run_id>/checkpoints/", run_checkpoints, name="run-checkpoints"),
     path("incidents/", incident_queue, name="incidents"),
     path("incidents/<int:pk>/", incident_detail, name="incident-detail"),
+    path("incidents/accuracy/", triage_accuracy, name="triage-accuracy"),
     path("webhooks/", webhooks_index, name="webhooks-index"),
     path("projects/<slug:slug>/webhooks/", project_webhooks, name="webhooks"),
     path("runs/<int:run_id>/logbook/", logbook_views.run_logbook, name="run-logbook"),

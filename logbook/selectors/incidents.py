@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Case, Exists, OuterRef, QuerySet, Value, When
 from django.http import Http404
 
 from logbook.models import AuditEvent, Interruption, RootCause
@@ -88,7 +88,14 @@ def incidents_for_user(*, user: User) -> QuerySet[Interruption]:
     """Every unexpected interruption of the user's projects, with what a row shows."""
     return (
         Interruption.objects.filter(run__project__in=projects_for_user(user=user), planned=False)
-        .select_related("run__project", "root_cause", "attempt", "triaged_by", "resolved_by")
+        .select_related(
+            "run__project",
+            "root_cause",
+            "attempt",
+            "triaged_by",
+            "resolved_by",
+            "suggestion__root_cause",
+        )
         .prefetch_related("hosts__project", "devices")
         .order_by("-occurred_at", "-pk")
     )
@@ -134,13 +141,30 @@ def incidents_filtered(*, user: User, filters: IncidentFilters) -> QuerySet[Inte
     return incidents
 
 
+def unconfirmed_first(incidents: QuerySet[Interruption]) -> QuerySet[Interruption]:
+    """The queue's order: incidents nobody has triaged yet (open) first, newest first within
+    each, so on-call meets the unconfirmed suggestions before the settled ones."""
+    return incidents.order_by(
+        Case(When(status=Interruption.Status.OPEN, then=Value(0)), default=Value(1)),
+        "-occurred_at",
+        "-pk",
+    )
+
+
 def incident_get_for_user(*, user: User, pk: int) -> Interruption:
     """The interruption, if it belongs to a project the user may see; 404 otherwise (never
     403: do not confirm it exists). Planned interruptions have a page too (links from
     elsewhere), though the queue lists only unexpected ones."""
     incident = (
         Interruption.objects.filter(pk=pk, run__project__in=projects_for_user(user=user))
-        .select_related("run__project", "root_cause", "attempt", "triaged_by", "resolved_by")
+        .select_related(
+            "run__project",
+            "root_cause",
+            "attempt",
+            "triaged_by",
+            "resolved_by",
+            "suggestion__root_cause",
+        )
         .prefetch_related("hosts__project", "devices")
         .first()
     )

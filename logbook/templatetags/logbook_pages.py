@@ -7,14 +7,17 @@ store" as on the run page."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from urllib.parse import urlencode
 
 from django import template
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from logbook.choices import CheckpointStatus, CheckpointTier, LogbookEntryKind, SdcDetection
 from logbook.models import SdcReplay
+from telemetry import display
 
 register = template.Library()
 
@@ -45,3 +48,14 @@ def host_url(name: str, project_slug: str | None) -> str:
     every link to a host says whose host it is."""
     target = reverse("logbook:host-detail", kwargs={"name": name})
     return f"{target}?{urlencode({'project': project_slug})}" if project_slug else target
+
+
+@register.filter
+def iso_when(value: str | None) -> str:
+    """{{ e.at|iso_when }}: a time stored as an ISO string (an auto-triage evidence item) shown
+    as every page shows times, in the reader's zone."""
+    try:
+        moment = datetime.fromisoformat(value or "")
+    except ValueError:
+        return display.DASH
+    return display.moment(moment, timezone.get_current_timezone(), seconds=True, label=False)

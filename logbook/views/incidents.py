@@ -20,12 +20,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from logbook.models import AuditEvent, Interruption, RootCause
+from logbook.models import AuditEvent, Interruption, RootCause, TriageSuggestion
 from logbook.paging import table_page
 from logbook.selectors import incidents as selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.incidents import IncidentFilters
 from logbook.selectors.stragglers import straggler_records_for_attempt
+from logbook.services import autotriage as autotriage_services
 from logbook.services import triage
 from telemetry import charts, display, run_cache
 from telemetry.models import Membership
@@ -190,10 +191,8 @@ def incident_queue(request: HttpRequest) -> HttpResponse:
     version = run_cache.projects_version_key(projects=projects)
 
     def table() -> str:
-        page = table_page(
-            request, selectors.incidents_filtered(user=request.user, filters=filters),
-            size=QUEUE_PAGE_SIZE,
-        )  # fmt: skip
+        incidents = selectors.incidents_filtered(user=request.user, filters=filters)
+        page = table_page(request, selectors.unconfirmed_first(incidents), size=QUEUE_PAGE_SIZE)
         queue = selectors.IncidentQueue(
             incidents=list(page.rows), total=page.count, truncated=False
         )
@@ -239,6 +238,13 @@ def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
             return HttpResponseForbidden("Only on-call engineers and admins may triage.")
         here = reverse("logbook:incident-detail", args=[incident.pk])
         try:
+            if request.POST.get("action") == "confirm":
+                autotriage_services.suggestion_confirm(
+                    interruption=incident,
+                    user=request.user,
+                    version=_version(request.POST.get("version")),
+                )
+                return redirect(f"{here}#history")
             if request.POST.get("action") == "transition":
                 triage.incident_transition(
                     interruption=incident,
@@ -290,9 +296,18 @@ def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "next_statuses": sorted(triage.TRANSITIONS.get(incident.status, ())),
             "run_at_step": _run_at_step(incident),
             "stragglers": _stragglers(incident),
+            "suggestion": _suggestion(incident),
             **_charts_around(incident),
         },
     )
+
+
+def _suggestion(incident: Any) -> Any:
+    """The incident's auto-triage suggestion (None without one)."""
+    try:
+        return incident.suggestion
+    except TriageSuggestion.DoesNotExist:
+        return None
 
 
 def _stragglers(incident: Any) -> list[tuple[Any, bool]]:

@@ -131,11 +131,12 @@ def test_queue_filters(client, alice, project):
 
     assert queue_ids(client.get("/incidents/", {"run": run.pk})) == [ids[4], ids[2], ids[1]]
     assert queue_ids(client.get("/incidents/", {"status": "resolved"})) == [ids[3]]
+    # Open incidents (not yet confirmed by anyone) first, newest first within each.
     assert queue_ids(client.get("/incidents/", {"status": "all"})) == [
-        ids[6], ids[4], ids[3], ids[2], ids[1]
+        ids[6], ids[4], ids[2], ids[1], ids[3]
     ]  # fmt: skip
     assert queue_ids(client.get("/incidents/", {"status": "open,resolved"})) == [
-        ids[6], ids[4], ids[3], ids[2], ids[1]
+        ids[6], ids[4], ids[2], ids[1], ids[3]
     ]  # fmt: skip
     assert queue_ids(client.get("/incidents/", {"category": "nic"})) == [ids[2]]
     assert queue_ids(client.get("/incidents/", {"host": "qh1"})) == [ids[6], ids[4], ids[1]]
@@ -143,10 +144,10 @@ def test_queue_filters(client, alice, project):
     assert queue_ids(client.get("/incidents/", {"host": "qh"})) == [ids[6], ids[4], ids[2], ids[1]]
     assert queue_ids(
         client.get("/incidents/", {"host": "qh1", "category": "faulty-gpu", "status": "all"})
-    ) == [ids[6], ids[3], ids[1]]
+    ) == [ids[6], ids[1], ids[3]]
     # the date range keeps what occurred from (inclusive) to (exclusive), as every page's
     window = {"since": (T0 + 2 * HOUR).isoformat(), "until": (T0 + 4 * HOUR).isoformat()}
-    assert queue_ids(client.get("/incidents/", {**window, "status": "all"})) == [ids[3], ids[2]]
+    assert queue_ids(client.get("/incidents/", {**window, "status": "all"})) == [ids[2], ids[3]]
     backwards = client.get("/incidents/", {"since": window["until"], "until": window["since"]})
     assert "To: must be after From" in backwards.content.decode()
     # a bad filter is named, and the default queue shown
