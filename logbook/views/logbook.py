@@ -64,7 +64,7 @@ class EntryForm(forms.Form):
     step_end = forms.IntegerField(min_value=0, required=False, label="to step")
     attempt = forms.IntegerField(min_value=1, required=False, label="Attempt number")
     checkpoint = forms.IntegerField(min_value=0, required=False, label="Checkpoint step")
-    incident = forms.IntegerField(min_value=1, required=False, label="Incident # (of this run)")
+    incident = forms.IntegerField(min_value=1, required=False, label="Incident #")
     sdc_record = forms.IntegerField(min_value=1, required=False, label="SDC record #")
     count = forms.IntegerField(
         min_value=0, required=False, label="Count", help_text="A counted entry: ~90 restarts."
@@ -144,7 +144,8 @@ def _links_resolve(form: EntryForm) -> dict[str, Any]:
     lookups: dict[str, tuple[str, Any, dict[str, Any]]] = {
         "attempt": ("attempt", Attempt, {"number": data.get("attempt")}),
         "checkpoint": ("checkpoint", Checkpoint, {"step": data.get("checkpoint")}),
-        "incident": ("interruption", Interruption, {"number": data.get("incident")}),
+        # The number the site shows (/incidents/ and its URLs), one of this run's incidents.
+        "incident": ("interruption", Interruption, {"pk": data.get("incident")}),
         "sdc_record": ("sdc_replay", SdcReplay, {"pk": data.get("sdc_record")}),
     }
     values: dict[str, Any] = {}
@@ -334,7 +335,7 @@ def _entry_initial(entry: LogbookEntry) -> dict[str, Any]:
     snapshot = entry_services.logbook_entry_snapshot(entry)
     return {
         **{key: value for key, value in snapshot.items() if key != "config_changes"},
-        "incident": entry.interruption.number if entry.interruption is not None else None,
+        "incident": entry.interruption_id,
         "hosts_out": ", ".join(snapshot["hosts_out"]),
         "hosts_in": ", ".join(snapshot["hosts_in"]),
         "sdc_record": snapshot.pop("sdc_replay"),

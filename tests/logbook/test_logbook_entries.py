@@ -297,7 +297,7 @@ def test_alice_adds_an_entry_with_links_and_a_correction(client, run, alice):
         url(run),
         entry_post(
             title="Debrief", kind="debrief", body="It was **HBM**.", step="800", step_end="950",
-            attempt="1", checkpoint="800", incident=str(interruption.number), corrects=earlier.pk,
+            attempt="1", checkpoint="800", incident=str(interruption.pk), corrects=earlier.pk,
             occurred_at="2026-03-02 09:30", config_key=["ckpt_every", ""],
             config_before=["200", ""], config_after=["100", ""],
         ),
