@@ -50,7 +50,8 @@ EVIDENCE_ELSEWHERE = 0.8
 # Longest message read: admins' patterns run on it, and a pasted log can be megabytes.
 MESSAGE_MAX_CHARS = 64_000
 # How much of a matched line an evidence item quotes.
-QUOTE_MAX_CHARS = 240
+QUOTE_MAX_CHARS = 160
+QUOTE_CONTEXT_CHARS = 40
 SYMPTOM_CATEGORIES = frozenset({"nccl-watchdog-timeout"})
 HARDWARE_CATEGORIES = frozenset(seed.slug for seed in ROOT_CAUSE_SEEDS if seed.is_hardware)
 GPU_CATEGORIES = frozenset(
@@ -351,6 +352,7 @@ class EvidenceItem:
     weight: float = 0.0
     host: str = ""
     device: str = ""
+    component: str = ""
 
     def as_json(self) -> dict[str, str | None]:
         return {
@@ -386,15 +388,16 @@ def category_name(slug: str, names: Mapping[str, str] | None = None) -> str:
 
 
 def _quote(text: str, start: int, end: int) -> str:
-    """The line around a match, shortened to QUOTE_MAX_CHARS around it."""
+    """The words around a match, within its line: the match and up to QUOTE_CONTEXT_CHARS
+    either side, "…" where the line goes on (a long NCCL line would quote the same 300
+    characters for every rule it matched)."""
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", end)
     line_end = len(text) if line_end == -1 else line_end
-    if line_end - line_start > QUOTE_MAX_CHARS:
-        half = (QUOTE_MAX_CHARS - (end - start)) // 2
-        line_start = max(line_start, start - max(half, 0))
-        line_end = min(line_end, line_start + QUOTE_MAX_CHARS)
-    return text[line_start:line_end].strip()
+    first = max(line_start, start - QUOTE_CONTEXT_CHARS)
+    last = min(line_end, end + QUOTE_CONTEXT_CHARS, first + QUOTE_MAX_CHARS)
+    quoted = text[first:last].strip()
+    return ("…" if first > line_start else "") + quoted + ("…" if last < line_end else "")
 
 
 def xids_in(text: str) -> list[tuple[int, int, int]]:
@@ -419,10 +422,11 @@ def message_evidence(
             EvidenceItem(
                 "message",
                 facts.occurred_at,
-                _quote(text, start, end),
+                f"{rule.component}: “{_quote(text, start, end)}”",
                 XID_CATALOG,
                 rule.category,
                 rule.weight,
+                component=rule.component,
             )
         )
     for rule in rules:
@@ -434,10 +438,11 @@ def message_evidence(
             EvidenceItem(
                 "message",
                 facts.occurred_at,
-                _quote(text, match.start(), match.end()),
+                f"{rule.component}: “{_quote(text, match.start(), match.end())}”",
                 facts.url or rule.source,
                 rule.category,
                 rule.weight,
+                component=rule.component,
             )
         )
     return items
@@ -445,23 +450,30 @@ def message_evidence(
 
 def fact_evidence(fact: EvidenceFact) -> EvidenceItem:
     """The evidence item a stored record makes, with the category it points at (if any)."""
-    category, weight = "", 0.0
+    rule: XidRule | None = None
     if fact.kind == "dcgm":
         rule = XID_RULES.get(fact.xid or -1) if fact.event_kind == "xid" else None
         rule = rule or DCGM_KIND_RULES.get(fact.event_kind)
         if fact.event_kind == "xid" and rule is None:
             rule = XidRule("faulty-gpu", f"XID {fact.xid}", 0.5)  # a code the table lacks
-        if rule is not None:
-            category, weight = rule.category, rule.weight
     elif fact.kind == "sdc":
-        category = "silent-data-corruption"
         weight = SDC_VERDICT_WEIGHTS.get(fact.verdict, 0.0)
+        rule = XidRule("silent-data-corruption", "Silent data corruption", weight)
     elif fact.kind == "straggler":
-        category, weight = "faulty-gpu", STRAGGLER_WEIGHT
+        rule = XidRule("faulty-gpu", "", STRAGGLER_WEIGHT)
+    category, weight = (rule.category, rule.weight) if rule else ("", 0.0)
     if not fact.own_host:
         weight *= EVIDENCE_ELSEWHERE
     return EvidenceItem(
-        fact.kind, fact.at, fact.text, fact.url, category, weight, fact.host, fact.device
+        fact.kind,
+        fact.at,
+        fact.text,
+        fact.url,
+        category,
+        weight,
+        fact.host,
+        fact.device,
+        component=rule.component if rule else "",
     )
 
 
@@ -524,7 +536,7 @@ def suggest(
         (item for item in items if item.category == category),
         key=lambda item: -item.weight,
     )
-    component = _component(category, supporting, extra_rules)
+    component = _component(category, supporting)
     hosts, devices = _culprits(category, supporting, culprit_facts, facts)
     note = _note(message_category, category, supporting, names)
     # The evidence list: what supports the winner first, then everything else, heaviest first.
@@ -544,25 +556,12 @@ def suggest(
     )
 
 
-def _component(
-    category: str, supporting: Sequence[EvidenceItem], extra_rules: Sequence[MessageRule]
-) -> str:
+def _component(category: str, supporting: Sequence[EvidenceItem]) -> str:
     """The component the heaviest supporting item names (the XID's or the rule's)."""
     if not supporting:
         return category_name(category)
     lead = supporting[0]
-    if lead.kind == "message":
-        for code, _start, _end in xids_in(lead.text):
-            rule = XID_RULES.get(code)
-            if rule and rule.category == category:
-                return rule.component
-        for rule in rules_merge(extra_rules):
-            compiled = _compiled(rule.pattern)
-            if rule.category == category and compiled and compiled.search(lead.text):
-                return rule.component
-    if lead.kind == "dcgm":
-        return lead.text.split(" on ")[0][:200]
-    return category_name(category)
+    return lead.component or category_name(category)
 
 
 def _culprits(

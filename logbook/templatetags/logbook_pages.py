@@ -59,3 +59,18 @@ def iso_when(value: str | None) -> str:
     except ValueError:
         return display.DASH
     return display.moment(moment, timezone.get_current_timezone(), seconds=True, label=False)
+
+
+EVIDENCE_KINDS = {
+    "message": "Job's message",
+    "dcgm": "DCGM event",
+    "straggler": "Straggler",
+    "first_silent": "First silent",
+    "sdc": "SDC record",
+}
+
+
+@register.filter
+def evidence_kind(kind: str) -> str:
+    """An auto-triage evidence item's kind in words."""
+    return EVIDENCE_KINDS.get(kind, kind)
