@@ -140,3 +140,30 @@ def test_accuracy_counts_confirmed_and_overridden_per_category(client, project, 
     assert body["median_to_triage_with_suggestion_s"] > 0
     page = client.get("/incidents/accuracy/").content.decode()
     assert 'data-category="faulty-gpu"' in page and "50%" in page
+
+
+@pytest.mark.django_db
+def test_fleet_counts_a_suggested_culprit_only_once_confirmed(client, project, alice):
+    # given a bare watchdog timeout reported on h1 whose attempt's slow rank ran on h3
+    run = telemetry_services.run_upsert(project=project, name="fleet-run")
+    attempt = telemetry_services.attempt_ensure(run=run, number=1, hosts=["h1", "h3"])
+    interruption = interruption_services.interruption_record(
+        run=run, source_key="f1", occurred_at=T0, attempt=attempt, hosts=["h1"],
+        message="NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus",
+    )  # fmt: skip
+    autotriage_services.suggestion_make(interruption_id=interruption.pk)
+    TriageSuggestion.objects.filter(interruption=interruption).update(hosts=["h3"])
+    client.force_login(alice)
+
+    def fleet_hosts() -> dict[str, int]:
+        rows = client.get("/api/v1/fleet/hosts", {"since": "2026-05-01"}).json()["hosts"]
+        return {row["name"]: row["interruptions"] for row in rows}
+
+    # the suggestion alone blames nobody on the fleet pages
+    assert fleet_hosts() == {"h1": 1}
+    # when on-call confirms it, its culprit is the incident's host
+    interruption.refresh_from_db()
+    client.post(
+        f"/incidents/{interruption.pk}/", {"action": "confirm", "version": interruption.version}
+    )
+    assert fleet_hosts() == {"h3": 1}
