@@ -74,11 +74,13 @@ def weekly_sdc_figure(
 
 
 def incidents_per_host_figure(hosts: pd.DataFrame) -> go.Figure:
-    """Incidents per host, interruptions and SDC records stacked, in the fleet's ranking
-    (column rank, most suspect first; without it, most incidents in the offender window
-    first), at most MAX_HOSTS_CHARTED.
+    """Incidents per host, interruptions, SDC records and straggler records stacked (what the
+    fleet table's Incidents column counts), in the fleet's ranking (column rank, most suspect
+    first; without it, most incidents in the offender window first), at most
+    MAX_HOSTS_CHARTED.
 
-    hosts: columns host, interruptions, sdc, in_window, repeat_offender, optionally rank."""
+    hosts: columns host, interruptions, sdc, in_window, repeat_offender, optionally
+    stragglers and rank."""
     order = ["rank"] if "rank" in hosts else ["in_window", "host"]
     ascending = [True] if "rank" in hosts else [False, True]
     top = hosts.sort_values(order, ascending=ascending).head(MAX_HOSTS_CHARTED)
@@ -107,11 +109,21 @@ def incidents_per_host_figure(hosts: pd.DataFrame) -> go.Figure:
             hovertemplate="%{x}<br>%{y} SDC records<extra></extra>",
         )
     )
+    stragglers = top["stragglers"] if "stragglers" in top else pd.Series(0, index=top.index)
+    figure.add_trace(
+        go.Bar(
+            x=labels,
+            y=list(stragglers),
+            name="straggler records",
+            marker={"color": STRAGGLER_COLOUR},
+            hovertemplate="%{x}<br>%{y} straggler records<extra></extra>",
+        )
+    )
     figure.update_layout(barmode="stack")
     _layout(
         figure, title="Incidents per host (⚠ repeat offender)", x_title="host", y_title="incidents"
     )
-    largest = (top["interruptions"] + top["sdc"]).max() if len(top) else 0
+    largest = (top["interruptions"] + top["sdc"] + stragglers).max() if len(top) else 0
     return figure.update_yaxes(count_axis(float(largest)))
 
 

@@ -450,7 +450,10 @@ class HardwareHealthOut(serializers.Serializer):
     place = serializers.SerializerMethodField()
     interruptions = serializers.IntegerField()
     sdc = serializers.IntegerField()
-    incidents = serializers.SerializerMethodField()
+    stragglers = serializers.IntegerField(help_text="Straggler records naming it.")
+    incidents = serializers.SerializerMethodField(
+        help_text="interruptions + sdc + stragglers: every record its history lists."
+    )
     in_window = serializers.IntegerField()
     repeat_offender = serializers.BooleanField()
     last_incident_at = Time(allow_null=True)

@@ -169,6 +169,10 @@ class HardwareHealth:
         return sum(1 for one in self.incidents if one.kind == "sdc")
 
     @property
+    def stragglers(self) -> int:
+        return sum(1 for one in self.incidents if one.kind == "straggler")
+
+    @property
     def last_incident_at(self) -> datetime | None:
         return self.incidents[0].occurred_at if self.incidents else None
 

@@ -53,6 +53,7 @@ def hosts_frame(hosts: list[fleet_selectors.HardwareHealth]) -> pd.DataFrame:
             "host": [one.name for one in hosts],
             "interruptions": [one.interruptions for one in hosts],
             "sdc": [one.sdc for one in hosts],
+            "stragglers": [one.stragglers for one in hosts],
             "in_window": [one.in_window for one in hosts],
             "repeat_offender": [one.repeat_offender for one in hosts],
             "rank": list(range(len(hosts))),  # the selector's order: most suspect first

@@ -524,9 +524,10 @@ def test_incidents_per_host_figure_marks_offenders_first():
         }
     )
     figure = fleet_charts.incidents_per_host_figure(frame)
-    interruptions, records = figure.data
+    interruptions, records, stragglers = figure.data
     assert list(interruptions.x) == ["b ⚠", "a"]
     assert list(interruptions.y) == [3, 1] and list(records.y) == [1, 0]
+    assert list(stragglers.y) == [0, 0]  # no stragglers column: none counted
     assert list(interruptions.marker.color) == [
         fleet_charts.OFFENDER_COLOUR,
         fleet_charts.BAR_COLOUR,
@@ -548,7 +549,7 @@ def test_incidents_per_host_figure_follows_the_fleet_ranking():
         {"host": ["a", "b"], "interruptions": [1, 2], "sdc": [0, 0], "in_window": [1, 2],
          "repeat_offender": [False, False], "rank": [0, 1]}
     )  # fmt: skip
-    (interruptions, _) = fleet_charts.incidents_per_host_figure(frame).data
+    (interruptions, *_) = fleet_charts.incidents_per_host_figure(frame).data
     assert list(interruptions.x) == ["a", "b"]
 
 

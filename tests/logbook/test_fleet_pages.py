@@ -345,7 +345,8 @@ def test_sdc_fleet_and_host_pages_in_a_browser(
     # when they open the fleet page, filtered to the cluster, and follow the worst host
     page.goto(f"{live_server.url}/fleet/?cluster=iad/east&until=2026-11-29")
     page.wait_for_selector("#chart-host-incidents .main-svg")
-    assert page.evaluate("document.querySelector('#chart-host-incidents').data.length") == 2
+    # interruptions, SDC records and straggler records, stacked
+    assert page.evaluate("document.querySelector('#chart-host-incidents').data.length") == 3
     worst = page.locator("#fleet-hosts tbody tr").first
     assert worst.get_attribute("data-host") == "sdc-run-h000"
     assert "yes" in worst.inner_text()
