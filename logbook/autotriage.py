@@ -609,7 +609,7 @@ def _note(
         return ""
     lead = next((item for item in supporting if item.kind != "message"), None)
     lead = lead or (supporting[0] if supporting else None)
-    where = f" on {lead.host}" if lead and lead.host else ""
+    where = f" on {lead.host}" if lead and lead.host and lead.host not in lead.text else ""
     what = f"{lead.text}{where}" if lead else "the evidence"
     return (
         f"The message alone reads as {category_name(message_category, names)}; "

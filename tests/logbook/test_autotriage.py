@@ -112,6 +112,13 @@ def test_evidence_beats_words_an_xid_on_one_host_40_s_earlier_names_the_gpu():
     assert suggestion.evidence[0].as_json()["at"] == (AT - timedelta(seconds=40)).isoformat()
 
 
+def test_the_note_names_the_host_once():
+    xid = EvidenceFact("dcgm", AT, "XID 79 on GPU 3 of h2", host="h2", event_kind="xid", xid=79)
+    suggestion = suggest(facts(NCCL, hosts=("h1", "h2")), [xid])
+    assert suggestion is not None
+    assert suggestion.note.count("h2") == 1
+
+
 def test_evidence_on_another_host_of_the_attempt_counts_less():
     own = EvidenceFact("dcgm", AT, "XID 79", host="h1", event_kind="xid", xid=79)
     elsewhere = EvidenceFact(
