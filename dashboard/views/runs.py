@@ -289,8 +289,13 @@ def run_version(request: HttpRequest, run_id: int) -> JsonResponse:
     run goes silent when nothing arrives), so an open page learns that too. An unchanged
     page costs one small query and two cache reads."""
     run = selectors.run_get_for_user(user=request.user, run_id=run_id)
-    live = _liveness(run, _latest_attempt(run))
-    return JsonResponse({"version": _live_version(run, live)})
+    return JsonResponse({"version": run_live_version(run)})
+
+
+def run_live_version(run: Run) -> str:
+    """The version run_version answers now: for the run's other live pages (ranks) to start
+    their polls from."""
+    return _live_version(run, _liveness(run, _latest_attempt(run)))
 
 
 def _latest_attempt(run: Run) -> Attempt | None:

@@ -48,6 +48,8 @@ class Command(BaseCommand):
 
         batches = demo_batches(seed=options["seed"])
         stored = duplicates = 0
+        terminal = self.stderr.isatty()
+        every = max(1, len(batches) // 10)  # whole lines, about ten of them
         for number, document in enumerate(batches, start=1):
             # Python's json writes NaN as a bare literal, exactly as a training job would.
             body = json.dumps(document).encode()
@@ -59,12 +61,16 @@ class Command(BaseCommand):
                 # a worker that also receives the message finds the batch done.
                 services.batch_process(batch_pk=acceptance.batch.pk)
                 stored += 1
-            self.stderr.write(
-                f"\r  demo batch {number}/{len(batches)} "
-                f"({len(document.get('metrics', []))} points)",
-                ending="",
+            progress = (
+                f"  demo batch {number}/{len(batches)} ({len(document.get('metrics', []))} points)"
             )
-        self.stderr.write("")
+            if terminal:
+                self.stderr.write(f"\r{progress}", ending="")
+            elif number % every == 0 or number == len(batches):
+                # Not a terminal (a log, a CI run): "\r" would make one long line there.
+                self.stderr.write(progress)
+        if terminal:
+            self.stderr.write("")
         _backfilled(project=project, batches=batches)
         _sdc_decided(project=project, user=user)
         # The beat's periodic pass, now: the ranks page, its heat map and straggler ledger
