@@ -36,7 +36,7 @@ from ingest.selectors import (
     token_cache_forget,
     token_hash,
 )
-from logbook.choices import TimePrecision
+from logbook.choices import LogbookEntryKind, TimePrecision
 from logbook.services import checkpoints as checkpoint_services
 from logbook.services import drafts as draft_services
 from logbook.services import entries as entry_services
@@ -394,18 +394,22 @@ def _apply(
     telemetry_services.metric_points_insert(
         run=run, attempt=attempt, points=points, record_progress=False, series_ids=series_ids
     )
+    for event in batch_in.events:
+        if event.type != "attempt_started":  # applied first, above
+            EVENT_HANDLERS[event.type](context, event)
     deterministic = {name for name in run.deterministic_metrics or () if isinstance(name, str)}
     if points and deterministic:
         # A step this attempt replays must match what an earlier attempt reported there.
         # Only the deterministic metrics are compared, so only their steps are gathered.
+        # After the events: a config change the batch reports exempts the attempt pair.
         steps_by_metric: dict[str, list[int]] = {}
         for name, step, _, _ in points:
             if name in deterministic:
                 steps_by_metric.setdefault(name, []).append(step)
         sdc_services.sdc_divergence_check(run=run, attempt=attempt, steps_by_metric=steps_by_metric)
-    for event in batch_in.events:
-        if event.type != "attempt_started":  # applied first, above
-            EVENT_HANDLERS[event.type](context, event)
+    if any(map(_changes_config, batch_in.events)):
+        # Reported after the attempts it separates: their suspicions were never corruption.
+        sdc_services.sdc_divergences_withdraw(run=run)
     # Restart drafts last: the batch's restore and interruption are recorded by now.
     draft_services.restart_drafts_refresh(events=batch_in.events, attempt_of=context.event_attempt)
     # Last, and once: this UPDATE locks the run's row until commit, and every batch of the
@@ -429,6 +433,14 @@ def _apply(
             data_at=_data_time(batch_in, received_at=batch.received_at),
         )
     return default_number
+
+
+def _changes_config(event: EventIn) -> bool:
+    if event.type == "note":
+        return event.fields.get("kind") == LogbookEntryKind.CONFIG_CHANGE
+    if event.type == "interruption":
+        return event.fields.get("category") == "config-change"  # the taxonomy's slug
+    return False
 
 
 def _data_time(batch_in: BatchIn, *, received_at: datetime) -> datetime | None:

@@ -30,6 +30,26 @@ def values_differ(first: float | None, second: float | None, *, tolerance: float
     return abs(a - b) > tolerance
 
 
+@dataclass(frozen=True)
+class ConfigChange:
+    """A change of what the job computes, made when `attempt` started: the attempts before
+    it and the ones from it on train differently, so their repeated steps may differ
+    without any corruption."""
+
+    attempt: int
+    reason: str
+
+
+def config_change_between(
+    changes: Iterable[ConfigChange], first: int, second: int
+) -> ConfigChange | None:
+    """The first config change that separates attempts `first` and `second` (a change made
+    at attempt n lies between n - 1 and n), or None when they ran the same config."""
+    low, high = sorted((first, second))
+    between = [one for one in changes if low < one.attempt <= high]
+    return min(between, key=lambda one: one.attempt) if between else None
+
+
 def steps_by_metric(points: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
     """(name, step) pairs grouped by name, as sdc_divergence_check takes them."""
     grouped: dict[str, list[int]] = {}

@@ -335,6 +335,10 @@ class SdcRecordOut(serializers.Serializer):
     step = serializers.IntegerField()
     detected_at = Time()
     detection = serializers.CharField()
+    detected_by = serializers.SerializerMethodField(
+        help_text="Every way this one event was detected: its detection, and "
+        "attempt_divergence when a replay of the step also disagreed."
+    )
     metric_name = serializers.CharField()
     observed_value = MeasuredNumber(allow_null=True)
     expected_value = MeasuredNumber(allow_null=True)
@@ -357,6 +361,11 @@ class SdcRecordOut(serializers.Serializer):
 
     def get_hosts(self, record: SdcReplay) -> list[str]:
         return sorted(host.name for host in record.hosts.all())
+
+    def get_detected_by(self, record: SdcReplay) -> list[str]:
+        divergence = SdcReplay.Detection.ATTEMPT_DIVERGENCE
+        also = record.compared_attempt_id is not None and record.detection != divergence
+        return [record.detection, *([str(divergence)] if also else [])]
 
 
 class WeeklyRateOut(serializers.Serializer):
@@ -398,6 +407,11 @@ class SdcLedgerOut(serializers.Serializer):
     interruptions = SdcInterruptionOut(
         source="ledger.interruptions", many=True, help_text="Interruptions filed as Silent "
         "Data Corruption, counted in total and the weekly rate as the failure breakdown does.",
+    )  # fmt: skip
+    not_compared = serializers.ListField(
+        source="ledger.not_compared", child=serializers.CharField(),
+        help_text="Attempt pairs the divergence check skipped because a config change "
+        "separates them, with the change.",
     )  # fmt: skip
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import pandas as pd
@@ -13,10 +13,12 @@ from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from logbook import sdc
-from logbook.models import Interruption, SdcReplay
+from logbook.models import Interruption, LogbookEntry, SdcReplay
 from logbook.selectors.filters import FilterParams
 from telemetry.models import Attempt, Cluster, Host, Run
 from telemetry.selectors import User, projects_for_user, run_get_for_user
+
+CONFIG_CHANGE_SLUG = "config-change"  # logbook.taxonomy: "Config or Dataset Change"
 
 LEDGER_MAX_ROWS = 500
 
@@ -160,6 +162,9 @@ class SdcLedger:
     weekly: pd.DataFrame  # week_start, count
     span_source: str  # where the span's ends come from, shown beside the rate
     by_verdict: dict[str, int]
+    # Attempt pairs the divergence check skipped, and why ("attempt 8 vs 7 and earlier not
+    # compared: config changed: ...").
+    not_compared: list[str] = field(default_factory=list)
 
 
 def sdc_ledger_key(*, user: User, filters: HardwareFilters) -> str:
@@ -205,7 +210,23 @@ def sdc_ledger(*, user: User, filters: HardwareFilters) -> SdcLedger:
         weekly=sdc.weekly_counts(detected, span_start=span_start, span_end=span_end),
         span_source=span_source,
         by_verdict=by_verdict,
+        not_compared=_not_compared(user=user, filters=filters),
     )
+
+
+def _not_compared(*, user: User, filters: HardwareFilters) -> list[str]:
+    """What the divergence check left out in the runs in scope: attempts a config change
+    separates are not compared (their values are expected to differ). Three queries."""
+    runs = runs_in_scope(user=user, filters=filters)
+    names = dict(runs.values_list("pk", "name"))
+    return [
+        f"{names[run_id]}: attempt {change.attempt} vs {change.attempt - 1}"
+        + (" and earlier" if change.attempt > 2 else "")
+        + f" not compared: {change.reason}"
+        for run_id, changes in config_changes_by_run(runs=list(names)).items()
+        for change in changes
+        if change.attempt > 1
+    ]
 
 
 def _span(
@@ -234,3 +255,33 @@ def _span(
         + ("until" if filters.until else "end of the data of the runs in scope")
     )
     return start, end, source
+
+
+def config_changes(*, run: Run) -> list[sdc.ConfigChange]:
+    """The run's config changes between attempts (see config_changes_by_run)."""
+    return config_changes_by_run(runs=[run.pk]).get(run.pk, [])
+
+
+def config_changes_by_run(*, runs: QuerySet[Run] | list[int]) -> dict[int, list[sdc.ConfigChange]]:
+    """Each run's config changes between attempts, by attempt: logbook entries of kind
+    config_change (or listing config changes) tied to the attempt they apply to, and planned
+    config-change interruptions (the change applies to the attempt after the one they
+    stopped). Two queries."""
+    rows = [
+        (run_id, number, f"config changed: {title}")
+        for run_id, number, title in LogbookEntry.objects.filter(
+            run__in=runs, attempt__isnull=False
+        )
+        .filter(Q(kind=LogbookEntry.Kind.CONFIG_CHANGE) | ~Q(config_changes=[]))
+        .values_list("run_id", "attempt__number", "title")
+    ]
+    rows += [
+        (run_id, number + 1, f"planned config change (incident #{pk})")
+        for run_id, pk, number in Interruption.objects.filter(
+            run__in=runs, attempt__isnull=False, root_cause__slug=CONFIG_CHANGE_SLUG
+        ).values_list("run_id", "pk", "attempt__number")
+    ]
+    changes: dict[int, list[sdc.ConfigChange]] = {}
+    for run_id, number, reason in sorted(rows, key=lambda row: (row[0], row[1], row[2])):
+        changes.setdefault(run_id, []).append(sdc.ConfigChange(number, reason))
+    return changes

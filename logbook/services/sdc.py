@@ -15,6 +15,7 @@ from django.utils import timezone
 from logbook import sdc
 from logbook.audit import audit_record, diff_fields
 from logbook.models import AuditEvent, SdcReplay
+from logbook.selectors import sdc as sdc_selectors
 from logbook.services import quarantine, webhooks
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
@@ -78,9 +79,43 @@ def sdc_divergence_check(
     for metric in metrics:
         steps = None if steps_by_metric is None else steps_by_metric[metric]
         found += _divergences(run=run, attempt=attempt, metric=metric, steps=steps)
+    if found:
+        # Attempts that ran different configs (a lowered LR, a new data mix) are expected
+        # to differ: that is not corruption. Read only once something differs.
+        changes = sdc_selectors.config_changes(run=run)
+        found = [
+            one
+            for one in found
+            if sdc.config_change_between(changes, one.replay_number, one.original_number) is None
+        ]
     if not found:
         return []
     return _divergence_records_open(run=run, found=found)
+
+
+def sdc_divergences_withdraw(*, run: Run) -> int:
+    """Delete the run's pending attempt-divergence records whose two attempts a config change
+    (recorded after them) separates: those attempts were never meant to agree. A record
+    someone has judged (a verdict) is left alone. Returns how many were deleted."""
+    changes = sdc_selectors.config_changes(run=run)
+    if not changes:
+        return 0
+    withdrawn = [
+        pk
+        for pk, replay, original in SdcReplay.objects.filter(
+            run=run,
+            detection=SdcReplay.Detection.ATTEMPT_DIVERGENCE,
+            verdict=SdcReplay.Verdict.PENDING,
+            attempt__isnull=False,
+            compared_attempt__isnull=False,
+        ).values_list("pk", "attempt__number", "compared_attempt__number")
+        if sdc.config_change_between(changes, replay, original) is not None
+    ]
+    if withdrawn:
+        SdcReplay.objects.filter(pk__in=withdrawn).delete()
+        telemetry_services.run_data_version_bump(run_id=run.pk)
+        telemetry_services.fleet_version_bump(project_id=run.project_id)
+    return len(withdrawn)
 
 
 @dataclass(frozen=True)
@@ -93,6 +128,8 @@ class _Divergence:
     original_value: float
     detected_at: datetime
     source_key: str
+    replay_number: int
+    original_number: int
 
 
 def _divergences(
@@ -144,9 +181,11 @@ def _divergences(
         if attempt.number > other_number:
             replay = (attempt.pk, mine, mine_at)
             original = (other_id, theirs, theirs_at)
+            numbers = (attempt.number, other_number)
         else:
             replay = (other_id, theirs, theirs_at)
             original = (attempt.pk, mine, mine_at)
+            numbers = (other_number, attempt.number)
         times = [moment for moment in (mine_at, theirs_at) if moment is not None]
         found.append(
             _Divergence(
@@ -161,6 +200,8 @@ def _divergences(
                 source_key=sdc.divergence_source_key(
                     metric=metric, step=step, attempt_a=attempt.number, attempt_b=other_number
                 ),
+                replay_number=numbers[0],
+                original_number=numbers[1],
             )
         )
     return found
@@ -233,6 +274,8 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
             firsts.append((first, last))
     if extended:
         SdcReplay.objects.bulk_update(extended, ["last_step"])
+    firsts, folded = _fold_into_reported(run=run, firsts=firsts)
+    extended += folded
     new = [first for first, _ in firsts]
     last_steps = {first.source_key: last for first, last in firsts}
     if not new:
@@ -296,6 +339,63 @@ def _divergence_records_open(*, run: Run, found: list[_Divergence]) -> list[SdcR
     telemetry_services.run_data_version_bump(run_id=run.pk)
     telemetry_services.fleet_version_bump(project_id=run.project_id)
     return opened + extended
+
+
+def _fold_into_reported(
+    *, run: Run, firsts: list[tuple[_Divergence, int]]
+) -> tuple[list[tuple[_Divergence, int]], list[SdcReplay]]:
+    """One event is one record: a divergence at a step where the job (or a detector) already
+    reported a suspicion on one of the two attempts (a loss spike, say) is that suspicion
+    seen a second way. It fills the record's comparison (metric, the other attempt and its
+    value) instead of opening a second record. Returns the divergences still to open, and
+    the records that took one."""
+    if not firsts:
+        return firsts, []
+    attempts = {one.replay_attempt_id for one, _ in firsts}
+    attempts |= {one.original_attempt_id for one, _ in firsts}
+    reported = list(
+        SdcReplay.objects.select_for_update()
+        .filter(run=run, attempt_id__in=attempts, compared_attempt__isnull=True)
+        .exclude(detection=SdcReplay.Detection.ATTEMPT_DIVERGENCE)
+        .filter(step__gte=min(one.step for one, _ in firsts))
+        .filter(step__lte=max(last for _, last in firsts))
+        .order_by("step", "pk")
+    )
+    remaining: list[tuple[_Divergence, int]] = []
+    folded: list[SdcReplay] = []
+    for one, last in firsts:
+        record = next(
+            (
+                r
+                for r in reported
+                if r not in folded
+                and one.step <= r.step <= last
+                and r.attempt_id in (one.replay_attempt_id, one.original_attempt_id)
+            ),
+            None,
+        )
+        if record is None:
+            remaining.append((one, last))
+            continue
+        # The record's own attempt is the suspect; the other attempt's value is the one it
+        # was compared with.
+        if record.attempt_id == one.replay_attempt_id:
+            record.compared_attempt_id, record.expected_value = (
+                one.original_attempt_id,
+                one.original_value,
+            )
+        else:
+            record.compared_attempt_id, record.expected_value = (
+                one.replay_attempt_id,
+                one.replay_value,
+            )
+        record.metric_name = one.metric
+        folded.append(record)
+    if folded:
+        SdcReplay.objects.bulk_update(
+            folded, ["compared_attempt_id", "expected_value", "metric_name"]
+        )
+    return remaining, folded
 
 
 def _pair_key(one: _Divergence) -> _PairKey:
