@@ -25,6 +25,7 @@ app.conf.task_routes = {
     "logbook.hangs_check": {"queue": QUEUE_DEFAULT},
     "logbook.triage_suggest": {"queue": QUEUE_DEFAULT},
     "logbook.triage_evidence": {"queue": QUEUE_DEFAULT},
+    "logbook.triage_run_evidence": {"queue": QUEUE_DEFAULT},
     "telemetry.rank_partitions_maintain": {"queue": QUEUE_DEFAULT},
     "telemetry.device_sample_partitions_maintain": {"queue": QUEUE_DEFAULT},
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from celery import shared_task
 from django.db import OperationalError
 
@@ -79,3 +81,21 @@ def triage_suggest_task(interruption_pk: int) -> str:
 )
 def triage_evidence_task(event_pks: list[int]) -> int:
     return autotriage_services.suggestions_for_events(event_ids=event_pks)
+
+
+@shared_task(
+    name="logbook.triage_run_evidence",
+    ignore_result=True,
+    acks_late=True,
+    soft_time_limit=60,
+    time_limit=90,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=3,
+)
+def triage_run_evidence_task(run_pk: int, since: str, until: str | None) -> int:
+    return autotriage_services.suggestions_for_run(
+        run_id=run_pk,
+        since=datetime.fromisoformat(since),
+        until=datetime.fromisoformat(until) if until else None,
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db.models import Q, QuerySet
 from django.urls import reverse
@@ -33,6 +33,7 @@ WINDOW_AFTER = timedelta(minutes=5)
 # An SDC suspicion is usually found after the fact (a replay, a scanner): hours back.
 SDC_WINDOW_BEFORE = timedelta(hours=6)
 HANG_KEY_PREFIX = "hang:"
+DECIDED = (TriageSuggestion.Outcome.CONFIRMED, TriageSuggestion.Outcome.OVERRIDDEN)
 FIRST_SILENT_WORDS = "Ranks that stopped reporting first:"
 
 
@@ -190,15 +191,24 @@ def interruptions_near_events(*, events: Sequence[HealthEventRow]) -> list[int]:
             occurred_at__lte=max(moments) + WINDOW_BEFORE,
         )
         .filter(Q(hosts__in=host_ids) | Q(attempt__hosts__in=host_ids))
-        .exclude(
-            suggestion__outcome__in=[
-                TriageSuggestion.Outcome.CONFIRMED,
-                TriageSuggestion.Outcome.OVERRIDDEN,
-            ]
-        )
+        .exclude(suggestion__outcome__in=DECIDED)
         .values_list("pk", flat=True)
         .distinct()
         .order_by("pk")
+    )
+
+
+def interruptions_open_of_run(
+    *, run_id: int, since: datetime, until: datetime | None = None
+) -> list[int]:
+    """The run's open, unexpected, undecided interruptions that occurred since (until)."""
+    found = Interruption.objects.filter(
+        run_id=run_id, planned=False, status=Interruption.Status.OPEN, occurred_at__gte=since
+    )
+    if until is not None:
+        found = found.filter(occurred_at__lte=until)
+    return list(
+        found.exclude(suggestion__outcome__in=DECIDED).values_list("pk", flat=True).order_by("pk")
     )
 
 

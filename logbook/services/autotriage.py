@@ -112,16 +112,36 @@ def evidence_arrived(*, event_ids: Sequence[int]) -> None:
         transaction.on_commit(lambda: _publish("evidence", ids))
 
 
+def run_evidence_arrived(*, run_id: int, since: datetime, until: datetime | None = None) -> None:
+    """A straggler or SDC record of the run was stored: after commit, the worker remakes the
+    suggestions of the run's open interruptions that occurred since (until) then."""
+    window = [run_id, since.isoformat(), until.isoformat() if until else None]
+    transaction.on_commit(lambda: _publish("run", window))
+
+
+def suggestions_for_run(*, run_id: int, since: datetime, until: datetime | None) -> int:
+    """Remake the suggestions of the run's open interruptions in the window; how many."""
+    remade = 0
+    for interruption_id in triage_selectors.interruptions_open_of_run(
+        run_id=run_id, since=since, until=until
+    ):
+        if suggestion_make(interruption_id=interruption_id) is not None:
+            remade += 1
+    return remade
+
+
 def _publish(what: str, payload: Any) -> None:
     """Publish a task; a failed publish is logged, not raised (the interruption is stored;
     the next evidence or a manual triage still works)."""
-    from logbook.tasks import triage_evidence_task, triage_suggest_task  # tasks import this
+    from logbook import tasks  # tasks import this module
 
     try:
         if what == "suggest":
-            triage_suggest_task.delay(payload)
+            tasks.triage_suggest_task.delay(payload)
+        elif what == "run":
+            tasks.triage_run_evidence_task.delay(*payload)
         else:
-            triage_evidence_task.delay(payload)
+            tasks.triage_evidence_task.delay(payload)
     except Exception:
         logger.exception("could not enqueue auto-triage (%s %s)", what, payload)
 

@@ -16,7 +16,8 @@ from logbook import sdc
 from logbook.audit import audit_record, diff_fields
 from logbook.models import AuditEvent, SdcReplay
 from logbook.selectors import sdc as sdc_selectors
-from logbook.services import quarantine, webhooks
+from logbook.selectors import triage as triage_selectors
+from logbook.services import autotriage, quarantine, webhooks
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
 
@@ -47,6 +48,12 @@ def sdc_record(
     )
     telemetry_services.run_data_version_bump(run_id=run.pk)
     telemetry_services.fleet_version_bump(project_id=run.project_id)
+    # Interruptions up to SDC_WINDOW_BEFORE after the detection read it as evidence.
+    autotriage.run_evidence_arrived(
+        run_id=run.pk,
+        since=detected_at - triage_selectors.WINDOW_AFTER,
+        until=detected_at + triage_selectors.SDC_WINDOW_BEFORE,
+    )
     return SdcReplay.objects.create(
         run=run,
         attempt=attempt,

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from logbook.models import StragglerRecord
+from logbook.services import autotriage
 from telemetry import rank_timings
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt
@@ -135,6 +136,11 @@ def stragglers_detect(*, attempt_id: int) -> list[StragglerRecord]:
                 ]
             )  # fmt: skip
         records.append(record)
+    if records:
+        # A slow rank names the culprit of the attempt's open interruptions.
+        autotriage.run_evidence_arrived(
+            run_id=attempt.run_id, since=min(record.first_window_at for record in records)
+        )
     telemetry_services.run_data_version_bump(run_id=attempt.run_id)
     telemetry_services.fleet_version_bump(project_id=attempt.run.project_id)
     return records

@@ -16,6 +16,7 @@ from logbook.models import (
     AuditEvent,
     Interruption,
     RootCause,
+    SdcReplay,
     StragglerRecord,
     TriagePattern,
     TriageSuggestion,
@@ -23,6 +24,7 @@ from logbook.models import (
 from logbook.services import autotriage as autotriage_services
 from logbook.services import gpu_health, triage
 from logbook.services import interruptions as interruption_services
+from logbook.services import sdc as sdc_services
 from telemetry import dcgm
 from telemetry import services as telemetry_services
 
@@ -246,3 +248,30 @@ def test_the_worker_suggests_within_10_s_of_the_batch_and_of_later_evidence(
     evidence_s = time.monotonic() - started
     assert TriageSuggestion.objects.get(pk=first.pk).hosts == ["w2"]
     print(f"\nsuggestion after the batch: {batch_s:.2f} s; after the evidence: {evidence_s:.2f} s")
+
+
+@pytest.mark.django_db
+def test_an_sdc_record_stored_later_remakes_the_suggestion(
+    project, django_capture_on_commit_callbacks, monkeypatch
+):
+    # given a loss spike reported as an interruption, suggested as loss divergence
+    interruption = record(project, message="loss spike at step 9001", hosts=["h1"])
+    first = autotriage_services.suggestion_make(interruption_id=interruption.pk)
+    assert first is not None and first.root_cause.slug == "loss-divergence"
+    published: list[Any] = []
+    monkeypatch.setattr(tasks.triage_run_evidence_task, "delay", lambda *a: published.append(a))
+    # when a replay found an hour before it is stored afterwards, and confirmed
+    with django_capture_on_commit_callbacks(execute=True):
+        replay = sdc_services.sdc_record(
+            run=interruption.run, source_key="sdc-1", step=9000,
+            detected_at=T0 - timedelta(hours=1), host="h2", device="GPU-h2",
+        )  # fmt: skip
+        SdcReplay.objects.filter(pk=replay.pk).update(verdict="confirmed")
+    # then the worker is asked to remake the run's suggestions in the record's window
+    (window,) = published
+    assert window[0] == interruption.run_id
+    assert tasks.triage_run_evidence_task(*window) == 1
+    remade = TriageSuggestion.objects.get(interruption=interruption)
+    assert remade.root_cause.slug == "silent-data-corruption"
+    assert remade.hosts == ["h2"]
+    assert remade.devices == ["GPU-h2"]
