@@ -3,6 +3,8 @@ chart has traces, and the page logs no console error (CSP violations included)."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from logbook.models import Interruption
@@ -24,6 +26,7 @@ def test_demo_every_page(demo_data, browser, live_server, console_errors, page_d
         f"/runs/{run.pk}/goodput/",
         f"/runs/{run.pk}/goodput/?exclude_planned=1",
         f"/runs/{run.pk}/checkpoints/",
+        f"/runs/{run.pk}/ranks/",
         "/failures/",
         f"/failures/?run={run.pk}",
         "/sdc/",
@@ -59,4 +62,7 @@ def test_demo_every_page(demo_data, browser, live_server, console_errors, page_d
         )
         assert aware == [], (path, aware)
         assert errors == [], (path, errors)
+        # and no template syntax leaks into what the reader sees (a multi-line {# #} does)
+        leaked = re.findall(r"\{[#%]|[#%]\}", page.inner_text("body"))
+        assert leaked == [], (path, leaked)
     page.close()

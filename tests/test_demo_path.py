@@ -322,6 +322,11 @@ def test_the_readme_job_path_shows_steps_the_straggler_and_the_hang_live(demo, b
                 ).count()
             ):
                 straggler_at = now - started
+                # the page, opened before any timings, drew the heat map and spread with the
+                # ledger, and no longer says the run sent none
+                ranks_page.wait_for_selector("#chart-rank-heatmap .main-svg", timeout=15_000)
+                assert ranks_page.locator("#chart-rank-spread").count() == 1
+                assert ranks_page.locator("#no-rank-timings").count() == 0
                 ranks_page.screenshot(path=str(shots / "job-path-straggler.png"), full_page=True)
                 run_page.screenshot(path=str(shots / "job-path-run-page.png"), full_page=True)
             if (
