@@ -143,11 +143,11 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"uncorrectable ecc error|cudaErrorECCUncorrectable|double[- ]bit ecc"
           r"|ecc error.{0,40}(?:hbm|dram|device memory)|hbm.{0,40}(?:ecc|error)"),
     _rule("sram-ecc", "gpu-sram-memory", "GPU SRAM ECC error", 0.85, XID_CATALOG,
-          r"sram.{0,40}(?:ecc|parity|error)|(?:ecc|parity).{0,40}sram|(?:l2 cache"
+          r"sram.{0,40}(?:ecc|parity|error|uncorrectable)|(?:ecc|parity).{0,40}sram|(?:l2 cache"
           r"|register file|shared memory).{0,30}(?:ecc|parity)"),
     _rule("row-remap", "gpu-hbm3-memory", "GPU HBM row remapping", 0.7, XID_CATALOG,
           r"row remap(?:ping)?.{0,30}(?:fail|pending|error)|remapped rows|page retirement"
-          r"|retired pages"),
+          r"|retired pages|remappings? (?:are )?pending|uncorrectable memory errors?"),
     _rule("gpu-lost", "faulty-gpu", "GPU lost", 0.85, CUDA_ERRORS,
           r"fallen off the bus|gpu is lost|gpu has been lost"
           r"|unable to determine the device handle|no cuda-capable device"
@@ -158,6 +158,8 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"cudaErrorHardwareStackError|hardware stack error|uncorrectable nvlink"
           r"|nvlink.{0,40}(?:error|fatal|down|fail)|gpu.{0,20}(?:hardware|board) (?:failure"
           r"|fault|error)|faulty gpu|bad gpu|gpu.{0,30}requires? (?:a )?reset|reset required"),
+    _rule("cuda-unknown", "faulty-gpu", "CUDA unknown error", 0.6, CUDA_ERRORS,
+          r"CUDA error: unknown error|cudaErrorUnknown"),
     _rule("launch-failure", "faulty-gpu", "CUDA kernel failed on the device", 0.4, CUDA_ERRORS,
           r"unspecified launch failure|cudaErrorLaunchFailure|CUBLAS_STATUS_EXECUTION_FAILED"
           r"|CUDNN_STATUS_EXECUTION_FAILED"),
@@ -196,12 +198,15 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
     _rule("ib-retry", "network-switch-cable", "InfiniBand/RoCE transport errors", 0.55, IB,
           r"transport retry count(?:er)? exceeded|IBV_WC_RETRY_EXC_ERR|retry exc|ibv_poll_cq"
           r"|local (?:catastrophic|protection) error|wc status|completion with error"
-          r"|IBV_WC_\w+"),
+          r"|IBV_WC_\w+|got completion from peer.{0,120}(?:status|error)"),
     _rule("link-flap", "network-switch-cable", "Network link or switch", 0.6, IB,
           r"link (?:is )?(?:down|flap|flapping|went down)|port .{0,30}(?:down|flap|errors?)"
           r"|symbol errors?|link_downed|link error recovery|lost carrier"
           r"|switch.{0,30}(?:fail|down|reboot|error)|\bcable\b|\boptics?\b|transceiver"
           r"|(?:leaf|spine|tor) switch"),
+    _rule("nic-port", "nic", "Host adapter port down", 0.6, NCCL_TROUBLESHOOTING,
+          r"physical state:\s*(?:disabled|polling)|\bstate:\s*down\b"
+          r"|ibv_(?:modify_qp|create_qp|reg_mr|open_device) failed"),
     _rule("nic", "nic", "NIC / host network adapter", 0.45, NCCL_TROUBLESHOOTING,
           r"\bNET/IB\b.{0,80}(?:error|fail|abort)|mlx5.{0,60}(?:error|fail|fatal|health"
           r"|timeout|syndrome)|\bNIC\b|\bHCA\b|ConnectX|network adapter|ib(?:_"
@@ -225,6 +230,8 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"|error).{0,40}(?:uncorrect|fatal)|uncorrected .{0,30}memory"
           r"|machine check.{0,80}memory|system memory|host memory.{0,30}(?:error|fail)"
           r"|\bECC\b.{0,30}\bDIMM\b"),
+    _rule("memory-controller", "system-memory", "System memory (DIMM)", 0.75, KERNEL_RAS,
+          r"memory controller.{0,60}err|memory read error|memory scrub"),
     _rule("mce-cpu", "cpu", "CPU (machine check)", 0.55, KERNEL_RAS,
           r"machine check(?: exception| events?)?|\bmce\b|hardware error.{0,40}cpu"
           r"|cpu.{0,40}(?:hardware error|fault|failure)|processor.{0,30}(?:error|fault)"
@@ -252,12 +259,20 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"loss (?:is |became |went )?(?:nan|inf)|nan loss|loss spike"
           r"|(?:grad(?:ient)?[ _]norm|loss).{0,30}(?:nan|inf|explod|diverg|spike)|diverged"
           r"|divergence"),
+    _rule("loss-scale", "loss-divergence", "Loss scale collapsing (fp16 overflow)", 0.45, LLAMA3,
+          r"\bloss[_ ]scale\b|gradient overflow|overflow.{0,40}(?:skipping|reducing)"),
+    _rule("data-pipeline-stack", "data-pipeline", "Data loader", 0.5, LLAMA3,
+          r"torch/utils/data/|dataloader\.py|_MultiProcessingDataLoaderIter"),
     _rule("data-pipeline", "data-pipeline", "Data pipeline", 0.6, LLAMA3,
           r"dataloader worker.{0,60}(?:killed|exited|died|crash)|data ?loader.{0,40}(?:error"
           r"|timeout|fail)|tokeniz.{0,40}(?:error|fail)|corrupt(?:ed)? (?:sample|shard"
           r"|record)|dataset.{0,40}(?:error|not found|fail)"),
     _rule("preemption", "scheduler-preemption", "Scheduler preemption", 0.7, LLAMA3,
           r"\bpreempted\b|preemption(?! ?cleanup)|spot instance|\bevicted\b"),
+    # torchrun's "closing signal SIGTERM" is it stopping the other workers: not a scheduler's.
+    _rule("sigterm", "scheduler-preemption", "Stopped by the scheduler (SIGTERM)", 0.35, LLAMA3,
+          r"(?<!closing signal )(?<!Sending process )\bSIGTERM\b|received signal 15"
+          r"|signal 15\b"),
     _rule("host-maintenance", "host-maintenance", "Host maintenance", 0.5, LLAMA3,
           r"host maintenance|node (?:was )?(?:drained|rebooted|reboot|down|failure"
           r"|not responding)|NODE_FAIL|unscheduled reboot|kernel panic|host (?:unreachable"
