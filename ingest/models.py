@@ -86,6 +86,12 @@ class IngestBatch(models.Model):
                 condition=Q(status="pending"),
                 name="batch_pending_idx",
             ),
+            # The project's dead-batch page: only dead rows (rare), newest first.
+            models.Index(
+                fields=["project", "-received_at"],
+                condition=Q(status="dead"),
+                name="batch_dead_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 
 from ingest.models import IngestBatch, IngestToken
+from telemetry.models import Project
 
 TOKEN_PREFIX = "chr_"
 
@@ -63,6 +64,16 @@ def batches_pending_before(*, cutoff: datetime, limit: int) -> QuerySet[IngestBa
     return IngestBatch.objects.filter(status=IngestBatch.Status.PENDING, received_at__lt=cutoff)[
         :limit
     ]
+
+
+def batches_dead(*, project: Project) -> QuerySet[IngestBatch]:
+    """The project's dead batches, newest first (uses batch_dead_idx); the body stays unread."""
+    return (
+        IngestBatch.objects.filter(project=project, status=IngestBatch.Status.DEAD)
+        .select_related("token")
+        .defer("body")
+        .order_by("-received_at")
+    )
 
 
 def batch_backlog_count() -> int:

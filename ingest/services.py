@@ -290,6 +290,24 @@ def batch_enqueue(*, batch_pk: int) -> None:
         logger.exception("could not enqueue ingest batch %s; the sweeper will retry", batch_pk)
 
 
+def batches_requeue(*, project: Project, batch_pks: Sequence[int] | None = None) -> int:
+    """Set the project's dead batches (all of them, or those of `batch_pks`) back to pending
+    with a fresh attempt budget, and publish them again. Done batches are never processed
+    twice; batches of another project are out of reach. Returns how many were re-queued."""
+    dead = IngestBatch.objects.filter(project=project, status=IngestBatch.Status.DEAD)
+    if batch_pks is not None:
+        dead = dead.filter(pk__in=batch_pks)
+    with transaction.atomic():
+        pks = list(dead.select_for_update().values_list("pk", flat=True))
+        IngestBatch.objects.filter(pk__in=pks).update(
+            status=IngestBatch.Status.PENDING, process_attempts=0
+        )
+        for pk in pks:
+            transaction.on_commit(partial(batch_enqueue, batch_pk=pk))
+    logger.info("re-queued %d dead ingest batch(es) of project %s", len(pks), project.slug)
+    return len(pks)
+
+
 # --- Processing a batch (worker path) -----------------------------------------------------------
 
 

@@ -1,18 +1,24 @@
-"""Project administration: ingest tokens (admins only). A new token is shown once."""
+"""Project administration: ingest tokens (a new token is shown once) and dead ingest batches
+(admins only)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from django import forms
+from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
-from ingest import services
+from ingest import selectors, services
 from ingest.models import IngestToken
 from telemetry.selectors import project_get_for_admin
+
+# A page, not an archive: the newest dead batches (re-queue all reaches every one).
+DEAD_BATCHES_SHOWN = 200
 
 
 class TokenForm(forms.Form):
@@ -58,3 +64,30 @@ def project_tokens(request: HttpRequest, slug: str) -> HttpResponse:
         # The only time the secret exists outside the job: never cache this page.
         response["Cache-Control"] = "no-store"
     return response
+
+
+@login_required
+def project_batches(request: HttpRequest, slug: str) -> HttpResponse:
+    """The project's dead ingest batches (processing kept failing), each with its last error,
+    and a re-queue action for one or all of them once the cause is fixed."""
+    project = project_get_for_admin(user=request.user, slug=slug)
+    if request.method == "POST":
+        batch = request.POST.get("batch")
+        if batch is not None and not batch.isdigit():
+            return HttpResponseBadRequest("batch: must be a batch id number.")
+        count = services.batches_requeue(
+            project=project, batch_pks=[int(batch)] if batch is not None else None
+        )
+        messages.success(request, f"Re-queued {count} batch(es); the worker processes them now.")
+        return redirect("ingest:project-batches", slug=project.slug)
+    dead = selectors.batches_dead(project=project)
+    return render(
+        request,
+        "ingest/batches.html",
+        {
+            "project": project,
+            "batches": dead[:DEAD_BATCHES_SHOWN],
+            "dead_count": dead.count(),
+            "max_attempts": settings.INGEST_MAX_PROCESS_ATTEMPTS,
+        },
+    )

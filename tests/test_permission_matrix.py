@@ -112,7 +112,7 @@ RULES: list[Rule] = [
             "anonymous": {302}, "outsider": {404}, "viewer": {403}, "oncall": {403},
             "admin": {200}, "token": {302},
         })
-        for admin_page in ("webhooks", "members", "tokens")
+        for admin_page in ("webhooks", "members", "tokens", "batches")
     ],
     list_page("/taxonomy/"),
     Rule("post", "/api/v1/ingest", {

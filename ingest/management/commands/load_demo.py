@@ -39,7 +39,6 @@ class Command(BaseCommand):
         user, created = user_model.objects.get_or_create(username=DEMO_USERNAME)
         if created or not user.check_password(DEMO_PASSWORD):
             user.set_password(DEMO_PASSWORD)
-        user.is_staff = True
         user.save()
         Membership.objects.update_or_create(
             project=project, user=user, defaults={"role": Membership.Role.ADMIN}
