@@ -135,7 +135,7 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"|nccl (?:watchdog|communicator).{0,40}(?:time ?out|timed out|abort)"
           r"|workNCCL\(.{0,200}\) ran for \d+ milliseconds before timing out"
           r"|some nccl operations have failed or timed out|nccl.{0,20}timed? ?out"
-          r"|watchdog thread terminated|heartbeat monitor timed out"),
+          r"|watchdog thread terminated|heartbeat monitor timed out|watchdog got stuck"),
     _rule("hang", "nccl-watchdog-timeout", "Hang", 0.4, MEGASCALE,
           r"hang suspected|step stuck at|job (?:is )?hang(?:ing)?\b"),
     # --- CUDA errors as the job sees them --------------------------------------------------
@@ -192,7 +192,7 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"ModuleNotFoundError|ImportError|undefined symbol|cannot open shared object file"
           r"|GLIBC_\d|version mismatch|incompatible version|requires? (?:a )?(?:newer"
           r"|older) version|driver version is insufficient|cudaErrorInsufficientDriver"
-          r"|CUDA driver version|nccl version|libnccl|no kernel image is available"
+          r"|CUDA driver version|libnccl|no kernel image is available"
           r"|unsupported (?:cuda|gpu) architecture"),
     # --- Network: InfiniBand, RoCE, NICs ------------------------------------------------------
     _rule("ib-retry", "network-switch-cable", "InfiniBand/RoCE transport errors", 0.55, IB,
@@ -203,7 +203,12 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"link (?:is )?(?:down|flap|flapping|went down)|port .{0,30}(?:down|flap|errors?)"
           r"|symbol errors?|link_downed|link error recovery|lost carrier"
           r"|switch.{0,30}(?:fail|down|reboot|error)|\bcable\b|\boptics?\b|transceiver"
-          r"|(?:leaf|spine|tor) switch"),
+          r"|(?:leaf|spine|tor) switch|\bNET/Socket\b.{0,80}error"
+          r"|call to recv from .{0,80}failed\s*:\s*connection timed out"),
+    # NCCL's ncclUnhandledCudaError: a CUDA call failed under NCCL, most often a CUDA/NCCL
+    # build mismatch (NCCL troubleshooting).
+    _rule("nccl-cuda", "dependency", "NCCL/CUDA mismatch", 0.4, NCCL_TROUBLESHOOTING,
+          r"unhandled cuda error"),
     _rule("nic-port", "nic", "Host adapter port down", 0.6, NCCL_TROUBLESHOOTING,
           r"physical state:\s*(?:disabled|polling)|\bstate:\s*down\b"
           r"|ibv_(?:modify_qp|create_qp|reg_mr|open_device) failed"),
@@ -211,7 +216,7 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"\bNET/IB\b.{0,80}(?:error|fail|abort)|mlx5.{0,60}(?:error|fail|fatal|health"
           r"|timeout|syndrome)|\bNIC\b|\bHCA\b|ConnectX|network adapter|ib(?:_"
           r"| )?port.{0,20}(?:fail|error)|\bip link\b|eth\d.{0,20}(?:down|reset)"
-          r"|\bNET/Socket\b.{0,80}error|remote process exited or there was a network error"
+          r"|remote process exited or there was a network error"
           r"|unhandled system error"),
     # --- Storage: SSDs and filesystems --------------------------------------------------------
     _rule("nvme", "ssd", "NVMe SSD", 0.75, KERNEL_NVME,
@@ -232,6 +237,8 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"|\bECC\b.{0,30}\bDIMM\b"),
     _rule("memory-controller", "system-memory", "System memory (DIMM)", 0.75, KERNEL_RAS,
           r"memory controller.{0,60}err|memory read error|memory scrub"),
+    _rule("dimm", "system-memory", "System memory (DIMM)", 0.6, KERNEL_RAS,
+          r"\bDIMM[\w#-]*|\[hardware error\].{0,100}\b(?:dram|memory)\b"),
     _rule("mce-cpu", "cpu", "CPU (machine check)", 0.55, KERNEL_RAS,
           r"machine check(?: exception| events?)?|\bmce\b|hardware error.{0,40}cpu"
           r"|cpu.{0,40}(?:hardware error|fault|failure)|processor.{0,30}(?:error|fault)"
@@ -254,7 +261,8 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
     _rule("sdc", "silent-data-corruption", "Silent data corruption", 0.75, LLAMA3,
           r"silent data corruption|\bsdc\b|checksum mismatch|bit ?flip|(?:replica"
           r"|rank)s? (?:disagree|diverge|mismatch)|mismatch between (?:replicas|ranks)"
-          r"|non-?deterministic.{0,30}(?:mismatch|result)"),
+          r"|non-?deterministic.{0,30}(?:mismatch|result)|silently (?:return|produc|comput)\w*"
+          r"|(?:incorrect|wrong) (?:\w+ ){0,3}(?:output|results?)\b|corrupted data"),
     _rule("loss-divergence", "loss-divergence", "Loss divergence", 0.6, LLAMA3,
           r"loss (?:is |became |went )?(?:nan|inf)|nan loss|loss spike"
           r"|(?:grad(?:ient)?[ _]norm|loss).{0,30}(?:nan|inf|explod|diverg|spike)|diverged"
@@ -262,7 +270,8 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
     _rule("loss-scale", "loss-divergence", "Loss scale collapsing (fp16 overflow)", 0.45, LLAMA3,
           r"\bloss[_ ]scale\b|gradient overflow|overflow.{0,40}(?:skipping|reducing)"),
     _rule("data-pipeline-stack", "data-pipeline", "Data loader", 0.5, LLAMA3,
-          r"torch/utils/data/|dataloader\.py|_MultiProcessingDataLoaderIter"),
+          r"torch/utils/data/|dataloader\.py|_MultiProcessingDataLoaderIter"
+          r"|worker timed out after \d+ ?s|slower data loading"),
     _rule("data-pipeline", "data-pipeline", "Data pipeline", 0.6, LLAMA3,
           r"dataloader worker.{0,60}(?:killed|exited|died|crash)|data ?loader.{0,40}(?:error"
           r"|timeout|fail)|tokeniz.{0,40}(?:error|fail)|corrupt(?:ed)? (?:sample|shard"
@@ -272,7 +281,7 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
     # torchrun's "closing signal SIGTERM" is it stopping the other workers: not a scheduler's.
     _rule("sigterm", "scheduler-preemption", "Stopped by the scheduler (SIGTERM)", 0.35, LLAMA3,
           r"(?<!closing signal )(?<!Sending process )\bSIGTERM\b|received signal 15"
-          r"|signal 15\b"),
+          r"|signal 15\b|requested to terminate"),
     _rule("host-maintenance", "host-maintenance", "Host maintenance", 0.5, LLAMA3,
           r"host maintenance|node (?:was )?(?:drained|rebooted|reboot|down|failure"
           r"|not responding)|NODE_FAIL|unscheduled reboot|kernel panic|host (?:unreachable"
