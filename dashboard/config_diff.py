@@ -18,6 +18,14 @@ def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: config}
 
 
+def run_settings(config: Mapping[str, Any], tags: Sequence[str]) -> dict[str, Any]:
+    """A run's config with its tags as one more setting (MLflow tags arrive as `owner=alice`
+    tags), so compare shows a changed owner or label as it shows a changed learning rate."""
+    if not tags:
+        return dict(config)
+    return {**config, "tags" if "tags" not in config else "run tags": ", ".join(sorted(tags))}
+
+
 def config_differences(configs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """[{"key", "values": [one per config, None where absent]}] for every setting that is not
     the same in all configs (each compared with the first, as the logbook diffs an entry's

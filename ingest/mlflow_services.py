@@ -34,6 +34,7 @@ from ingest import caps
 from ingest import services as ingest_services
 from ingest.checks import MAX_STEP, FieldError, check_metric_name
 from ingest.metric_schema import BatchTimes
+from ingest.mlflow_tags import run_labels_sync
 from ingest.models import IngestBatch, IngestToken, MlflowExperiment, MlflowRun
 from ingest.schema import BatchError, BatchIn, validate_batch
 from telemetry import services as telemetry_services
@@ -422,6 +423,7 @@ def mlflow_run_create(
             start_time_ms=started_ms,
             tags=tag_map,
         )
+        run_labels_sync(mlflow_run=mlflow_run)
         batch = _batch_accept(
             token=token,
             mlflow_run=mlflow_run,
@@ -577,6 +579,7 @@ def mlflow_run_log(
             if merged != mlflow_run.tags:
                 mlflow_run.tags = merged
                 changed.append("tags")
+                run_labels_sync(mlflow_run=mlflow_run)
             if merged.get(RUN_NAME_TAG, mlflow_run.run_name) != mlflow_run.run_name:
                 mlflow_run.run_name = merged[RUN_NAME_TAG][:250]
                 changed.append("run_name")

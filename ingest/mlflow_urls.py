@@ -6,12 +6,17 @@ from __future__ import annotations
 from django.urls import path, re_path
 
 from ingest import mlflow_api as api
+from ingest import views
 
 app_name = "mlflow"
 
 PREFIX = "api/2.0/mlflow/"
 
 urlpatterns = [
+    # The links MLflow prints (<tracking URI>/#/experiments/<id>/runs/<id>) open this in a
+    # browser; the page reads the part after # and asks `open` for the run's page.
+    path("", views.mlflow_landing, name="landing"),
+    path("open", views.mlflow_open, name="open"),
     path(
         f"{PREFIX}experiments/get-by-name",
         api.ExperimentGetByNameApi.as_view(),

@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import time
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
 
-from ingest.models import IngestBatch, IngestToken
+from ingest.models import IngestBatch, IngestToken, MlflowRun
 from telemetry.models import Project
+from telemetry.selectors import projects_for_user
 
 TOKEN_PREFIX = "chr_"
 
@@ -64,6 +66,15 @@ def batches_pending_before(*, cutoff: datetime, limit: int) -> QuerySet[IngestBa
     return IngestBatch.objects.filter(status=IngestBatch.Status.PENDING, received_at__lt=cutoff)[
         :limit
     ]
+
+
+def mlflow_run_for_user(*, user: Any, run_uuid: str) -> MlflowRun | None:
+    """The MLflow run of this id in one of the user's projects, with its Chronicle run."""
+    return (
+        MlflowRun.objects.filter(run_uuid=run_uuid, run__project__in=projects_for_user(user=user))
+        .select_related("run")
+        .first()
+    )
 
 
 def batches_dead(*, project: Project) -> QuerySet[IngestBatch]:

@@ -1,5 +1,5 @@
 """Project administration: ingest tokens (a new token is shown once) and dead ingest batches
-(admins only)."""
+(admins only); and where the run links MLflow prints lead."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
 from ingest import selectors, services
+from ingest.mlflow_api import endpoint_not_found
 from ingest.models import IngestToken
 from telemetry.selectors import project_get_for_admin
 
@@ -91,3 +92,25 @@ def project_batches(request: HttpRequest, slug: str) -> HttpResponse:
             "max_attempts": settings.INGEST_MAX_PROCESS_ATTEMPTS,
         },
     )
+
+
+def mlflow_landing(request: HttpRequest) -> HttpResponse:
+    """/mlflow/ itself. MLflow prints each run's link as <tracking URI>/#/experiments/<id>/
+    runs/<id>; the part after # never reaches a server, so a browser gets a page whose script
+    reads it and opens the run's Chronicle page. An API client gets MLflow's JSON 404."""
+    if "text/html" not in request.headers.get("Accept", ""):
+        return endpoint_not_found(request)
+    return render(request, "ingest/mlflow_landing.html")
+
+
+@login_required
+def mlflow_open(request: HttpRequest) -> HttpResponse:
+    """The Chronicle page of an MLflow run (?run=<run id>), or the run list when the link
+    names only an experiment. A run the user may not see is a 404, as a run page is."""
+    run_uuid = request.GET.get("run", "")
+    if not run_uuid:
+        return redirect("dashboard:run-list")
+    mlflow_run = selectors.mlflow_run_for_user(user=request.user, run_uuid=run_uuid)
+    if mlflow_run is None:
+        raise Http404("No MLflow run with this id in your projects.")
+    return redirect("dashboard:run-detail", run_id=mlflow_run.run_id)

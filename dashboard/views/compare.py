@@ -85,7 +85,9 @@ def compare(request: HttpRequest) -> HttpResponse:
             "runs_param": ",".join(str(run.pk) for run in runs),
             "metric_count": len(names),
             "figures": figures,
-            "differences": config_diff.config_differences([run.config for run in runs]),
+            "differences": config_diff.config_differences(
+                [config_diff.run_settings(run.config or {}, run.tags) for run in runs]
+            ),
             # Escaped by charts_script.
             "charts_script": mark_safe(
                 charts.charts_script([{"id": f["id"], "figure": f["figure"]} for f in figures])

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from dashboard import charts as marks_charts
-from dashboard import liveness, metric_sections
+from dashboard import config_diff, liveness, metric_sections
 from dashboard.selectors import runs as run_selectors
 from logbook.paging import table_page
 from logbook.selectors import fleet as fleet_selectors
@@ -168,6 +168,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "figures": charts_block["figures"],
             # Escaped by charts_script when it was cached.
             "charts_script": mark_safe(charts_block["script"]),
+            # What the job said about itself (MLflow params land here), one row per setting.
+            "config_rows": sorted(config_diff.flatten(run.config or {}).items()),
         },
     )
 
