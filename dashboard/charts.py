@@ -58,3 +58,28 @@ def chart_marks(annotations: Iterable[Any], entries: Iterable[Any], axis: Axis) 
             for index, name in enumerate(("x0", "x1", "label", "kind"))
         }
     )
+
+
+# Earlier attempts of a compared run: its hue mixed with white up to this much (the earliest),
+# and dashed, so a run reads as one colour and its latest attempt as the strongest line.
+EARLIEST_SHADE = 0.5
+_EARLIER_DASHES = ["dash", "dot", "dashdot"]
+
+
+def shade(colour: str, towards_white: float) -> str:
+    """A "#rrggbb" colour mixed with white: 0 leaves it, 1 is white."""
+    channels = [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
+    mixed = [round(c + (255 - c) * towards_white) for c in channels]
+    return "#" + "".join(f"{c:02x}" for c in mixed)
+
+
+def run_attempt_lines(hue: str, attempts: Iterable[int]) -> dict[int, dict[str, str]]:
+    """Each attempt's line of one compared run: the run's hue for its latest attempt (solid),
+    lighter and dashed for each earlier one, the earliest lightest."""
+    ordered = sorted(set(attempts))
+    lines: dict[int, dict[str, str]] = {}
+    for rank, attempt in enumerate(reversed(ordered)):
+        towards_white = EARLIEST_SHADE * rank / max(len(ordered) - 1, 1)
+        dash = "solid" if rank == 0 else _EARLIER_DASHES[(rank - 1) % len(_EARLIER_DASHES)]
+        lines[attempt] = {"color": shade(hue, towards_white), "dash": dash}
+    return lines

@@ -397,6 +397,7 @@ def metric_figure_data(
     y_title: str = "",
     attempt_name: Callable[[Any], str] = lambda attempt: f"attempt {attempt}",
     attempt_dash: Callable[[Any], str] = lambda attempt: "solid",
+    attempt_line: Callable[[Any], dict[str, str]] | None = None,
     value_hover: str = "%{y:.4g}",
 ) -> dict[str, Any]:
     """One metric, a line per attempt, over steps or wall-clock time, as the JSON data of a
@@ -412,8 +413,9 @@ def metric_figure_data(
     downtime: columns x0, x1: wall time between attempts (shaded).
     notes: columns x0, x1 (None for a point), label, kind: annotations and logbook entries
         (a range is shaded, a point is a line; both have a hover marker at the bottom).
-    attempt_name, attempt_dash: a line's name and dash from its attempt value (the compare
-        page names lines "<run> · attempt N" and dashes each run's lines its own way).
+    attempt_name, attempt_dash: a line's name and dash from its attempt value.
+    attempt_line: a line's colour and dash from its attempt value, instead of a colour per
+        line and attempt_dash (the compare page: "<run> · attempt N", one hue per run).
     value_hover: how a hover shows a value (the MFU page: "MFU %{y:.2f}%").
     """
     data: list[dict[str, Any]] = []
@@ -455,6 +457,7 @@ def metric_figure_data(
                         "color": attempt_colour(index),
                         "width": 1.2,
                         "dash": attempt_dash(attempt),
+                        **(attempt_line(attempt) if attempt_line else {}),
                     },
                     # The name is escaped with the figure's text, the template is not.
                     "hovertemplate": f"%{{x}}<br>{value_hover}<extra>%{{fullData.name}}</extra>",

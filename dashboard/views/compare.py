@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
 
+from dashboard import charts as marks_charts
 from dashboard import config_diff, metric_sections
 from dashboard.selectors import runs as run_selectors
 from dashboard.views.runs import CHART_MAX_POINTS
@@ -71,11 +72,12 @@ def compare(request: HttpRequest) -> HttpResponse:
             "compared": [
                 {
                     "run": run,
+                    "colour": charts.attempt_colour(position),
                     "without": ",".join(str(o.pk) for o in runs if o.pk != run.pk)
                     if len(runs) > 2
                     else "",
                 }
-                for run in runs
+                for position, run in enumerate(runs)
             ],
             "choices": run_selectors.compare_choices(user=request.user, exclude=ids),
             "can_add": len(runs) < MAX_COMPARED,
@@ -99,17 +101,22 @@ def compare(request: HttpRequest) -> HttpResponse:
 # Each line's key in the attempt column: the run's position times this plus the attempt
 # number, so lines sort by the order the runs were chosen in, then by attempt.
 _RUN_STRIDE = 10**7
-_DASHES = ["solid", "dash", "dot", "dashdot"]
 
 
 def _figure(runs: list[Run], name: str, axis: charts.Axis, chart_id: str) -> dict[str, Any]:
     """One metric of every run, each run's attempts a line named "<run> · attempt N"."""
     frames = []
+    lines: dict[int, dict[str, str]] = {}
     total = 0
     budget = CHART_MAX_POINTS // len(runs)
     for position, run in enumerate(runs):
         per_attempt = series_selectors.series_for_run(run=run, name=name, max_points=budget)
         total += sum(one.total_points for one in per_attempt)
+        hue = charts.attempt_colour(position)
+        for attempt, line in marks_charts.run_attempt_lines(
+            hue, [one.attempt for one in per_attempt]
+        ).items():
+            lines[position * _RUN_STRIDE + attempt] = line
         frames.append(
             charts.attempts_frame(per_attempt, axis, lambda a, p=position: p * _RUN_STRIDE + a)
         )
@@ -123,8 +130,8 @@ def _figure(runs: list[Run], name: str, axis: charts.Axis, chart_id: str) -> dic
         attempt_name=lambda key: (
             f"{runs[int(key) // _RUN_STRIDE].name} · attempt {int(key) % _RUN_STRIDE}"
         ),
-        # Colours go round after eight lines: each run's lines keep a dash of their own.
-        attempt_dash=lambda key: _DASHES[int(key) // _RUN_STRIDE % len(_DASHES)],
+        # One hue per run (the page's list of runs is the legend), its attempts in shades.
+        attempt_line=lambda key: lines[int(key)],
     )
     return {
         "id": chart_id,

@@ -68,8 +68,9 @@ def test_compare_overlays_each_runs_attempts_and_shows_config_differences(client
     (loss,) = [c for c in _charts(html) if c["id"] == "chart-0"]
     names = [t["name"] for t in loss["figure"]["data"]]
     assert names == ["lr-3e-4 · attempt 1", "lr-3e-4 · attempt 2", "lr-1e-4 · attempt 1"]
-    dashes = [t["line"]["dash"] for t in loss["figure"]["data"]]
-    assert dashes == ["solid", "solid", "dash"]
+    lines = [(t["line"]["color"], t["line"]["dash"]) for t in loss["figure"]["data"]]
+    # one hue per run; a run's earlier attempt lighter and dashed
+    assert lines == [("#8fbbda", "dash"), ("#1f77b4", "solid"), ("#ff7f0e", "solid")]
     # and the configs' one difference, not the shared seed
     assert '<td>lr</td><td class="before">3e-4</td><td class="after">1e-4</td>' in html
     assert "<td>seed</td>" not in html
@@ -194,3 +195,46 @@ def test_the_picker_adds_only_the_users_runs_and_says_why_not(
         refused = client.get("/compare/", {**base, "add": label})
         assert refused.status_code == 200
         assert "None of your runs is named" in refused.content.decode()
+
+
+def test_a_run_keeps_one_hue_and_its_attempts_shade_within_it() -> None:
+    from dashboard.charts import run_attempt_lines
+
+    lines = run_attempt_lines("#1f77b4", [1, 2, 3])
+    assert lines[3] == {"color": "#1f77b4", "dash": "solid"}  # the latest: the run's hue
+    assert lines[2] == {"color": "#5799c7", "dash": "dash"}
+    assert lines[1] == {"color": "#8fbbda", "dash": "dot"}  # the earliest: lightest
+    assert run_attempt_lines("#ff7f0e", [4]) == {4: {"color": "#ff7f0e", "dash": "solid"}}
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_compare_colours_lines_by_run(browser, live_server, login_page, project, alice):
+    # given two runs of two attempts each
+    first = _run_with_loss(project, "run-a", {"lr": "3e-4"}, attempts=2)
+    second = _run_with_loss(project, "run-b", {"lr": "1e-4"}, attempts=2)
+    page = browser.new_page()
+    login_page(page, live_server.url, "alice")
+
+    # when alice compares them
+    page.goto(f"{live_server.url}/compare/?runs={first.pk},{second.pk}")
+    page.wait_for_function("() => document.querySelector('#chart-0')._fullData")
+    lines = dict(
+        page.evaluate(
+            "Array.from(document.querySelector('#chart-0')._fullData)"
+            ".map(t => [t.name, [t.line.color, t.line.dash]])"
+        )
+    )
+
+    # then each run is one hue, its latest attempt solid and the earlier one a lighter dash
+    assert lines["run-a · attempt 2"] == ["#1f77b4", "solid"]
+    assert lines["run-a · attempt 1"] == ["#8fbbda", "dash"]
+    assert lines["run-b · attempt 2"] == ["#ff7f0e", "solid"]
+    assert lines["run-b · attempt 1"] == ["#ffbf86", "dash"]
+    # and the list of runs is the legend: each run's swatch in its hue
+    swatches = page.eval_on_selector_all(
+        "#compared-runs li",
+        "items => items.map(li => [li.querySelector('a').textContent,"
+        " li.querySelector('.swatch').dataset.colour])",
+    )
+    assert swatches == [["run-a", "#1f77b4"], ["run-b", "#ff7f0e"]]
