@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.html import escape
 from django.views import defaults
 
 RETRY_AFTER_S = 5
@@ -66,6 +67,18 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if _is_api(request):
         return JsonResponse({"detail": f"No such resource: {request.path}"}, status=404)
     return defaults.page_not_found(request, exception)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A 400 that says what was wrong: the messages of BadRequest are ours (they name the
+    field), never a value echoed unescaped."""
+    detail = str(exception) or "Bad request."
+    if _is_api(request):
+        return JsonResponse({"detail": detail}, status=400)
+    return HttpResponse(
+        f"<!doctype html><title>Bad request</title><h1>Bad request</h1><p>{escape(detail)}</p>",
+        status=400,
+    )
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -32,5 +32,6 @@ urlpatterns = [
     path("", include("dashboard.urls")),
 ]
 
+handler400 = "config.errors.bad_request"
 handler404 = "config.errors.not_found"
 handler500 = "config.errors.server_error"

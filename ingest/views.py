@@ -17,6 +17,7 @@ from ingest import selectors, services
 from ingest.mlflow_api import endpoint_not_found
 from ingest.models import IngestToken
 from telemetry.selectors import project_get_for_admin
+from telemetry.views.posted import posted_id
 
 # A page, not an archive: the newest dead batches (re-queue all reaches every one).
 DEAD_BATCHES_SHOWN = 200
@@ -36,9 +37,7 @@ def project_tokens(request: HttpRequest, slug: str) -> HttpResponse:
     plaintext = None
     if request.method == "POST":
         if request.POST.get("action") == "revoke":
-            token = get_object_or_404(
-                IngestToken, project=project, pk=request.POST.get("token") or 0
-            )
+            token = get_object_or_404(IngestToken, project=project, pk=posted_id(request, "token"))
             services.token_revoke(token=token)
             return redirect("ingest:project-tokens", slug=project.slug)
         form = TokenForm(request.POST)

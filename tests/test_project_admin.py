@@ -87,3 +87,26 @@ def test_admin_pages_refuse_non_admins(client, alice, bob, charlie, project, pag
         )
     client.logout()
     assert client.get(url).status_code == 302
+
+
+@pytest.mark.parametrize(
+    ("page", "action", "field"),
+    [
+        ("tokens", "revoke", "token"),
+        ("members", "remove", "membership"),
+        ("webhooks", "enable", "endpoint"),
+    ],
+)
+@pytest.mark.parametrize("value", ["abc", "x1", "", "1.5", "-3", "٣", "9" * 30])
+@pytest.mark.django_db
+def test_admin_forms_answer_400_naming_the_field_on_an_id_that_is_not_one(
+    client, dave, project, page, action, field, value
+):
+    # A hand-edited form posts an id that is no id: 400 naming the field, never a 500.
+    client.force_login(dave)
+    response = client.post(f"/projects/{project.slug}/{page}/", {"action": action, field: value})
+    assert response.status_code == 400
+    assert field in response.content.decode()
+    # A well-formed id that names no row of this project stays a 404.
+    response = client.post(f"/projects/{project.slug}/{page}/", {"action": action, field: "999999"})
+    assert response.status_code == 404

@@ -17,6 +17,7 @@ from logbook.selectors import webhooks as webhook_selectors
 from logbook.services import webhooks as webhook_services
 from telemetry.models import Membership, Project
 from telemetry.selectors import User, project_get_for_admin, projects_with_role
+from telemetry.views.posted import posted_id
 
 RECENT_DELIVERIES = 50
 
@@ -79,7 +80,7 @@ def project_webhooks(request: HttpRequest, slug: str) -> HttpResponse:
                     return redirect("logbook:webhooks", slug=project.slug)
         elif action in ("enable", "disable"):
             endpoint = get_object_or_404(
-                WebhookEndpoint, project=project, pk=request.POST.get("endpoint", "0") or 0
+                WebhookEndpoint, project=project, pk=posted_id(request, "endpoint")
             )
             webhook_services.webhook_endpoint_set_enabled(
                 endpoint=endpoint, enabled=action == "enable"

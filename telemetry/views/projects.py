@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from telemetry import selectors, services
 from telemetry.models import Membership
+from telemetry.views.posted import posted_id
 
 
 class MemberForm(forms.Form):
@@ -26,7 +27,7 @@ def project_members(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             if request.POST.get("action") == "remove":
                 membership = get_object_or_404(
-                    Membership, project=project, pk=request.POST.get("membership") or 0
+                    Membership, project=project, pk=posted_id(request, "membership")
                 )
                 services.membership_remove(membership=membership)
                 messages.success(request, f"{membership.user.get_username()} removed.")
