@@ -51,6 +51,9 @@ def check_time(raw: Any) -> datetime:
     if isinstance(raw, bool):
         raise FieldError("must be an RFC 3339 time or epoch seconds, got a boolean")
     if isinstance(raw, int | float):
+        # A JSON integer past the largest double (1e309) cannot even be asked isfinite().
+        if isinstance(raw, int) and abs(raw) >= 2**63:
+            raise FieldError(f"epoch seconds {describe(raw)} are out of range")
         if not math.isfinite(raw):
             raise FieldError("must be a finite number of epoch seconds")
         try:
@@ -103,9 +106,9 @@ def check_integer(minimum: int, maximum: int) -> Callable[[Any], int]:
         if isinstance(raw, bool) or not isinstance(raw, int):
             raise FieldError(f"must be an integer, got {describe(raw)}")
         if raw < minimum:
-            raise FieldError(f"must be >= {minimum}, got {raw}")
+            raise FieldError(f"must be >= {minimum}, got {describe(raw)}")
         if raw > maximum:
-            raise FieldError(f"must be <= {maximum}, got {raw}")
+            raise FieldError(f"must be <= {maximum}, got {describe(raw)}")
         return raw
 
     return checker
@@ -135,7 +138,7 @@ def check_value(raw: Any) -> float:
 def check_non_negative_float(raw: Any) -> float:
     value = check_value(raw)
     if not math.isfinite(value) or value < 0:
-        raise FieldError(f"must be a finite number >= 0, got {raw!r}")
+        raise FieldError(f"must be a finite number >= 0, got {describe(raw)}")
     return value
 
 
@@ -348,6 +351,8 @@ def describe(raw: Any) -> str:
         return "null"
     if isinstance(raw, str):
         return f"the string {raw[:40]!r}"
+    if isinstance(raw, int) and abs(raw) >= 10**40:
+        return f"an integer of {len(str(abs(raw)))} digits"  # not hundreds of them echoed
     if isinstance(raw, int | float):
         return f"{raw!r}"
     return type(raw).__name__

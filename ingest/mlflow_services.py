@@ -19,6 +19,7 @@ import hashlib
 import logging
 import math
 import re
+import sys
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -147,6 +148,8 @@ def check_int(raw: Any, *, what: str, default: int | None = None) -> int:
     if isinstance(raw, float) and raw.is_integer():
         return int(raw)
     if isinstance(raw, int):
+        if not -(2**63) <= raw < 2**63:
+            raise _invalid(f"'{what}' must be a 64-bit integer, got {str(raw)[:20]}...")
         return raw
     if isinstance(raw, str) and re.fullmatch(r"-?\d{1,19}", raw.strip()):
         return int(raw)
@@ -158,7 +161,10 @@ def check_value(raw: Any, *, key: str) -> float:
     if isinstance(raw, bool) or raw is None:
         raise _invalid(f"Got invalid value {raw!r} for metric '{key}'; it must be a number.")
     if isinstance(raw, int | float):
-        return float(raw)
+        try:
+            return float(raw)
+        except OverflowError:  # a JSON integer past the largest double (1e309)
+            raise _invalid(f"The value of metric '{key}' is too large for a double.") from None
     if isinstance(raw, str):
         try:
             return float(raw.strip())
@@ -200,11 +206,11 @@ def check_metrics(items: list[Any]) -> list[MetricValue]:
             if (
                 type(key) is str
                 and (key in checked or check_key(key, what="key", limit=200))
-                and type(value) in _NUMBER_TYPES
+                and (type(value) is float or (type(value) is int and abs(value) < _DOUBLE_MAX))
                 and type(stamp) is int
-                and stamp >= 0
+                and 0 <= stamp < 2**63
                 and type(step) is int
-                and step >= 0
+                and 0 <= step < 2**63
             ):
                 checked.add(key)
                 append(MetricValue(key, float(value), stamp, step))
@@ -213,8 +219,8 @@ def check_metrics(items: list[Any]) -> list[MetricValue]:
     return metrics
 
 
-# Exact types: a bool is an int to isinstance, and never a value here.
-_NUMBER_TYPES = frozenset({int, float})
+# An int at or past this has no double (float() raises OverflowError).
+_DOUBLE_MAX = int(sys.float_info.max)
 
 
 def check_key_values(items: Any, *, what: str, value_limit: int) -> list[tuple[str, str]]:

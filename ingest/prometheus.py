@@ -172,7 +172,9 @@ def _plain_sample_parse(
         labels = memo[label_text] = _plain_labels(label_text)
     if labels is None:
         return None
-    return name, labels, float(value), int(timestamp) / 1000 if timestamp else None
+    # float(), not int(): a timestamp of 4,301 digits or past 1e309 becomes a float (inf at
+    # worst) that the range check refuses, where int() raises; exact for any real one.
+    return name, labels, float(value), float(timestamp) / 1000 if timestamp else None
 
 
 def _plain_labels(label_text: str) -> dict[str, str] | None:
