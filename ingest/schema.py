@@ -10,13 +10,12 @@ sender from the message alone. See docs/ingest.md.
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from config.json_input import OversizeIntegerError, json_loads
 from ingest.checks import (
     Checker,
     ErrorList,
@@ -65,9 +64,6 @@ class BatchIn:
     events: list[EventIn] = field(default_factory=list)
 
 
-# Python's own limit on int("..."), which json.loads applies (0: none set).
-_MAX_INT_DIGITS = sys.get_int_max_str_digits() or 4300
-
 # --- JSON --------------------------------------------------------------------------------------
 
 
@@ -78,9 +74,10 @@ def parse_json(body: bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         pass
-    oversize: list[_OversizeInteger] = []
     try:
-        doc = json.loads(body, parse_int=lambda text: _parse_int(text, oversize))
+        return json_loads(body)
+    except OversizeIntegerError as exc:
+        raise BatchError(400, str(exc)) from exc
     except json.JSONDecodeError as exc:
         raise BatchError(
             400, f"Malformed JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
@@ -89,47 +86,6 @@ def parse_json(body: bytes) -> Any:
         raise BatchError(400, "Malformed JSON: the body is not valid UTF-8.") from exc
     except RecursionError as exc:
         raise BatchError(400, "Malformed JSON: nested too deeply.") from exc
-    if oversize:
-        where = json_path_of(doc, lambda item: isinstance(item, _OversizeInteger)) or "the body"
-        raise BatchError(
-            400, f"{where}: an integer of {oversize[0].digits} digits is too large for any field."
-        )
-    return doc
-
-
-class _OversizeInteger:
-    """Stands in for an integer too long for int() (Python refuses over 4,300 digits, against
-    quadratic-time parsing), so the error can name where it was."""
-
-    def __init__(self, digits: int) -> None:
-        self.digits = digits
-
-
-def _parse_int(text: str, oversize: list[_OversizeInteger]) -> int | _OversizeInteger:
-    digits = len(text) - text.startswith("-")
-    if digits > _MAX_INT_DIGITS:
-        oversize.append(_OversizeInteger(digits))
-        return oversize[-1]
-    return int(text)
-
-
-def json_path_of(doc: Any, found: Callable[[Any], bool], where: str = "") -> str | None:
-    """The path (`metrics[3].value`) of the first item of `doc` for which `found` is true."""
-    if found(doc):
-        return where
-    if isinstance(doc, dict):
-        items: Iterable[tuple[str, Any]] = (
-            (f"{where}.{key}" if where else str(key)[:60], value) for key, value in doc.items()
-        )
-    elif isinstance(doc, list):
-        items = ((f"{where}[{index}]", value) for index, value in enumerate(doc))
-    else:
-        return None
-    for path, value in items:
-        hit = json_path_of(value, found, path)
-        if hit is not None:
-            return hit
-    return None
 
 
 BATCH_CHECKS = checks_for(BATCH_FIELDS)

@@ -1,10 +1,13 @@
 """No input gets a 5xx: every URL pattern of the site (pages, APIs, MLflow, the admin) is
 requested with each path parameter and then every query parameter the views read replaced by
-a NUL byte, a lone surrogate (as the invalid UTF-8 a client would send), and an oversize value.
-Ids are filled from the demo data set; the requester is an admin of its project and staff."""
+a NUL byte, a lone surrogate (as the invalid UTF-8 a client would send), an oversize value and
+numbers past a double and past 4,300 digits; and every numeric field of every JSON request
+body in the API schema is sent as such numbers. Ids are filled from the demo data set; the
+requester is an admin of its project and staff."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -19,6 +22,10 @@ BAD_VALUES = {
     "surrogate": "%ED%A0%80",
     "oversize": "9" * 25,
     "long": "x" * 3000,
+    # Past the largest double (float() gives inf, Decimal and int() do not), and past
+    # Python's 4,300-digit limit on int("...").
+    "past-double": "1" + "0" * 400,
+    "past-digits": "9" * 4301,
 }
 # The full sweep is some 5,000 requests on the demo data (13 minutes here): `make chaos` runs
 # it (INPUT_SWEEP=1), with each query parameter on its own as well (SWEEP_EACH_PARAM=1, for
@@ -137,4 +144,125 @@ def _sweep(client: Any, demo: dict[str, str]) -> list[str]:
 @pytest.mark.django_db
 def test_demo_no_parameter_gets_a_5xx(sweeper: Any, demo: dict[str, str]) -> None:
     failures = _sweep(sweeper, demo)
+    assert failures == []
+
+
+# --- Numbers too large, in every numeric field of every JSON body the API documents ---------
+
+HUGE_NUMBERS = ["1" + "0" * 400, "-1" + "0" * 400, "9" * 4301]
+_MARK = "__huge_number__"
+
+
+def _resolved(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        schema = components[schema["$ref"].rsplit("/", 1)[-1]]
+    return schema
+
+
+def _sample(schema: dict[str, Any], components: dict[str, Any], depth: int = 0) -> Any:
+    """A plausible value of `schema` (required properties only), to carry a numeric field."""
+    schema = _resolved(schema, components)
+    for key in ("oneOf", "anyOf", "allOf"):
+        if schema.get(key):
+            return _sample(schema[key][0], components, depth + 1)
+    kind = schema.get("type")
+    if "enum" in schema:
+        return next(value for value in schema["enum"] if value is not None)
+    if kind == "object" and depth < 8:
+        properties = schema.get("properties", {})
+        return {
+            name: _sample(properties[name], components, depth + 1)
+            for name in schema.get("required", [])
+            if name in properties
+        }
+    if kind == "array":
+        return [_sample(schema.get("items", {}), components, depth + 1)]
+    if kind in ("integer", "number"):
+        return 1
+    if kind == "boolean":
+        return True
+    if schema.get("format") == "date-time":
+        return "2026-11-20T10:00:00Z"
+    return "x"
+
+
+def _numeric_fields(
+    schema: dict[str, Any], components: dict[str, Any], path: str = "", depth: int = 0
+) -> Iterator[tuple[str, Any]]:
+    """(path, body) for each numeric field under `schema`: the body a plausible one with that
+    field set to the marker (each variant of a oneOf on its own, with its required fields)."""
+    schema = _resolved(schema, components)
+    if depth > 8:
+        return
+    for key in ("oneOf", "anyOf"):
+        for variant in schema.get(key, []):
+            yield from _numeric_fields(variant, components, path, depth + 1)
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        yield path, _MARK
+    elif kind == "object":
+        base = _sample(schema, components, depth)
+        for name, sub in schema.get("properties", {}).items():
+            for where, value in _numeric_fields(sub, components, f"{path}.{name}", depth + 1):
+                yield where, {**base, name: value}
+    elif kind == "array":
+        for where, value in _numeric_fields(schema.get("items", {}), components, f"{path}[0]"):
+            yield where, [value]
+
+
+def _json_bodies() -> list[tuple[str, str, str, Any]]:
+    """(method, path template, field path, body with the marker) for every numeric field."""
+    from drf_spectacular.generators import SchemaGenerator
+    from drf_spectacular.renderers import OpenApiJsonRenderer
+
+    document = json.loads(
+        OpenApiJsonRenderer().render(SchemaGenerator().get_schema(request=None, public=True))
+    )
+    components = document["components"]["schemas"]
+    bodies = []
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            content = operation.get("requestBody", {}).get("content", {})
+            if "application/json" in content:
+                schema = content["application/json"]["schema"]
+                for where, body in _numeric_fields(schema, components):
+                    bodies.append((method, path, where.lstrip("."), body))
+    return bodies
+
+
+@pytest.mark.django_db
+def test_demo_no_numeric_field_takes_a_huge_number_with_a_5xx(
+    sweeper: Any, demo: dict[str, str]
+) -> None:
+    from ingest import services
+    from telemetry.models import Project
+
+    _, token = services.token_create(project=Project.objects.get(), name="sweep")
+    ids = {"id": demo["annotation"], "name": demo["name"]}
+    failures, sent = [], 0
+    for method, template, where, body in _json_bodies():
+        if "{id}" in template and template.startswith("/api/v1/incidents"):
+            url = template.replace("{id}", demo["incident"])
+        else:
+            url = re.sub(r"\{(\w+)\}", lambda match: ids.get(match[1], "1"), template)
+        if isinstance(body, dict) and template == "/api/v1/ingest":
+            body = {"batch_id": f"huge-{sent}", "run": "huge", **body}
+        for number in HUGE_NUMBERS:
+            sent += 1
+            response = getattr(sweeper, method)(
+                url,
+                data=json.dumps(body).replace(f'"{_MARK}"', number),
+                content_type="application/json",
+                **({"HTTP_AUTHORIZATION": f"Bearer {token}"} if "ingest" in url else {}),
+            )
+            leaf = re.split(r"[.\[]", where)[-1] or where
+            if response.status_code >= 500 or (
+                response.status_code == 400 and leaf.rstrip("]0") not in response.content.decode()
+            ):
+                failures.append(
+                    f"{response.status_code} {method.upper()} {url} {where}={number[:12]}…: "
+                    f"{response.content[:200]!r}"
+                )
+    # Every operation with a JSON body: annotations, incidents, quarantine, ingest's fields.
+    assert sent > 200
     assert failures == []
