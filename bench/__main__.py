@@ -29,6 +29,7 @@ from bench import (
     report,
 )
 from stack.chronicle import Chronicle, chronicle_stack
+from stack.processes import ROOT
 
 
 def log(message: str) -> None:
@@ -299,7 +300,14 @@ def _pages(
     log(f"generating the Llama 3 data set at scale {args.llama_scale}")
     began = time.monotonic()
     # No time limit: the full scale writes about a million step rows.
-    out = app.manage("generate_llama_scale", "--scale", str(args.llama_scale), timeout_s=None)
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.generate_llama_scale", "--scale", str(args.llama_scale)],
+        cwd=ROOT,
+        env=app.env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     summary, run_id = out.strip().splitlines()[-2:]
     log(summary)
     generated_s = time.monotonic() - began

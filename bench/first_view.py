@@ -8,7 +8,7 @@ cost. With --profile PATH-PART, cProfile of the cold view of the pages whose pat
 from /proc, so PostgreSQL on this machine), which a loaded machine's neighbours do not inflate
 as they do wall time.
 
-Needs a database holding the run (`manage.py generate_llama_scale`) and a cache of its own:
+Needs a database holding the run (`python -m bench.generate_llama_scale`) and a cache of its own:
 each cold view starts from an emptied cache (cache.clear()), so never point it at a shared
 Redis database. DEBUG=1 and PYTHONPATH=. as for manage.py.
 """

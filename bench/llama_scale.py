@@ -2,7 +2,7 @@
 interruptions with the categories of Table 5 of the Llama 3 paper (419 unexpected) plus 47 planned,
 a checkpoint every few hundred steps and about a million steps of 8 metrics across attempts.
 
-Pure: standard library and numpy only, no ORM. `generate_llama_scale` (the management command)
+Pure: standard library and numpy only, no ORM. `python -m bench.generate_llama_scale`
 writes the plan into Chronicle's tables; `scaled()` shrinks it for smoke tests.
 """
 
@@ -69,7 +69,8 @@ RUN_INFO = {
     "seq_len": 8192,
     "accelerator_type": "H100-SXM",
     "accelerator_count": 16_384,
-    "description": "Generated at Llama 3 scale by `manage.py generate_llama_scale` (benchmark).",
+    "description": "Generated at Llama 3 scale by `python -m bench.generate_llama_scale` "
+    "(benchmark).",
 }
 # ~1M steps fit 54 days at ~3.9 s a step; 11M tokens a step then gives ~42% MFU on 16,384 H100s,
 # inside the 38-43% the paper reports (its real batch grew to 16M tokens with slower steps).

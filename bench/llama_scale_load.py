@@ -1,6 +1,5 @@
 """Load a seeded Llama-3-scale run (bench/llama_scale.py) into Chronicle's tables: the bench
-calls it through `manage.py generate_llama_scale` (dashboard/management/commands), which needs
-Django set up.
+calls it through `python -m bench.generate_llama_scale`, which sets Django up.
 
 Metric points, step start times and attempt hosts (millions of rows) go in with PostgreSQL's
 binary COPY; interruptions, checkpoints, SDC records and the logbook through the services or

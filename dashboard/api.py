@@ -20,9 +20,9 @@ from dashboard.query import BadQuery, axis_from_query, exclude_planned_from_quer
 from dashboard.selectors import efficiency
 from dashboard.selectors.runs import RunListError, RunListQuery, runs_list
 from dashboard.serializers import GoodputOut, MfuOut
-from logbook.paging import ListPagination
 from telemetry import goodput, selectors
 from telemetry.models import Run
+from telemetry.paging import ListPagination
 from telemetry.query_time import TIME_WINDOW_PARAMETERS
 
 

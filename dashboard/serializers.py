@@ -8,7 +8,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from logbook.serializers import DerivedNumber
+from telemetry.serializer_fields import DerivedNumber
 
 
 def _derived(*, required: bool = True) -> DerivedNumber:

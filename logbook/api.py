@@ -14,8 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from logbook.checkpoint_interval import advice_as_dict
-from logbook.failures import failure_report_as_dict
-from logbook.paging import PAGE_PARAMETERS, RUN_FILTER_PARAMETER, Counted, paginate
+from logbook.failure_maths import failure_report_as_dict
 from logbook.selectors import checkpoints as checkpoint_selectors
 from logbook.selectors import failures as failure_selectors
 from logbook.selectors.failures import FailureFilters
@@ -23,6 +22,7 @@ from logbook.selectors.filters import FilterError
 from logbook.serializers import FailureBreakdownOut, RunCheckpointsOut
 from telemetry import run_cache
 from telemetry.models import Run
+from telemetry.paging import PAGE_PARAMETERS, RUN_FILTER_PARAMETER, Counted, paginate
 from telemetry.query_time import TIME_WINDOW_PARAMETERS, optional_integer_parameter
 from telemetry.selectors import run_get_for_user
 

@@ -15,7 +15,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from logbook.models import SdcReplay
-from logbook.paging import PAGE_PARAMETERS, RUN_FILTER_PARAMETER, paginate
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.filters import FilterError
@@ -24,6 +23,7 @@ from logbook.serializers import FleetHostsOut, HostQuarantineOut, SdcLedgerOut
 from logbook.services import quarantine as quarantine_services
 from telemetry import run_cache
 from telemetry.models import Host, Membership
+from telemetry.paging import PAGE_PARAMETERS, RUN_FILTER_PARAMETER, paginate
 from telemetry.query_time import optional_integer_parameter
 from telemetry.selectors import user_has_role
 

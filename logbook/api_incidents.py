@@ -15,7 +15,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from logbook.models import Interruption
-from logbook.paging import RUN_FILTER_PARAMETER
 from logbook.selectors import incidents as selectors
 from logbook.selectors.filters import FilterError
 from logbook.serializers import (
@@ -26,6 +25,7 @@ from logbook.serializers import (
 )
 from logbook.services import triage
 from telemetry.models import Membership
+from telemetry.paging import RUN_FILTER_PARAMETER
 from telemetry.selectors import user_has_role
 
 _FILTER_PARAMETERS = [

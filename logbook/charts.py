@@ -8,16 +8,12 @@ as lists), and every chart's "plotly_white" template was re-validated per reques
 
 from __future__ import annotations
 
-import json
 import math
-from functools import cache
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go
 
-# charts_script is how every chart page embeds its figures (the views call it here).
-from telemetry.charts import ATTEMPT_COLOURS, chart_look, charts_script, plain  # noqa: F401
+from telemetry.charts import ATTEMPT_COLOURS, chart_look, plain, plotly_white
 
 Figure = dict[str, Any]
 
@@ -25,31 +21,10 @@ Figure = dict[str, Any]
 GROUP_COLOURS = ["#d62728", *ATTEMPT_COLOURS]
 
 
-@cache
-def plotly_white() -> dict[str, Any]:
-    """The "plotly_white" template as plotly.js reads it, built once per process."""
-    return json.loads(go.Figure(layout={"template": "plotly_white"}).to_json())["layout"][
-        "template"
-    ]
-
-
 def layout(**look: Any) -> dict[str, Any]:
     """telemetry.charts.chart_look with the white template built once (plotly validates a
     template given by name on every figure: 10-30 ms a chart)."""
     return {**chart_look(**look), "template": plotly_white()}
-
-
-def as_payload(figure: go.Figure | Figure) -> Figure:
-    """A figure for the page's json_script. A figure built without our template (see
-    fleet_charts, rank_charts) gets the shared one here, so it is not validated on every
-    request."""
-    if isinstance(figure, dict):
-        if "template" not in figure.get("layout", {}):
-            figure = {**figure, "layout": {**figure.get("layout", {}), "template": plotly_white()}}
-        return figure
-    body = json.loads(figure.to_json())
-    body.setdefault("layout", {})["template"] = plotly_white()
-    return body
 
 
 def utc_text(moments: pd.Series) -> list[str | None]:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from logbook.failures import Derived, RunSpan, interruptions_frame, rates
+from logbook.failure_maths import Derived, RunSpan, interruptions_frame, rates
 
 
 def _check(delta: float, mtbf: float) -> None:
@@ -78,8 +78,6 @@ def waste_curve(
 
 
 # --- The advisor: measured inputs to a recommendation --------------------------------------
-
-CHECKPOINT_COLUMNS = ["step", "attempt", "saved_at", "blocking_save_s", "status"]
 
 
 @dataclass(frozen=True)

@@ -157,11 +157,6 @@ def folded_trace_data(lines: list[tuple[Any, Any, Any]], *, hovertemplate: str) 
     }
 
 
-def folded_trace(lines: list[tuple[Any, Any, Any]], *, hovertemplate: str) -> go.Scatter:
-    """folded_trace_data as a Plotly Scatter."""
-    return as_scatter(folded_trace_data(lines, hovertemplate=hovertemplate))
-
-
 # Above this many marks of one kind, a chart draws them as one trace instead of a shape each:
 # Plotly adds shapes one by one (quadratic in Python) and the browser redraws each, so a run
 # with hundreds of restarts took minutes to build and seconds to draw.
@@ -703,6 +698,27 @@ def shared_marks(payload: list[dict[str, Any]]) -> list[dict[str, Any]]:
         layout = {**figure["layout"], "shapes": shapes} if shapes else figure.get("layout", {})
         result.append({**entry, "figure": {**figure, "data": data, "layout": layout}})
     return [*result, {"id": SHARED_TRACES_ID, "traces": shared}]
+
+
+@cache
+def plotly_white() -> dict[str, Any]:
+    """The "plotly_white" template as plotly.js reads it, built once per process."""
+    return json.loads(go.Figure(layout={"template": "plotly_white"}).to_json())["layout"][
+        "template"
+    ]
+
+
+def as_payload(figure: go.Figure | dict[str, Any]) -> dict[str, Any]:
+    """A figure for the page's json_script. A figure built without our template (see
+    logbook.fleet_charts, rank_charts) gets the shared one here, so it is not validated on every
+    request."""
+    if isinstance(figure, dict):
+        if "template" not in figure.get("layout", {}):
+            figure = {**figure, "layout": {**figure.get("layout", {}), "template": plotly_white()}}
+        return figure
+    body = json.loads(figure.to_json())
+    body.setdefault("layout", {})["template"] = plotly_white()
+    return body
 
 
 def charts_script(payload: list[dict[str, Any]]) -> SafeString:

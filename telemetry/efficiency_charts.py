@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from telemetry import display
 from telemetry.charts import chart_look, chart_look_data, metric_figure_data, plain
@@ -86,11 +85,6 @@ def mfu_figure_data(
     return figure
 
 
-def mfu_figure(points: pd.DataFrame, **options: Any) -> go.Figure:
-    """mfu_figure_data as a Plotly figure (same arguments)."""
-    return go.Figure(mfu_figure_data(points, **options))
-
-
 def _x(value: object) -> object:
     # Marks are placed by plain numbers, or at naive UTC times as the run page's are
     # (charts.naive_utc): plotly.js shows epoch milliseconds in the browser's zone, which put
@@ -146,11 +140,6 @@ def buckets_figure_data(
     return {"data": data, "layout": layout}
 
 
-def buckets_figure(buckets: pd.DataFrame, **options: Any) -> go.Figure:
-    """buckets_figure_data as a Plotly figure (same arguments)."""
-    return go.Figure(buckets_figure_data(buckets, **options))
-
-
 def goodput_over_time_figure_data(rolling: pd.DataFrame, *, width_s: float) -> dict[str, Any]:
     """Goodput (percent) of rolling windows, plotted at each window's end, as JSON data.
 
@@ -180,8 +169,3 @@ def goodput_over_time_figure_data(rolling: pd.DataFrame, *, width_s: float) -> d
         "hovertemplate": "window ending %{x}<br>goodput %{y:.1f}%<extra></extra>",
     }
     return {"data": [trace], "layout": layout}
-
-
-def goodput_over_time_figure(rolling: pd.DataFrame, **options: Any) -> go.Figure:
-    """goodput_over_time_figure_data as a Plotly figure (same arguments)."""
-    return go.Figure(goodput_over_time_figure_data(rolling, **options))

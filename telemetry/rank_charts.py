@@ -14,7 +14,7 @@ from telemetry.selectors.ranks import Heatmap, SpreadPoint
 Figure = dict[str, Any]
 
 # No template by name: plotly validates one on every figure; the page adds the shared one
-# (logbook.charts.as_payload).
+# (telemetry.charts.as_payload).
 _LAYOUT: dict[str, Any] = {
     "margin": {"l": 70, "r": 20, "t": 10, "b": 50},
     "hovermode": "closest",

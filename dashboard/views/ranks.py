@@ -14,10 +14,9 @@ from django.utils.safestring import mark_safe
 from dashboard.query import BadQuery, window_from_query
 from dashboard.selectors.efficiency import Window
 from dashboard.views.runs import run_live_version
-from logbook.charts import as_payload
 from logbook.selectors.stragglers import straggler_records_for_run
 from telemetry import rank_charts, run_cache, selectors
-from telemetry.charts import charts_script
+from telemetry.charts import as_payload, charts_script
 from telemetry.models import Membership
 from telemetry.selectors import ranks as rank_selectors
 

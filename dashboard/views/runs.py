@@ -18,13 +18,13 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from dashboard import charts as marks_charts
-from dashboard import config_diff, liveness, metric_sections
+from dashboard import config_diff, metric_sections
 from dashboard.selectors import runs as run_selectors
-from logbook.paging import table_page
 from logbook.selectors import fleet as fleet_selectors
-from logbook.services.webhooks import RUN_STALL_AFTER
-from telemetry import charts, run_cache, selectors
+from telemetry import charts, liveness, run_cache, selectors
+from telemetry.liveness import RUN_STALL_AFTER
 from telemetry.models import Attempt, Membership, Project, Run
+from telemetry.paging import table_page
 from telemetry.selectors import series as series_selectors
 
 CHART_MAX_POINTS = 1500

@@ -13,7 +13,7 @@ from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from logbook.failures import (
+from logbook.failure_maths import (
     INTERRUPTION_COLUMNS,
     SPAN_FROM_EVENTS,
     FailureReport,

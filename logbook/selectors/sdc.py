@@ -12,7 +12,7 @@ import pandas as pd
 from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 
-from logbook import sdc
+from logbook import sdc_maths
 from logbook.models import Interruption, LogbookEntry, SdcReplay
 from logbook.selectors.filters import FilterParams
 from telemetry.models import Attempt, Cluster, Host, Run
@@ -158,7 +158,7 @@ class SdcLedger:
     interruptions: list[Interruption]
     total: int
     truncated: bool
-    rate: sdc.WeeklyRate
+    rate: sdc_maths.WeeklyRate
     weekly: pd.DataFrame  # week_start, count
     span_source: str  # where the span's ends come from, shown beside the rate
     by_verdict: dict[str, int]
@@ -206,8 +206,8 @@ def sdc_ledger(*, user: User, filters: HardwareFilters) -> SdcLedger:
         interruptions=interruptions,
         total=total,
         truncated=len(facts) > LEDGER_MAX_ROWS,
-        rate=sdc.weekly_rate(records=total, span_start=span_start, span_end=span_end),
-        weekly=sdc.weekly_counts(detected, span_start=span_start, span_end=span_end),
+        rate=sdc_maths.weekly_rate(records=total, span_start=span_start, span_end=span_end),
+        weekly=sdc_maths.weekly_counts(detected, span_start=span_start, span_end=span_end),
         span_source=span_source,
         by_verdict=by_verdict,
         not_compared=_not_compared(user=user, filters=filters),
@@ -257,12 +257,14 @@ def _span(
     return start, end, source
 
 
-def config_changes(*, run: Run) -> list[sdc.ConfigChange]:
+def config_changes(*, run: Run) -> list[sdc_maths.ConfigChange]:
     """The run's config changes between attempts (see config_changes_by_run)."""
     return config_changes_by_run(runs=[run.pk]).get(run.pk, [])
 
 
-def config_changes_by_run(*, runs: QuerySet[Run] | list[int]) -> dict[int, list[sdc.ConfigChange]]:
+def config_changes_by_run(
+    *, runs: QuerySet[Run] | list[int]
+) -> dict[int, list[sdc_maths.ConfigChange]]:
     """Each run's config changes between attempts, by attempt: logbook entries of kind
     config_change (or listing config changes) tied to the attempt they apply to, and planned
     config-change interruptions (the change applies to the attempt after the one they
@@ -281,7 +283,7 @@ def config_changes_by_run(*, runs: QuerySet[Run] | list[int]) -> dict[int, list[
             run__in=runs, attempt__isnull=False, root_cause__slug=CONFIG_CHANGE_SLUG
         ).values_list("run_id", "pk", "attempt__number")
     ]
-    changes: dict[int, list[sdc.ConfigChange]] = {}
+    changes: dict[int, list[sdc_maths.ConfigChange]] = {}
     for run_id, number, reason in sorted(rows, key=lambda row: (row[0], row[1], row[2])):
-        changes.setdefault(run_id, []).append(sdc.ConfigChange(number, reason))
+        changes.setdefault(run_id, []).append(sdc_maths.ConfigChange(number, reason))
     return changes

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from logbook.models import Interruption
 from logbook.services.interruptions import interruption_record
-from logbook.services.webhooks import RUN_STALL_AFTER
+from telemetry.liveness import RUN_STALL_AFTER
 from telemetry.models import Attempt, RankStepStats, Run, StepStart
 from telemetry.selectors import ranks as rank_selectors
 

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
-from logbook import sdc
+from logbook import sdc_maths
 from logbook.audit import audit_record, diff_fields
 from logbook.models import AuditEvent, SdcReplay
 from logbook.selectors import sdc as sdc_selectors
@@ -73,7 +73,7 @@ def sdc_divergence_check(
 ) -> list[SdcReplay]:
     """Compare `attempt`'s values of the run's deterministic metrics with every other attempt
     that reported the same steps, and open an `attempt_divergence` SDC record for each
-    (metric, step, other attempt) whose values differ (see logbook.sdc.values_differ).
+    (metric, step, other attempt) whose values differ (see logbook.sdc_maths.values_differ).
 
     With `steps_by_metric`, only those steps are checked (the ingest worker passes the
     batch's points); without it, every step of the attempt. Records are keyed by metric,
@@ -93,7 +93,8 @@ def sdc_divergence_check(
         found = [
             one
             for one in found
-            if sdc.config_change_between(changes, one.replay_number, one.original_number) is None
+            if sdc_maths.config_change_between(changes, one.replay_number, one.original_number)
+            is None
         ]
     if not found:
         return []
@@ -116,7 +117,7 @@ def sdc_divergences_withdraw(*, run: Run) -> int:
             attempt__isnull=False,
             compared_attempt__isnull=False,
         ).values_list("pk", "attempt__number", "compared_attempt__number")
-        if sdc.config_change_between(changes, replay, original) is not None
+        if sdc_maths.config_change_between(changes, replay, original) is not None
     ]
     if withdrawn:
         SdcReplay.objects.filter(pk__in=withdrawn).delete()
@@ -181,7 +182,7 @@ def _divergences(
         ]
     found = []
     for step, mine, mine_at, other_id, other_number, theirs, theirs_at in rows:
-        if not sdc.values_differ(mine, theirs, tolerance=run.sdc_tolerance):
+        if not sdc_maths.values_differ(mine, theirs, tolerance=run.sdc_tolerance):
             continue
         # The later attempt is the replay of the earlier one, whichever is checked first, so
         # the record reads the same when the two attempts arrive in either order.
@@ -204,7 +205,7 @@ def _divergences(
                 original_value=_as_float(original[1]),
                 # When the second value of the pair existed: the earliest it could be seen.
                 detected_at=_aware(max(times)) if times else timezone.now(),
-                source_key=sdc.divergence_source_key(
+                source_key=sdc_maths.divergence_source_key(
                     metric=metric, step=step, attempt_a=attempt.number, attempt_b=other_number
                 ),
                 replay_number=numbers[0],

@@ -29,6 +29,7 @@ from logbook.webhook_transport import (
     post_json,
     url_check,
 )
+from telemetry.liveness import RUN_STALL_AFTER
 from telemetry.models import Attempt, Project, Run
 
 logger = logging.getLogger(__name__)
@@ -41,8 +42,6 @@ MAX_ATTEMPTS = 5
 RETRY_BACKOFF_S = (30, 120, 600, 1800)
 # A worker that claimed a delivery and died mid-request: the sweep retries it after this.
 CLAIM_LEASE_S = DELIVERY_TIMEOUT_S * 2 + 30
-# A running run silent for this long has stopped reporting.
-RUN_STALL_AFTER = timedelta(minutes=15)
 # Runs silent for longer than this are abandoned, not stalled: do not page for them when a
 # webhook is first added or the beat was down.
 RUN_STALL_LOOKBACK = timedelta(days=2)

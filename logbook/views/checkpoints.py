@@ -10,12 +10,13 @@ from django.shortcuts import render
 
 from logbook import charts
 from logbook.checkpoint_interval import ADVICE_FIELDS, advice_as_dict
-from logbook.paging import Counted, table_page
 from logbook.selectors import checkpoints as selectors
 from logbook.selectors.failures import FailureFilters, failure_filters_parse
 from logbook.selectors.filters import FilterError
 from logbook.views.failures import derived_display
+from telemetry.charts import charts_script
 from telemetry.models import Run
+from telemetry.paging import Counted, table_page
 from telemetry.selectors import run_get_for_user
 
 ADVICE_LABELS = {
@@ -92,5 +93,5 @@ def _summary(run: Run, filters: FailureFilters) -> dict[str, Any]:
             name: derived_display(body[name], ADVICE_LABELS[name]) for name in ADVICE_FIELDS
         },
         "chart_ids": [chart["id"] for chart in payload],
-        "charts_script": charts.charts_script(payload),
+        "charts_script": charts_script(payload),
     }

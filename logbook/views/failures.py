@@ -11,11 +11,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from logbook import charts
-from logbook.failures import RATE_NAMES, failure_report_as_dict
+from logbook.failure_maths import RATE_NAMES, failure_report_as_dict
 from logbook.selectors import failures as selectors
 from logbook.selectors.failures import FailureFilters
 from logbook.selectors.filters import FilterError
 from telemetry import display, run_cache
+from telemetry.charts import charts_script
 
 RATE_LABELS = {
     "observed_days": "Observed time",
@@ -109,6 +110,6 @@ def _breakdown_body(request: HttpRequest, filters: FailureFilters) -> str:
             "hardware_share": derived_display(table["hardware_share"], "Hardware share"),
             "projection": derived_display(data["projection"], "Projected job MTBF"),
             "has_chart": bool(payload),
-            "charts_script": charts.charts_script(payload),
+            "charts_script": charts_script(payload),
         },
     )

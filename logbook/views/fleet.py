@@ -17,8 +17,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.safestring import SafeString
 
-from logbook import charts, fleet_charts
-from logbook.paging import table_page
+from logbook import fleet_charts
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.filters import FilterError
@@ -26,7 +25,9 @@ from logbook.selectors.sdc import HardwareFilters
 from logbook.services import quarantine as quarantine_services
 from logbook.views.sdc import filter_menus
 from telemetry import rank_charts, run_cache
+from telemetry.charts import as_payload, charts_script
 from telemetry.models import Device, Host, Membership, Run
+from telemetry.paging import table_page
 from telemetry.selectors import user_has_role
 from telemetry.selectors.dcgm import (
     dcgm_device_health,
@@ -108,9 +109,7 @@ def _fleet_body(
 
 def _chart_script(hosts: list[fleet_selectors.HardwareHealth]) -> SafeString:
     figure = fleet_charts.incidents_per_host_figure(hosts_frame(hosts))
-    return charts.charts_script(
-        [{"id": "chart-host-incidents", "figure": charts.as_payload(figure)}]
-    )
+    return charts_script([{"id": "chart-host-incidents", "figure": as_payload(figure)}])
 
 
 # GPU health events pushed from dcgm-exporter, newest first.
@@ -159,7 +158,7 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
         }
     )
     figure = fleet_charts.host_timeline_figure(timeline)
-    payload = [{"id": "chart-host-timeline", "figure": charts.as_payload(figure)}]
+    payload = [{"id": "chart-host-timeline", "figure": as_payload(figure)}]
     # --- ranks hook (issue 16): the relative scores over time of the ranks that ran here.
     visible_runs = Run.objects.filter(project_id=host.project_id)  # hosts are per project
     rank_scores = host_rank_scores(
@@ -169,7 +168,7 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
         scores = rank_charts.host_scores_figure(
             rank_scores, threshold=settings.RANK_STRAGGLER_THRESHOLD
         )
-        payload.append({"id": "chart-host-rank-scores", "figure": charts.as_payload(scores)})
+        payload.append({"id": "chart-host-rank-scores", "figure": as_payload(scores)})
     # --- end of ranks hook
     return render(
         request,
@@ -190,7 +189,7 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
                 device_events_for_user(user=request.user, host=host)[:GPU_EVENTS_SHOWN]
             ),
             "has_rank_scores": bool(rank_scores),
-            "charts_script": charts.charts_script(payload),
+            "charts_script": charts_script(payload),
         },
     )
 

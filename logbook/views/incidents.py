@@ -21,7 +21,6 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from logbook.models import AuditEvent, Interruption, RootCause, TriageSuggestion
-from logbook.paging import table_page
 from logbook.selectors import incidents as selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.incidents import IncidentFilters
@@ -29,7 +28,9 @@ from logbook.selectors.stragglers import straggler_records_for_attempt
 from logbook.services import autotriage as autotriage_services
 from logbook.services import triage
 from telemetry import charts, display, run_cache
+from telemetry.charts import charts_script
 from telemetry.models import Membership
+from telemetry.paging import table_page
 from telemetry.selectors import projects_for_user, user_has_role
 from telemetry.selectors import series as series_selectors
 
@@ -383,7 +384,7 @@ def _charts_around(incident: Any) -> dict[str, Any]:
     return {
         "around": window,
         "figures": figures,
-        "charts_script": mark_safe(charts.charts_script(payload)),
+        "charts_script": mark_safe(charts_script(payload)),
     }
 
 

@@ -22,18 +22,17 @@ from django.views.decorators.http import require_http_methods, require_POST
 from logbook.choices import TimePrecision
 from logbook.chronicles import ChronicleError, logbook_to_markdown, when_text
 from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
-from logbook.paging import table_page
 from logbook.selectors import logbook as selectors
 from logbook.services import entries as entry_services
 from logbook.services import imports as import_services
 from telemetry import display, run_cache
 from telemetry.models import Attempt, Membership, Run
+from telemetry.paging import table_page
 from telemetry.selectors import run_get_for_user, user_has_role
 
 IMPORT_MAX_BYTES = 5 * 1024 * 1024
 IMPORT_UNLINKED_SHOWN = 20  # messages; past that, one line says how many more
 CONFIG_ROWS_BLANK = 3
-LINK_FIELDS = ("attempt", "checkpoint", "incident", "sdc_record")
 
 
 class EntryForm(forms.Form):

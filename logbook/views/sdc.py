@@ -9,12 +9,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import SafeString
 
-from logbook import charts, fleet_charts
+from logbook import fleet_charts
 from logbook.models import SdcReplay
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.sdc import HardwareFilters
 from telemetry import run_cache
+from telemetry.charts import as_payload, charts_script
 from telemetry.models import Run
 from telemetry.selectors import User, projects_for_user
 
@@ -77,7 +78,7 @@ def _chart_script(ledger: sdc_selectors.SdcLedger) -> SafeString:
     figure = fleet_charts.weekly_sdc_figure(
         ledger.weekly, per_week=ledger.rate.per_week, span_end=ledger.rate.span_end
     )
-    return charts.charts_script([{"id": "chart-weekly-sdc", "figure": charts.as_payload(figure)}])
+    return charts_script([{"id": "chart-weekly-sdc", "figure": as_payload(figure)}])
 
 
 def divergence_numbers(record: SdcReplay) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from logbook.models import WebhookDelivery, WebhookEndpoint
 from logbook.selectors import webhooks as webhook_selectors
 from logbook.services import webhooks as webhook_services
+from telemetry.liveness import RUN_STALL_AFTER
 from telemetry.models import Membership, Project
 from telemetry.selectors import User, project_get_for_admin, projects_with_role
 from telemetry.views.posted import posted_id
@@ -110,6 +111,6 @@ def project_webhooks(request: HttpRequest, slug: str) -> HttpResponse:
             "event_labels": dict(WebhookEndpoint.Event.choices),
             "max_attempts": webhook_services.MAX_ATTEMPTS,
             "backoff_s": webhook_services.RETRY_BACKOFF_S,
-            "stall_after_min": int(webhook_services.RUN_STALL_AFTER.total_seconds() // 60),
+            "stall_after_min": int(RUN_STALL_AFTER.total_seconds() // 60),
         },
     )

@@ -155,7 +155,6 @@ _NON_FINITE = "x.value IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float
 # back as one 2-D array of each kind, the series id last, which psycopg parses and numpy
 # reshapes far faster than one row a point. Grouped spans from points are below ROLLUP_WIDTHS[0]
 # times the buckets: no overflow.
-_LOW = "ARRAY[{value}, {halves}, {us}]"
 _READ = (
     "WITH r(series_id, width, first_bucket, n_rows, buckets) AS ("
     "  SELECT * FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[])), "

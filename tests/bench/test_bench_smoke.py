@@ -13,10 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from django.core.management import call_command
 
+from bench import generate_llama_scale, load, report
 from bench import llama_scale as ls
-from bench import load, report
 from bench.cpu import CpuMeter
 
 
@@ -150,7 +149,7 @@ def test_generate_llama_scale_at_a_tiny_scale_loads_the_plan(capsys):
     # given the plan the command will load
     plan = ls.plan(ls.scaled(0.005))
     # when
-    call_command("generate_llama_scale", "--scale", "0.005")
+    generate_llama_scale.main(["--scale", "0.005"])
     # then every planned row is there
     run = Run.objects.get(name=ls.RUN_NAME)
     assert Attempt.objects.filter(run=run).count() == len(plan.attempts)
@@ -162,7 +161,7 @@ def test_generate_llama_scale_at_a_tiny_scale_loads_the_plan(capsys):
     assert capsys.readouterr().out.strip().splitlines()[-1] == str(run.pk)
     # and a second run without --replace refuses to overwrite
     with pytest.raises(Exception, match="exists"):
-        call_command("generate_llama_scale", "--scale", "0.005")
+        generate_llama_scale.main(["--scale", "0.005"])
 
 
 def test_floor_and_mlflow_path_targets_and_the_pages_under_ingest_ratio():

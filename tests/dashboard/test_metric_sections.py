@@ -1,6 +1,7 @@
 from datetime import UTC, datetime, timedelta
 
-from dashboard import liveness, metric_sections
+from dashboard import metric_sections
+from telemetry import liveness
 
 NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
 STALL = timedelta(minutes=15)

@@ -250,7 +250,7 @@ def test_a_run_going_silent_moves_what_the_open_pages_poll(client, alice, run):
     liveness (run page) and the number of silent runs (lists), so an open page redraws."""
     from django.utils import timezone
 
-    from logbook.services.webhooks import RUN_STALL_AFTER
+    from telemetry.liveness import RUN_STALL_AFTER
 
     client.force_login(alice)
 

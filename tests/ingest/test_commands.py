@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 from django.core.management import CommandError, call_command
 
-from ingest.demo import demo_batches
+from demo.batches import demo_batches
 from ingest.models import IngestBatch, IngestToken
 from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
 from telemetry.models import Attempt, MetricPoint, Run

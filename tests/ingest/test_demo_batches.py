@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from demo.batches import demo_batches
 from ingest import contract
-from ingest.demo import demo_batches
 
 # What the demo may send is what the ingest contract accepts: its batch keys and event fields.
 BATCH_KEYS = set(contract.BATCH_FIELDS) | set(contract.BATCH_SECTIONS)

@@ -574,7 +574,8 @@ def test_heartbeat_moves_the_runs_last_seen_time_to_when_it_was_received(project
 @pytest.mark.parametrize("path", ["worker", "at once"])
 def test_last_seen_is_the_receive_time_not_the_clients(project, path):
     from logbook.models import WebhookEndpoint
-    from logbook.services.webhooks import RUN_STALL_AFTER, run_stall_check
+    from logbook.services.webhooks import run_stall_check
+    from telemetry.liveness import RUN_STALL_AFTER
 
     token, _ = services.token_create(project=project, name="seen")
     ahead = (timezone.now() + timedelta(hours=23)).timestamp()

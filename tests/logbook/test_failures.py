@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from logbook.failures import RunSpan, breakdown, observed_spans, projected_mtbf_min, rates
+from logbook.failure_maths import RunSpan, breakdown, observed_spans, projected_mtbf_min, rates
 from logbook.taxonomy import TABLE5_COMPONENTS
 
 START = datetime(2024, 1, 1, tzinfo=UTC)

@@ -15,7 +15,7 @@ import pytest
 
 from ingest import services as ingest_services
 from logbook.chronicles import ChronicleEntry, logbook_to_markdown, markdown_to_entries
-from logbook.failures import rates
+from logbook.failure_maths import rates
 from logbook.models import Interruption, LogbookEntry
 from logbook.selectors.failures import FailureFilters, run_spans
 from logbook.selectors.logbook import run_chronicle

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ingest import services as ingest_services
-from logbook import sdc
+from logbook import sdc_maths
 from logbook.models import SdcReplay
 from logbook.services import sdc as sdc_services
 from telemetry import services as telemetry_services
@@ -41,17 +41,17 @@ START = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday
     ],
 )
 def test_values_differ(first, second, tolerance, differ):
-    assert sdc.values_differ(first, second, tolerance=tolerance) is differ
+    assert sdc_maths.values_differ(first, second, tolerance=tolerance) is differ
 
 
 def test_divergence_source_key_is_the_same_from_either_attempt():
-    one = sdc.divergence_source_key(metric="loss", step=7, attempt_a=3, attempt_b=2)
-    other = sdc.divergence_source_key(metric="loss", step=7, attempt_a=2, attempt_b=3)
+    one = sdc_maths.divergence_source_key(metric="loss", step=7, attempt_a=3, attempt_b=2)
+    other = sdc_maths.divergence_source_key(metric="loss", step=7, attempt_a=2, attempt_b=3)
     assert one == other == "divergence:loss:7:2:3"
 
 
 def test_steps_by_metric_groups_steps_by_name():
-    grouped = sdc.steps_by_metric([("loss", 1), ("lr", 1), ("loss", 2)])
+    grouped = sdc_maths.steps_by_metric([("loss", 1), ("lr", 1), ("loss", 2)])
     assert grouped == {"loss": [1, 2], "lr": [1]}
 
 
@@ -60,7 +60,7 @@ def test_steps_by_metric_groups_steps_by_name():
 
 def test_weekly_rate_is_records_over_weeks_of_span():
     # Gemini's "every week or two": 3 records in 14 days is 1.5 a week.
-    rate = sdc.weekly_rate(records=3, span_start=START, span_end=START + timedelta(days=14))
+    rate = sdc_maths.weekly_rate(records=3, span_start=START, span_end=START + timedelta(days=14))
     assert rate.span_days == 14.0
     assert rate.weeks == 2.0
     assert rate.per_week == pytest.approx(1.5)
@@ -68,10 +68,10 @@ def test_weekly_rate_is_records_over_weeks_of_span():
 
 def test_weekly_rate_over_a_partial_week_is_not_extrapolated():
     # 8 records in 2.9 days: 8 that week, not 19.1 a week.
-    rate = sdc.weekly_rate(records=8, span_start=START, span_end=START + timedelta(days=2.9))
+    rate = sdc_maths.weekly_rate(records=8, span_start=START, span_end=START + timedelta(days=2.9))
     assert rate.per_week == pytest.approx(8.0)
     # beyond a week it is the plain rate: 3 in 10.5 days is 2 a week
-    rate = sdc.weekly_rate(records=3, span_start=START, span_end=START + timedelta(days=10.5))
+    rate = sdc_maths.weekly_rate(records=3, span_start=START, span_end=START + timedelta(days=10.5))
     assert rate.per_week == pytest.approx(2.0)
 
 
@@ -80,14 +80,14 @@ def test_weekly_rate_over_a_partial_week_is_not_extrapolated():
     [(None, START), (START, None), (START, START), (START, START - timedelta(days=1))],
 )
 def test_weekly_rate_is_undefined_without_a_span(span_start, span_end):
-    rate = sdc.weekly_rate(records=2, span_start=span_start, span_end=span_end)
+    rate = sdc_maths.weekly_rate(records=2, span_start=span_start, span_end=span_end)
     assert rate.per_week is None
     assert rate.span_days == 0.0
 
 
 def test_weekly_counts_include_quiet_weeks():
     detected = [START + timedelta(hours=1), START + timedelta(days=2), START + timedelta(days=14)]
-    weekly = sdc.weekly_counts(
+    weekly = sdc_maths.weekly_counts(
         detected, span_start=START + timedelta(hours=5), span_end=START + timedelta(days=18)
     )
     # weeks from the first data (a record an hour in), not from the Monday before it
@@ -103,13 +103,14 @@ def test_weekly_counts_start_at_the_first_data_of_a_short_run():
     # given a run that started on a Thursday and ran 2.9 days
     start = datetime(2026, 11, 5, 9, 0, tzinfo=UTC)
     detected = [start + timedelta(hours=h) for h in (2, 10, 30, 50, 60, 65, 68, 69)]
-    weekly = sdc.weekly_counts(detected, span_start=start, span_end=start + timedelta(days=2.9))
+    end = start + timedelta(days=2.9)
+    weekly = sdc_maths.weekly_counts(detected, span_start=start, span_end=end)
     assert list(weekly["week_start"]) == [start]
     assert list(weekly["count"]) == [8]
 
 
 def test_weekly_counts_of_nothing_is_empty():
-    assert sdc.weekly_counts([], span_start=None, span_end=None).empty
+    assert sdc_maths.weekly_counts([], span_start=None, span_end=None).empty
 
 
 # --- The divergence service ------------------------------------------------------------------

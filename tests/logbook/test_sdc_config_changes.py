@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 
 from ingest import services as ingest_services
-from logbook import sdc
+from logbook import sdc_maths
 from logbook.models import SdcReplay
 
 EPOCH = 1_793_000_000
 
 
 def test_config_change_between_attempts():
-    changes = [sdc.ConfigChange(8, "config changed: lower LR")]
-    assert sdc.config_change_between(changes, 8, 7) == changes[0]
-    assert sdc.config_change_between(changes, 6, 9) == changes[0]
-    assert sdc.config_change_between(changes, 8, 9) is None  # both after the change
-    assert sdc.config_change_between(changes, 3, 7) is None  # both before it
+    changes = [sdc_maths.ConfigChange(8, "config changed: lower LR")]
+    assert sdc_maths.config_change_between(changes, 8, 7) == changes[0]
+    assert sdc_maths.config_change_between(changes, 6, 9) == changes[0]
+    assert sdc_maths.config_change_between(changes, 8, 9) is None  # both after the change
+    assert sdc_maths.config_change_between(changes, 3, 7) is None  # both before it
 
 
 @pytest.fixture

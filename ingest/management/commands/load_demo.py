@@ -10,8 +10,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
+from demo.batches import demo_batches
 from ingest import services
-from ingest.demo import demo_batches
 from logbook.models import SdcReplay
 from logbook.services import sdc as sdc_services
 from logbook.services import stragglers
@@ -21,7 +21,7 @@ from telemetry.models import Membership, Project, Run
 DEMO_PROJECT = "demo"
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "chronicle-demo"  # a local demo login, printed on purpose
-SDC_DECIDED = "demo-sdc-1"  # the demo's loss-spike suspicion (ingest.demo)
+SDC_DECIDED = "demo-sdc-1"  # the demo's loss-spike suspicion (demo.batches)
 
 
 class Command(BaseCommand):

@@ -1,9 +1,13 @@
-"""Whether a running run is still alive, as the run page says it. Pure."""
+"""Whether a running run is still alive: the threshold the run page, the stalled-run webhook and
+the hang check share, and the run page's words for it. Pure."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+# A running run silent for this long has stopped reporting.
+RUN_STALL_AFTER = timedelta(minutes=15)
 
 
 @dataclass(frozen=True)
