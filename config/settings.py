@@ -327,6 +327,16 @@ LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5)
 LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("LOGIN_MAX_FAILURES_PER_ADDRESS", 50)
 LOGIN_MAX_FAILURES_PER_USERNAME = env_int("LOGIN_MAX_FAILURES_PER_USERNAME", 20)
 LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900)
+# The proxies (CIDRs) whose X-Forwarded-For names the client: the throttle above counts per
+# client address, and behind a proxy every request's REMOTE_ADDR is the proxy's. From any
+# other address the header is ignored (a client could write anything in it). Loopback by
+# default: gunicorn listens on 127.0.0.1, so a proxy on the same host is what reaches it.
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", ["127.0.0.1/32", "::1/128"])
+try:
+    for _cidr in TRUSTED_PROXIES:
+        ipaddress.ip_network(_cidr, strict=False)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"TRUSTED_PROXIES: {exc}") from exc
 
 # --- Webhooks ---------------------------------------------------------------------------------
 # Deliveries reach public addresses only; these networks (CIDRs, comma-separated) are allowed

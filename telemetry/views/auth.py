@@ -1,13 +1,17 @@
 """Login with a failure throttle: repeated wrong passwords for one username from one address,
 or from one address for any usernames, get 429 until the window passes; a username guessed
 at from many addresses gets a slower, global backoff that never locks its user out.
-Failures are logged (never the password)."""
+The address is the client's: behind a trusted proxy (TRUSTED_PROXIES) the one its
+X-Forwarded-For names, so clients sharing the proxy do not share a lock. Failures are logged
+(never the password)."""
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -29,11 +33,46 @@ class _Keys:
         return [self.pair, self.username, self.address]
 
 
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@lru_cache(maxsize=8)
+def _networks(cidrs: tuple[str, ...]) -> tuple[IPNetwork, ...]:
+    return tuple(ipaddress.ip_network(cidr, strict=False) for cidr in cidrs)
+
+
+def _address(text: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(text.strip())
+    except ValueError:
+        return None
+
+
+def client_address(request: HttpRequest) -> str:
+    """The client's address: REMOTE_ADDR, unless that is a trusted proxy, then the nearest
+    address in X-Forwarded-For that is not one (read right to left: each proxy appends the
+    address it received from, and only the entries our proxies appended can be believed)."""
+    trusted = _networks(tuple(settings.TRUSTED_PROXIES))
+    nearest = request.META.get("REMOTE_ADDR", "")
+    hop = _address(nearest)
+    if hop is None or not any(hop in network for network in trusted):
+        return nearest
+    for entry in reversed(request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")):
+        hop = _address(entry)
+        if hop is None:  # garbage (written by the client): the last hop we trust is all we know
+            return nearest
+        nearest = str(hop)
+        if not any(hop in network for network in trusted):
+            return nearest
+    return nearest
+
+
 def _keys(request: HttpRequest) -> _Keys:
     username = (request.POST.get("username") or "").strip().lower()[:150]
     # Hashed: a username may hold characters a cache key must not.
     user_hash = hashlib.sha256(username.encode("utf-8", "replace")).hexdigest()[:32]
-    address = request.META.get("REMOTE_ADDR", "")
+    address = client_address(request)
     return _Keys(
         pair=f"login-failures:pair:{user_hash}:{address}",
         username=f"login-failures:user:{user_hash}",
@@ -75,7 +114,7 @@ class ThrottledLoginView(auth_views.LoginView):
             logger.warning(
                 "login throttled for %r from %s",
                 request.POST.get("username", "")[:150],
-                request.META.get("REMOTE_ADDR"),
+                client_address(request),
             )
             response = self.render_to_response(
                 self.get_context_data(throttled=True, form=self.get_form_class()(request))
@@ -90,7 +129,7 @@ class ThrottledLoginView(auth_views.LoginView):
         logger.warning(
             "failed login for %r from %s",
             self.request.POST.get("username", "")[:150],
-            self.request.META.get("REMOTE_ADDR"),
+            client_address(self.request),
         )
         return super().form_invalid(form)
 

@@ -177,3 +177,82 @@ def test_guessing_one_username_from_many_addresses_backs_off_globally(client, al
 
 def _login_from(client, username: str, password: str, address: str):
     return client.post("/login/", {"username": username, "password": password}, REMOTE_ADDR=address)
+
+
+# --- Behind a proxy: the throttle counts per client, as X-Forwarded-For names it ------------
+
+PROXY = "10.0.0.2"
+
+
+def _via_proxy(client, username: str, password: str, client_address: str, proxy: str = PROXY):
+    return client.post(
+        "/login/",
+        {"username": username, "password": password},
+        REMOTE_ADDR=proxy,
+        HTTP_X_FORWARDED_FOR=client_address,
+    )
+
+
+@pytest.mark.django_db
+def test_wrong_passwords_through_a_shared_proxy_do_not_lock_out_the_user_elsewhere(
+    client, alice, settings
+):
+    # given a trusted proxy, and a guesser behind it failing 5 times for alice
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    for _ in range(settings.LOGIN_MAX_FAILURES):
+        assert _via_proxy(client, "alice", "wrong", "198.51.100.7").status_code == 200
+
+    # then the guesser is throttled, even with the right password
+    assert _via_proxy(client, "alice", "alice-pw-1", "198.51.100.7").status_code == 429
+    # and alice, through the same proxy from her own address, gets in
+    assert _via_proxy(client, "alice", "alice-pw-1", "203.0.113.9").status_code == 302
+
+
+@pytest.mark.django_db
+def test_failures_over_made_up_names_through_a_proxy_lock_out_nobody_else(
+    client, alice, dave, settings
+):
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    for number in range(52):
+        _via_proxy(client, f"nobody-{number}", "wrong", "198.51.100.7")
+    _via_proxy(client, "root", "wrong", "198.51.100.7")
+    _via_proxy(client, "alice", "wrong", "198.51.100.7")
+
+    assert _via_proxy(client, "someone", "wrong", "198.51.100.7").status_code == 429
+    assert _via_proxy(client, "alice", "alice-pw-1", "203.0.113.9").status_code == 302
+    client.logout()
+    assert _via_proxy(client, "dave", "dave-pw-1", "203.0.113.10").status_code == 302
+
+
+@pytest.mark.django_db
+def test_x_forwarded_for_is_ignored_unless_from_a_trusted_proxy(client, alice, settings):
+    # given a client that is no trusted proxy, writing a new X-Forwarded-For each time
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    for number in range(settings.LOGIN_MAX_FAILURES):
+        _via_proxy(client, "alice", "wrong", f"203.0.113.{number}", proxy="192.0.2.50")
+
+    # then its failures count against its own address all the same
+    assert _via_proxy(client, "alice", "alice-pw-1", "203.0.113.99", "192.0.2.50").status_code == (
+        429
+    )
+
+
+@pytest.mark.parametrize(
+    ("remote", "forwarded", "expected"),
+    [
+        ("10.0.0.2", "198.51.100.7", "198.51.100.7"),
+        # A client's own X-Forwarded-For entry comes first; only what our proxies appended counts.
+        ("10.0.0.2", "1.2.3.4, 198.51.100.7", "198.51.100.7"),
+        ("10.0.0.2", "198.51.100.7, 10.0.0.3", "198.51.100.7"),  # two proxies
+        ("10.0.0.2", "not-an-address, 10.0.0.3", "10.0.0.3"),
+        ("10.0.0.2", "", "10.0.0.2"),
+        ("192.0.2.50", "198.51.100.7", "192.0.2.50"),  # not a trusted proxy
+        ("10.0.0.2", "2001:db8::1", "2001:db8::1"),
+    ],
+)
+def test_client_address(rf, settings, remote, forwarded, expected):
+    from telemetry.views.auth import client_address
+
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    request = rf.post("/login/", REMOTE_ADDR=remote, HTTP_X_FORWARDED_FOR=forwarded)
+    assert client_address(request) == expected
