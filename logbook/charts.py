@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from telemetry.charts import ATTEMPT_COLOURS, chart_look, plain, plotly_white
@@ -121,6 +122,20 @@ def save_cost_figure(checkpoints: pd.DataFrame) -> Figure:
     return {"data": data, "layout": figure_layout}
 
 
+def log_ticks(low: float, high: float) -> list[float]:
+    """The 1-2-5 values (..., 0.5, 1, 2, 5, 10, 20, ...) from the last at or below `low` to
+    the first at or above `high` (both > 0): a log axis's labels, each a plain number."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    values = [
+        round(digit * 10.0**exponent, 12)
+        for exponent in range(first, last + 1)
+        for digit in (1, 2, 5)
+    ]
+    start = max(value for value in values if value <= low)
+    end = min(value for value in values if value >= high)
+    return [value for value in values if start <= value <= end]
+
+
 def waste_curve_figure(
     curve: pd.DataFrame,
     *,
@@ -143,12 +158,15 @@ def waste_curve_figure(
             "hovertemplate": "τ = %{x:.1f} min<br>waste %{y:.2f}%<extra></extra>",
         }
     ]
+    # Drawn in this order, each over the ones before: Young's interval is often within a
+    # minute of Daly's, so Young's is an open diamond wide enough to ring Daly's star, and
+    # the star (the recommendation) is drawn last, on top.
     marks = (
-        (recommended_s, "Daly (recommended)", "#2ca02c", "star"),
-        (young_s, "Young", "#9467bd", "diamond"),
-        (actual_s, "actual", "#d62728", "x"),
+        (actual_s, "actual", "#d62728", "x", 12),
+        (young_s, "Young", "#9467bd", "diamond-open", 20),
+        (recommended_s, "Daly (recommended)", "#2ca02c", "star", 13),
     )
-    for interval_s, label, colour, symbol in marks:
+    for interval_s, label, colour, symbol, size in marks:
         if not interval_s:
             continue
         # The advisor puts these exact intervals on the curve (waste_curve's `extra`), so the
@@ -161,7 +179,12 @@ def waste_curve_figure(
                 "y": [float(curve.loc[nearest, "waste_fraction"]) * 100.0],
                 "mode": "markers",
                 "name": f"{label}: {interval_s / 60.0:.1f} min",
-                "marker": {"color": colour, "size": 12, "symbol": symbol},
+                "marker": {
+                    "color": colour,
+                    "size": size,
+                    "symbol": symbol,
+                    "line": {"color": colour, "width": 2},
+                },
                 "hovertemplate": label + " τ = %{x:.1f} min<br>waste %{y:.2f}%<extra></extra>",
             }
         )
@@ -171,5 +194,12 @@ def waste_curve_figure(
         y_title="expected waste (% of wall time)",
     )
     figure_layout["xaxis"]["type"] = "log"
+    # Whole numbers at 1-2-5 steps: Plotly's own log ticks read "10 2 3 ... 100 2 3".
+    minutes = curve["interval_s"].to_numpy(dtype=float) / 60.0
+    minutes = minutes[np.isfinite(minutes) & (minutes > 0)]
+    if minutes.size:
+        ticks = log_ticks(float(minutes.min()), float(minutes.max()))
+        figure_layout["xaxis"]["tickvals"] = ticks
+        figure_layout["xaxis"]["ticktext"] = [f"{tick:g}" for tick in ticks]
     figure_layout["yaxis"]["rangemode"] = "tozero"
     return {"data": data, "layout": figure_layout}

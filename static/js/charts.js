@@ -3,7 +3,10 @@
 //
 // Charts marked [data-linked-x] (the run page's metrics) share one x range: zooming one zooms
 // all, each y axis rescales to the points in view, one legend (the first chart's) stands for
-// all, and the view (x0, x1, ylog, smooth) is kept in the URL so a link reproduces it.
+// all, and the view (x0, x1, ylog, yclip, smooth) is kept in the URL so a link reproduces it.
+// With yclip, a chart whose few outliers flatten the rest (one spike of grad_norm, the slow
+// first steps of step_time_s) is scaled to its p1-p99 band and the outliers are marked at
+// the band's edge, their values in the hover.
 (function () {
   "use strict";
   if (typeof Plotly === "undefined") { return; }
@@ -15,7 +18,7 @@
   var figures = {};
   var syncing = false;
   // hidden: attempt lines hidden from the page's legend, so charts drawn later hide them too.
-  var view = { x: null, log: false, smooth: 0, hidden: {} };
+  var view = { x: null, log: false, clip: false, smooth: 0, hidden: {} };
   var generation = 0;  // a newer draw() (a live swap) stops an older one's progressive drawing
   // The drawing under way: live.js waits for it before it polls again, or a run whose data
   // changes faster than its eight charts draw would restart the drawing for ever (the later
@@ -127,14 +130,52 @@
     });
     return lo <= hi ? [lo, hi] : null;
   }
+  // The p1-p99 band of the traces' finite values ({x, y} with decoded arrays), widened by
+  // CLIP_MARGIN of its width each side (a noisy series' own tails, ~3.5 sigma, stay in), or
+  // null when the whole range is less than CLIP_WORTH times the band: then no outlier
+  // flattens the rest and the chart keeps its whole range.
+  var CLIP_WORTH = 3, CLIP_MARGIN = 0.25;
+  function band(traces) {
+    var ys = [];
+    traces.forEach(function (t) {
+      (t.y || []).forEach(function (y) { if (y !== null && isFinite(y)) { ys.push(y); } });
+    });
+    if (ys.length < 20) { return null; }
+    ys.sort(function (a, b) { return a - b; });
+    var lo = ys[Math.floor(0.01 * (ys.length - 1))], hi = ys[Math.ceil(0.99 * (ys.length - 1))];
+    var width = hi - lo, margin = CLIP_MARGIN * width;
+    return ys[ys.length - 1] - ys[0] > CLIP_WORTH * width ? [lo - margin, hi + margin] : null;
+  }
+  // The marker trace of the values outside `b`, drawn at its edges; null if none.
+  function outliers(traces, b) {
+    var x = [], y = [], text = [], symbol = [];
+    traces.forEach(function (t) {
+      var xs = t.x || [], ys = t.y || [];
+      for (var i = 0; i < ys.length; i++) {
+        if (ys[i] === null || !isFinite(ys[i]) || (ys[i] >= b[0] && ys[i] <= b[1])) { continue; }
+        var above = ys[i] > b[1];
+        x.push(xs[i]); y.push(above ? b[1] : b[0]); text.push(String(ys[i]));
+        symbol.push(above ? "triangle-up" : "triangle-down");
+      }
+    });
+    if (!x.length) { return null; }
+    return {
+      type: "scatter", mode: "markers", name: "outside p1–p99 (clipped)", x: x, y: y, text: text,
+      marker: { symbol: symbol, size: 8, color: "#d62728" }, showlegend: false, clipped: true,
+      hovertemplate: "%{x}<br>%{text} (clipped to the p1–p99 band)<extra></extra>"
+    };
+  }
   // The y range of the points whose x is inside [x0, x1] (numbers), padded; null if none.
+  // Clipped (view.clip), values outside the chart's band count as its edges.
   function yRange(gd, x0, x1) {
     var date = isDate(gd), log = view.log, lo = Infinity, hi = -Infinity;
+    var b = view.clip ? figures[gd.id].band : null;
     shownTraces(gd).forEach(function (t) {
       var xs = t.x || [], ys = t.y || [];
       for (var i = 0; i < xs.length; i++) {
         var x = toNumber(xs[i], date), y = ys[i];
         if (y === null || !isFinite(y) || x < x0 || x > x1 || (log && y <= 0)) { continue; }
+        if (b) { y = Math.min(Math.max(y, b[0]), b[1]); }
         lo = Math.min(lo, y); hi = Math.max(hi, y);
       }
     });
@@ -170,6 +211,7 @@
     set("x0", view.x ? String(toUrl(view.x[0])) : null);
     set("x1", view.x ? String(toUrl(view.x[1])) : null);
     set("ylog", view.log ? "1" : null);
+    set("yclip", view.clip ? "1" : null);
     set("smooth", view.smooth ? String(view.smooth) : null);
     var query = params.toString();
     window.history.replaceState(null, "", window.location.pathname + (query ? "?" + query : "") + window.location.hash);
@@ -226,9 +268,26 @@
     return (t.yaxis || "y") === "y" && t.mode === "lines" && /(^|· )attempts? /.test(t.name || "");
   }
   // The figure's traces with smoothing applied: each line smoothed, its raw line kept faint.
-  function traces(figure) {
+  // The data lines (not the marks' hover markers) of a list of traces, arrays decoded.
+  function lines(data) {
+    return dataTraces(data).filter(function (t) { return t.mode === "lines"; }).map(function (t) {
+      return { x: decoded(t.x), y: decoded(t.y) };
+    });
+  }
+  // The figure's traces for the view; b: its p1-p99 band when the view clips.
+  function traces(figure, b) {
     var data = JSON.parse(JSON.stringify(figure.data));
     data.forEach(function (t) { if (view.hidden[t.name]) { t.visible = "legendonly"; } });
+    if (view.clip && b) {
+      var marked = outliers(lines(data), b);
+      // Hover markers (interruptions, non-finite values) at the data's top stay in view.
+      data.forEach(function (t) {
+        if ((t.yaxis || "y") === "y" && t.mode === "markers") {
+          t.y = decoded(t.y).map(function (y) { return y === null ? y : Math.min(Math.max(y, b[0]), b[1]); });
+        }
+      });
+      if (marked) { data.push(marked); }
+    }
     if (!view.smooth) { return data; }
     var out = [];
     data.forEach(function (t) {
@@ -265,7 +324,7 @@
           ? { range: update["yaxis.range"], autorange: false } : { autorange: true });
       }
     }
-    return Plotly.react(gd, traces(figure.figure), layout, CONFIG);
+    return Plotly.react(gd, traces(figure.figure, figure.band), layout, CONFIG);
   }
 
   function restyleAll() {
@@ -334,6 +393,7 @@
     zonedX = false;
     var params = new URLSearchParams(window.location.search);
     view.log = params.get("ylog") === "1";
+    view.clip = params.get("yclip") === "1";
     view.smooth = Math.min(Math.max(Number(params.get("smooth")) || 0, 0), 0.99);
     var now = [], later = [];
     var entries = JSON.parse(node.textContent);
@@ -352,6 +412,7 @@
       var target = document.getElementById(chart.id);
       if (!target) { return; }
       var inZone = toDisplayZone(chart.figure);
+      chart.band = band(lines(chart.figure.data));
       if (target.hasAttribute("data-linked-x")) { zonedX = inZone; }
       figures[chart.id] = chart;
       (now.length && target.hasAttribute("data-linked-x") ? later : now).push(target);
@@ -402,6 +463,7 @@
     whenDrawn: function () { return drawing; },
     applyX: applyX,
     setLog: function (on) { view.log = on; return restyleAll(); },
+    setClip: function (on) { view.clip = on; return restyleAll(); },
     setSmoothing: function (alpha) { view.smooth = alpha; return restyleAll(); },
     view: view
   };

@@ -60,11 +60,14 @@
   });
 
   var log = document.getElementById("y-log");
+  var clip = document.getElementById("y-clip");
   var smoothing = document.getElementById("smoothing");
   var params = new URLSearchParams(window.location.search);
   log.checked = params.get("ylog") === "1";
+  clip.checked = params.get("yclip") === "1";
   smoothing.value = params.get("smooth") || "0";
   log.addEventListener("change", function () { window.ChronicleCharts.setLog(log.checked); });
+  clip.addEventListener("change", function () { window.ChronicleCharts.setClip(clip.checked); });
   smoothing.addEventListener("change", function () { window.ChronicleCharts.setSmoothing(Number(smoothing.value)); });
   document.getElementById("reset-zoom").addEventListener("click", function () { window.ChronicleCharts.applyX(null); });
   window.addEventListener("popstate", function () { window.ChronicleLive.refresh().then(syncControls); });

@@ -76,3 +76,24 @@ def test_waste_curve_is_lowest_at_youngs_interval_and_contains_the_extra_points(
 def test_nonsense_inputs_are_refused(delta, mtbf):
     with pytest.raises(ValueError):
         daly_interval(delta, mtbf)
+
+
+def test_the_advisor_chart_shows_both_marks_and_plain_tick_labels() -> None:
+    from logbook.charts import log_ticks, waste_curve_figure
+
+    # given the demo's numbers: Daly's 26.1 min within a minute of Young's 26.4 min
+    young_s, daly_s, actual_s = 1583.6, 1563.9, 10049.3
+    curve = waste_curve(29.7, 42268.3, 1565.8, extra=(daly_s, actual_s))
+    figure = waste_curve_figure(curve, recommended_s=daly_s, actual_s=actual_s, young_s=young_s)
+
+    # then Daly's star is drawn last (on top), ringed by Young's larger open diamond
+    marks = [t for t in figure["data"] if t["mode"] == "markers"]
+    assert [t["name"].split(":")[0] for t in marks] == ["actual", "Young", "Daly (recommended)"]
+    young, daly = marks[1]["marker"], marks[2]["marker"]
+    assert young["symbol"] == "diamond-open" and daly["symbol"] == "star"
+    assert young["size"] > daly["size"]
+    # and the log axis is labelled with whole 1-2-5 numbers, not "10 2 3 ... 100 2 3"
+    axis = figure["layout"]["xaxis"]
+    assert axis["type"] == "log"
+    assert axis["ticktext"] == ["2", "5", "10", "20", "50", "100", "200", "500"]
+    assert log_ticks(0.3, 7) == [0.2, 0.5, 1, 2, 5, 10]
