@@ -3,8 +3,10 @@
 An admin names the URL, but the request leaves from inside the network, so by default only
 public addresses are reachable: loopback, private, link-local (the cloud metadata service at
 169.254.169.254), multicast, reserved and unspecified addresses are refused, including their
-IPv4-mapped IPv6 spellings (``[::ffff:127.0.0.1]``). ``WEBHOOK_ALLOWED_NETWORKS`` (CIDRs)
-opens chosen internal networks for internal receivers.
+IPv6 addresses that lead to an IPv4 one (IPv4-mapped ``[::ffff:127.0.0.1]``, IPv4-compatible,
+NAT64, 6to4, Teredo), judged by the IPv4 address they lead to. ``WEBHOOK_ALLOWED_NETWORKS``
+(CIDRs) opens chosen internal networks for internal receivers. A URL that parsers could read
+as naming different hosts (a backslash, userinfo) is refused.
 
 The host is resolved once, at send time, every resolved address is checked, and the
 connection goes to the checked address: there is no second lookup a DNS rebinding could
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
+import re
 import socket
 import ssl
 from collections.abc import Iterable
@@ -61,12 +64,44 @@ def allowed_networks(cidrs: Iterable[str]) -> list[IPNetwork]:
     return networks
 
 
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits and reach it: IPv4-mapped,
+# IPv4-compatible (deprecated, still routed by some stacks) and NAT64's well-known prefix.
+_LAST_32_BITS = [
+    ipaddress.IPv6Network("::ffff:0:0/96"),
+    ipaddress.IPv6Network("::/96"),
+    ipaddress.IPv6Network("64:ff9b::/96"),
+]
+# NAT64's local-use prefix (RFC 8215): a /48 puts the IPv4 address in bits 48-63 and 72-87
+# (RFC 6052, section 2.2).
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to (IPv4-mapped and -compatible, NAT64
+    64:ff9b::/96 and 64:ff9b:1::/48, 6to4 2002::/16, Teredo 2001::/32 server and client),
+    or [] for a plain IPv6 address."""
+    value = int(address)
+    if any(address in network for network in _LAST_32_BITS):
+        return [ipaddress.IPv4Address(value & 0xFFFFFFFF)]
+    if address in _NAT64_LOCAL:
+        packed = address.packed
+        return [ipaddress.IPv4Address(packed[6:8] + packed[9:11])]
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        return list(address.teredo)
+    return []
+
+
 def address_allowed(address: IPAddress, allowed: list[IPNetwork]) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        # ::ffff:127.0.0.1 connects to 127.0.0.1: judge what it really is.
-        address = address.ipv4_mapped
     if any(address in network for network in allowed):
         return True
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = embedded_ipv4(address)
+        if embedded:
+            # [::ffff:127.0.0.1], [64:ff9b::7f00:1], [2002:7f00:1::]... reach 127.0.0.1 (by
+            # the stack, a NAT64 or a relay): judge what they lead to, by the same rules.
+            return all(address_allowed(ipv4, allowed) for ipv4 in embedded)
     # is_global is False for loopback, private, link-local, shared (100.64/10), reserved,
     # unspecified and documentation ranges; multicast is checked on its own because some
     # multicast ranges count as global.
@@ -90,11 +125,25 @@ def resolve_checked(host: str, port: int, allowed: list[IPNetwork]) -> list[IPAd
     return list(dict.fromkeys(addresses))
 
 
+NOT_HTTP = "Webhooks are sent to http or https URLs only."
+AMBIGUOUS = (
+    "The URL holds a backslash, a user name or password (user@host), a space or a control "
+    "character: URL parsers disagree on which host such a URL names."
+)
+
+
 def _target(url: str) -> tuple[str, str, int, str]:
-    """(scheme, host, port, path with query) of an http(s) URL, or ValueError."""
+    """(scheme, host, port, path with query) of an http(s) URL, or ValueError saying why.
+
+    A URL that parsers could read differently is refused outright: in
+    http://127.0.0.1:8299\\@example.com, Python's urlsplit sees the host example.com and a
+    browser or curl sees 127.0.0.1, so what we checked may not be where it goes."""
+    authority = re.split(r"[/?#]", url.partition("://")[2], maxsplit=1)[0]
+    if "\\" in url or "@" in authority or any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise ValueError(AMBIGUOUS)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("not an http(s) URL")
+        raise ValueError(NOT_HTTP)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return parts.scheme, parts.hostname, port, path
@@ -107,7 +156,7 @@ def url_check(url: str, allowed: list[IPNetwork]) -> None:
     try:
         _, host, port, _ = _target(url)
     except ValueError as exc:
-        raise AddressRefused("Webhooks are sent to http or https URLs only.") from exc
+        raise AddressRefused(str(exc) if str(exc) == AMBIGUOUS else NOT_HTTP) from exc
     try:
         resolve_checked(host, port, allowed)
     except AddressRefused as exc:
@@ -144,8 +193,8 @@ def post_json(
     """POST `body` to `url` through a checked address; never raises."""
     try:
         scheme, host, port, path = _target(url)
-    except ValueError:
-        return PostResult(None, "Webhooks are sent to http or https URLs only.")
+    except ValueError as exc:
+        return PostResult(None, str(exc) if str(exc) == AMBIGUOUS else NOT_HTTP)
     try:
         addresses = resolve_checked(host, port, allowed)
     except AddressRefused as exc:

@@ -32,6 +32,24 @@ INTERNAL_URLS = [
     "http://240.0.0.1/hook",
     "http://[fe80::1]/hook",
     "http://[fd00:ec2::254]/hook",
+    # IPv6 spellings that lead to 127.0.0.1: IPv4-compatible, NAT64 (well-known and
+    # local-use), 6to4, Teredo (client 127.0.0.1, stored inverted).
+    "http://[::127.0.0.1]:{port}/hook",
+    "http://[64:ff9b::7f00:1]:{port}/hook",
+    "http://[64:ff9b:1:7f00:0:1::]:{port}/hook",
+    "http://[2002:7f00:1::]:{port}/hook",
+    "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]:{port}/hook",
+    "http://[64:ff9b::a9fe:a9fe]/latest/meta-data/",  # 169.254.169.254 via NAT64
+]
+# URLs that parsers read as naming different hosts: refused whatever the host.
+AMBIGUOUS_URLS = [
+    "http://127.0.0.1:{port}\\@example.com/hook",
+    "http://example.com\\@127.0.0.1:{port}/hook",
+    "http://user@example.com/hook",
+    "http://user:secret@example.com/hook",
+    "http://@example.com/hook",
+    "http://example.com/ho ok",
+    "http://exa\tmple.com/hook",
 ]
 
 
@@ -196,3 +214,50 @@ def test_every_connection_failure_reads_the_same(settings):
 def test_the_allow_list_is_checked_when_settings_load():
     with pytest.raises(ValueError, match="not-a-net"):
         webhook_transport.allowed_networks(["10.0.0.0/8", "not-a-net"])
+
+
+@pytest.mark.parametrize("template", AMBIGUOUS_URLS)
+def test_a_url_parsers_could_disagree_on_is_refused_on_save_and_at_send_time(
+    template, project, listener, settings
+):
+    settings.WEBHOOK_ALLOWED_NETWORKS = []
+    url = template.format(port=listener.port)
+
+    with pytest.raises(ValidationError) as refused:
+        webhook_services.webhook_endpoint_create(project=project, name="probe", url=url, events=[])
+    result = webhook_services.webhook_post(url=url, payload={"event": "test"})
+
+    # (Django's URL validator refuses some of these first: "Enter a valid URL.")
+    assert refused.value.message_dict["url"][0] in (
+        webhook_transport.AMBIGUOUS,
+        "Enter a valid URL.",
+    )
+    assert not project.webhooks.exists()
+    assert result.status_code is None and "parsers disagree" in result.error
+    assert listener.hosts == []
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("64:ff9b::808:808", True),  # NAT64 to 8.8.8.8: a public receiver on an IPv6-only net
+        ("2002:808:808::1", True),  # 6to4 of 8.8.8.8
+        ("::ffff:8.8.8.8", True),
+        ("64:ff9b::a00:1", False),  # 10.0.0.1
+        ("2002:a9fe:a9fe::", False),  # 169.254.169.254
+        ("::ffff:10.0.0.1", False),
+        ("2606:4700::1111", True),  # plain public IPv6
+    ],
+)
+def test_an_ipv6_address_is_judged_by_the_ipv4_address_it_leads_to(address, allowed):
+    import ipaddress
+
+    assert webhook_transport.address_allowed(ipaddress.ip_address(address), []) is allowed
+
+
+def test_an_allowed_network_opens_its_ipv6_spellings_too():
+    import ipaddress
+
+    networks = webhook_transport.allowed_networks(["10.20.0.0/16"])
+    assert webhook_transport.address_allowed(ipaddress.ip_address("64:ff9b::a14:1"), networks)
+    assert not webhook_transport.address_allowed(ipaddress.ip_address("64:ff9b::a15:1"), networks)
