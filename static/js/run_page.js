@@ -16,6 +16,8 @@
     var drawn = {};
     document.querySelectorAll("#charts-area [data-metric]").forEach(function (el) { drawn[el.dataset.metric] = true; });
     picker.querySelectorAll("input[name=metric]").forEach(function (box) { box.checked = !!drawn[box.value]; });
+    // The summary sits outside the swapped charts: count what is drawn now.
+    document.getElementById("metric-drawn-count").textContent = String(Object.keys(drawn).length);
     var axis = new URLSearchParams(window.location.search).get("axis") === "time" ? "time" : "step";
     document.querySelectorAll("#axis-switch a").forEach(function (a) { a.classList.toggle("current", a.dataset.axis === axis); });
   }
@@ -38,7 +40,12 @@
   picker.addEventListener("change", function (event) {
     if (event.target.name !== "metric") { return; }
     var params = new URLSearchParams(window.location.search);
-    var chosen = Array.prototype.map.call(picker.querySelectorAll("input[name=metric]:checked"), function (b) { return b.value; });
+    var ticked = Array.prototype.map.call(picker.querySelectorAll("input[name=metric]:checked"), function (b) { return b.value; });
+    // The charts drawn keep their order (the default's loss, lr... first); a newly ticked
+    // metric comes after them.
+    var chosen = Array.prototype.map.call(document.querySelectorAll("#charts-area [data-metric]"), function (el) { return el.dataset.metric; })
+      .filter(function (name) { return ticked.indexOf(name) !== -1; });
+    ticked.forEach(function (name) { if (chosen.indexOf(name) === -1) { chosen.push(name); } });
     if (chosen.length) { params.set("metrics", chosen.join(",")); } else { params.delete("metrics"); }
     go(params);
   });

@@ -18,8 +18,7 @@ START = datetime(2026, 11, 20, tzinfo=UTC)
 
 Y_RANGE = "i => document.querySelector('#chart-' + i).layout.yaxis.range.map(Number)"
 CLIPPED = (
-    "i => document.querySelector('#chart-' + i).data"
-    ".filter(t => t.clipped).map(t => [t.y, t.text])"
+    "i => document.querySelector('#chart-' + i).data.filter(t => t.clipped).map(t => [t.y, t.text])"
 )
 
 

@@ -128,6 +128,41 @@ def test_the_picker_finds_metric_150_of_200(
     page.wait_for_selector("[data-metric='train/metric_150'] .main-svg")
     assert "train%2Fmetric_150" in page.url or "train/metric_150" in page.url
     assert page.evaluate("window.__notReloaded") is True
+    # and the picker counts the 13 charts drawn now
+    assert page.locator("#charts-area figure.chart").count() == 13
+    assert "13 of 200" in page.locator("#metric-picker summary").first.inner_text()
+
+
+def test_a_147_metric_run_draws_what_people_look_at_first(
+    browser, live_server, login_page, alice, run, add_points
+):
+    # given a run of 147 metrics: 140 per-layer grad norms and seven top-level ones
+    names = [f"grad_norm/layer_{index:03d}" for index in range(140)]
+    top = ["train/loss", "lr", "grad_norm", "tokens_per_s", "step_time_s", "mfu", "val/loss"]
+    add_points(names + top, range(0, 5))
+
+    # when the run page opens with no metric chosen
+    page = _open(browser, live_server, login_page, f"/runs/{run.pk}/")
+
+    # then the loss, lr, grad norm, throughput and step time come first, then the rest by name
+    drawn = page.eval_on_selector_all(
+        "#charts-area figure.chart", "charts => charts.map(c => c.dataset.metric)"
+    )
+    assert drawn[:6] == ["train/loss", "val/loss", "lr", "grad_norm", "tokens_per_s",
+                         "step_time_s"]  # fmt: skip
+    assert drawn[6:] == [f"grad_norm/layer_{index:03d}" for index in range(6)]
+    assert "12 of 147" in page.locator("#metric-picker summary").first.inner_text()
+
+    # and a 13th metric ticked is drawn after them, and counted
+    page.click("#metric-picker > summary")
+    page.fill("#metric-search", "mfu")
+    page.locator("input[name=metric][value='mfu']").check()
+    page.wait_for_selector("[data-metric='mfu'] .main-svg")
+    after = page.eval_on_selector_all(
+        "#charts-area figure.chart", "charts => charts.map(c => c.dataset.metric)"
+    )
+    assert after == [*drawn, "mfu"]
+    assert "13 of 147" in page.locator("#metric-picker summary").first.inner_text()
 
 
 def test_switching_to_wall_clock_time_does_not_reload_the_page(

@@ -26,6 +26,15 @@ def test_pinned_metrics_are_drawn_in_order_and_unknown_ones_dropped():
     assert metric_sections.pinned_from_query(" a/b, ,c ") == ["a/b", "c"]
 
 
+def test_the_default_metrics_are_the_ones_looked_at_first():
+    names = ["a/x", "eval/loss", "grad_norm/layer_1", "iter_time", "loss", "loss_scale",
+             "samples_per_second", "throughput", "train/grad_norm", "train/lr"]  # fmt: skip
+    assert metric_sections.looked_at_first(names) == [
+        "eval/loss", "loss", "train/lr", "train/grad_norm", "samples_per_second",
+        "throughput", "iter_time", "a/x", "grad_norm/layer_1", "loss_scale",
+    ]  # fmt: skip
+
+
 def _live(last_seen, reached, status="running"):
     return liveness.liveness(status=status, status_label="Running", last_seen_at=last_seen,
                              step_reached_at=reached, now=NOW, stall_after=STALL)  # fmt: skip
