@@ -66,7 +66,8 @@ worker: $(RUN_STAMP) ## Run a Celery worker (needs REDIS_URL and DATABASE_URL)
 	$(BIN)/celery -A config worker --queues ingest,default --loglevel INFO
 
 beat: $(RUN_STAMP) ## Run the Celery beat scheduler (the sweeper of pending batches)
-	$(BIN)/celery -A config beat --loglevel INFO
+	@mkdir -p var
+	$(BIN)/celery -A config beat --loglevel INFO --schedule var/celerybeat-schedule
 
 # stack.pytest_plugin starts an embedded PostgreSQL and a redis-server when these do not answer.
 test: $(STAMP) ## Run the tests on real PostgreSQL, Redis, Celery worker and Chromium

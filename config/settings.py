@@ -416,12 +416,16 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 if not DEBUG:
-    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
-    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000)
+    # PLAIN_HTTP=1 serves production over plain HTTP (a trial on a private network): no
+    # redirect to https, no HSTS, cookies without Secure (a browser would not send them back
+    # over http, so login would fail). `make check-deploy` warns about each, rightly.
+    _TLS = not env_bool("PLAIN_HTTP", False)
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _TLS)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if _TLS else 0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
-    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
-    CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
+    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", _TLS)
+    CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", _TLS)
     if env_bool("BEHIND_TLS_PROXY", False):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 

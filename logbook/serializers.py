@@ -107,7 +107,7 @@ AdvisorOut = type(
 )
 
 
-class WindowOut(serializers.Serializer):
+class CheckpointWindowOut(serializers.Serializer):
     start = serializers.CharField(allow_null=True)
     end = serializers.CharField(allow_null=True)
 
@@ -131,7 +131,7 @@ class CheckpointOut(serializers.Serializer):
 
 class RunCheckpointsOut(serializers.Serializer):
     run = serializers.IntegerField()
-    window = WindowOut()
+    window = CheckpointWindowOut()
     count = serializers.IntegerField()
     next = serializers.CharField(allow_null=True)
     previous = serializers.CharField(allow_null=True)

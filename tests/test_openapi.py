@@ -30,3 +30,14 @@ def test_every_json_response_is_documented() -> None:
     # The NaN policy, as the schema states it: measured values may be "NaN", derived ones null.
     assert {"type": "string", "enum": ["NaN", "Infinity", "-Infinity"]} in measured["oneOf"]
     assert derived["type"] == "number" and derived["nullable"] is True
+
+
+def test_the_schema_generates_without_warnings(capsys) -> None:
+    # drf-spectacular's warnings (two serializers named WindowOut, say) make
+    # `make check-deploy` fail (drf_spectacular.W001): the schema must generate clean.
+    from drf_spectacular.drainage import GENERATOR_STATS
+
+    GENERATOR_STATS.reset()
+    SchemaGenerator().get_schema(request=None, public=True)
+
+    assert not GENERATOR_STATS, capsys.readouterr().err
