@@ -75,4 +75,15 @@ def body_read(request: Request, *, content_types: tuple[str, ...], hint: str) ->
             f"The decompressed body exceeds {bound} bytes (limit {limit} bytes, "
             f"and at most {MAX_GZIP_RATIO}x the compressed size).",
         )
+    # Strict: a body cut short (no trailer, so no CRC check) or with bytes after its one
+    # member (garbage, or a second member a proxy may have glued on) is refused, not read
+    # as whatever part decompressed.
+    if not inflater.eof:
+        raise BodyError(400, "The gzip body is truncated: it ends before the gzip trailer.")
+    if inflater.unused_data:
+        raise BodyError(
+            400,
+            f"The gzip body has {len(inflater.unused_data)} bytes after its gzip member; "
+            "send one gzip member and nothing after it.",
+        )
     return body

@@ -165,6 +165,27 @@ def test_unsupported_encoding_is_415_and_corrupt_gzip_is_400(post_batch):
     assert post_batch(b"not gzip", HTTP_CONTENT_ENCODING="gzip").status_code == 400
 
 
+@pytest.mark.parametrize(
+    ("cut", "message"),
+    [
+        (lambda body: body[:-8], "truncated"),  # no trailer: CRC and length never checked
+        (lambda body: body[:-3], "truncated"),
+        (lambda body: body + b"garbage", "after its gzip member"),
+        (lambda body: body + gzip.compress(b"{}"), "after its gzip member"),  # a second member
+    ],
+    ids=["no-trailer", "half-a-trailer", "garbage-after", "second-member"],
+)
+@pytest.mark.django_db
+def test_a_gzip_body_must_be_exactly_one_whole_member(post_batch, cut, message):
+    body = gzip.compress(json.dumps(doc("gz-strict")).encode())
+    assert post_batch(body, HTTP_CONTENT_ENCODING="gzip").status_code == 202  # whole: fine
+
+    response = post_batch(cut(body), HTTP_CONTENT_ENCODING="gzip")
+
+    assert response.status_code == 400
+    assert message in response.json()["detail"]
+
+
 @pytest.mark.django_db
 def test_deeply_nested_json_is_400_not_500(post_batch):
     deep = (
