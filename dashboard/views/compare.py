@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
 
@@ -36,9 +36,21 @@ def _run_ids(raw: str) -> list[int] | str:
 @login_required
 def compare(request: HttpRequest) -> HttpResponse:
     # ?runs=1,2 (a link) or ?runs=1&runs=2 (the run list's checkboxes).
-    ids = _run_ids(",".join(request.GET.getlist("runs")))
+    chosen = ",".join(request.GET.getlist("runs"))
+    ids = _run_ids(chosen)
     if isinstance(ids, str):
-        return HttpResponseBadRequest(ids, content_type="text/plain; charset=utf-8")
+        # Bare /compare/ (a bookmark, the nav) or too few runs: the page to choose them, the
+        # site's navigation around it; 400 when the link gave something to refuse.
+        return render(
+            request,
+            "dashboard/compare_pick.html",
+            {
+                "error": ids if chosen.strip() else "",
+                "choices": run_selectors.compare_choices(user=request.user, exclude=[]),
+                "max_compared": MAX_COMPARED,
+            },
+            status=400 if chosen.strip() else 200,
+        )
     # 404 for a run the user may not see, as the run page does.
     runs = [selectors.run_get_for_user(user=request.user, run_id=run_id) for run_id in ids]
     added, add_error = request.GET.get("add", "").strip(), ""

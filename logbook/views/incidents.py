@@ -311,15 +311,28 @@ def _suggestion(incident: Any) -> Any:
         return None
 
 
-def _stragglers(incident: Any) -> list[tuple[Any, bool]]:
+def _stragglers(incident: Any) -> list[tuple[Any, bool, list[str]]]:
     """The straggler records of the incident's attempt, each with whether its host or device
-    is one the incident names: a slow rank on the hardware that then failed is the lead."""
+    is one the incident names (a slow rank on the hardware that then failed is the lead),
+    and, for a record whose rank's GPU was not reported, the GPUs the incident names on its
+    host: those known to be there, or all it names when it names only that host."""
     if incident.attempt_id is None:
         return []
     hosts = {host.pk for host in incident.hosts.all()}
-    devices = {device.pk for device in incident.devices.all()}
+    devices = list(incident.devices.all())
+
+    def incident_gpus(host_id: int | None) -> list[str]:
+        on_host = [d.uuid for d in devices if host_id is not None and d.host_id == host_id]
+        if not on_host and host_id is not None and hosts == {host_id}:
+            on_host = [d.uuid for d in devices if d.host_id is None]
+        return on_host
+
     return [
-        (record, record.host_id in hosts or record.device_id in devices)
+        (
+            record,
+            record.host_id in hosts or record.device_id in {d.pk for d in devices},
+            [] if record.device_id else incident_gpus(record.host_id),
+        )
         for record in straggler_records_for_attempt(attempt_id=incident.attempt_id)
     ]
 

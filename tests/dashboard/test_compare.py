@@ -116,10 +116,11 @@ def test_compare_refuses_bad_ids_and_hides_runs_of_other_projects(
     theirs = telemetry_services.run_upsert(project=other_project, name="theirs")
     client.force_login(alice)
 
-    for query in ("", f"runs={mine.pk}", f"runs={mine.pk},x", f"runs={mine.pk},{mine.pk}"):
+    for query in (f"runs={mine.pk}", f"runs={mine.pk},x", f"runs={mine.pk},{mine.pk}"):
         response = client.get(f"/compare/?{query}")
         assert response.status_code == 400, query
         assert "runs:" in response.content.decode()
+        assert 'id="compare-pick"' in response.content.decode()  # the picker, not a dead end
     assert client.get(f"/compare/?runs={mine.pk},{theirs.pk}").status_code == 404
     assert client.get(f"/compare/?runs={mine.pk},999999").status_code == 404
     client.logout()
@@ -238,3 +239,26 @@ def test_compare_colours_lines_by_run(browser, live_server, login_page, project,
         " li.querySelector('.swatch').dataset.colour])",
     )
     assert swatches == [["run-a", "#1f77b4"], ["run-b", "#ff7f0e"]]
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_bare_compare_is_a_page_to_choose_runs(browser, live_server, login_page, project, alice):
+    # given two runs
+    first = _run_with_loss(project, "pick-a", {}, attempts=1)
+    second = _run_with_loss(project, "pick-b", {}, attempts=1)
+    page = browser.new_page()
+    login_page(page, live_server.url, "alice")
+
+    # when alice opens /compare/ with no runs chosen
+    response = page.goto(f"{live_server.url}/compare/")
+
+    # then she gets the site's page (navigation included) listing her runs to tick
+    assert response.status == 200
+    assert page.locator("header.topbar nav a", has_text="Runs").count() == 1
+    assert page.locator("#compare-error").count() == 0
+    page.check(f"#compare-pick input[value='{first.pk}']")
+    page.check(f"#compare-pick input[value='{second.pk}']")
+    with page.expect_navigation():
+        page.click("#compare-pick button[type=submit]")
+    assert page.locator("h1").inner_text() == "Compare 2 runs"

@@ -44,8 +44,10 @@ def gathered_steps(
     slow: dict[int, float],
     hosts: list[str],
     ranks: int = 8,
+    devices: bool = True,
 ) -> None:
-    """Rank 0 gathers every rank's step and forward time, one step a minute from `start`."""
+    """Rank 0 gathers every rank's step and forward time, one step a minute from `start`
+    (and each rank's GPU, unless `devices` is False, as a job that does not know them)."""
     events = []
     for step in steps:
         step_s = [1.0 * slow.get(rank, 1.0) + rank * 1e-4 for rank in range(ranks)]
@@ -56,7 +58,11 @@ def gathered_steps(
                 "first_step": step,
                 "ranks": list(range(ranks)),
                 "hosts": hosts,
-                "devices": [f"GPU-{host}-{rank % 2}" for rank, host in enumerate(hosts)],
+                **(
+                    {"devices": [f"GPU-{host}-{rank % 2}" for rank, host in enumerate(hosts)]}
+                    if devices
+                    else {}
+                ),
                 "sections": {"step": step_s, "forward": [s * 0.4 for s in step_s]},
             }
         )
@@ -124,14 +130,16 @@ def test_timings_that_arrive_at_once_date_the_straggler_from_when_it_slowed(toke
 def test_an_incident_page_lists_the_stragglers_of_the_attempt_it_ended(
     token: Any, client: Any, alice: Any
 ) -> None:
-    # given: rank 5 (on h2) slow for 30 minutes, then the attempt fails naming h2
+    # given: rank 5 (on h2) slow for 30 minutes, then the attempt fails naming h2 and its GPU
+    # (the job reports no rank's GPU)
     start = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=2)
     start -= timedelta(minutes=start.minute % 10)
-    gathered_steps(token, attempt=1, steps=range(0, 30), start=start, slow={5: 1.2}, hosts=HOSTS)
+    gathered_steps(token, attempt=1, steps=range(0, 30), start=start, slow={5: 1.2}, hosts=HOSTS,
+                   devices=False)  # fmt: skip
     stragglers.rank_timings_refresh()
     failed_at = (start + timedelta(minutes=31)).isoformat()
     send(token, "fail", [{"type": "interruption", "time": failed_at, "category": "faulty-gpu",
-                          "hosts": ["h2"], "step": 30}])  # fmt: skip
+                          "hosts": ["h2"], "devices": ["GPU-2f1c"], "step": 30}])  # fmt: skip
     incident = Interruption.objects.get()
     # when
     client.force_login(alice)
@@ -143,6 +151,11 @@ def test_an_incident_page_lists_the_stragglers_of_the_attempt_it_ended(
     assert 'data-rank="5" class="named"' in section
     assert "h2</a> <strong>(named by this incident)</strong>" in section
     assert "0.833" in section
+    # and its device is the GPU the incident names on h2 (the rank's own was not reported)
+    row = section[section.index('data-rank="5"') :]
+    assert (
+        'GPU-2f1c <span class="hint">(the incident\'s GPU on this host' in row[: row.index("</tr>")]
+    )
 
 
 def rolled_steps(run_name: str = "big") -> set[int]:
