@@ -327,6 +327,9 @@ LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5)
 LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("LOGIN_MAX_FAILURES_PER_ADDRESS", 50)
 LOGIN_MAX_FAILURES_PER_USERNAME = env_int("LOGIN_MAX_FAILURES_PER_USERNAME", 20)
 LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900)
+# Whether a project admin may add any user of the site to their project (without that
+# user's say). Off: only superusers add users; project admins change roles and remove.
+PROJECT_ADMINS_ADD_EXISTING_USERS = env_bool("PROJECT_ADMINS_ADD_EXISTING_USERS", False)
 # The proxies (CIDRs) whose X-Forwarded-For names the client: the throttle above counts per
 # client address, and behind a proxy every request's REMOTE_ADDR is the proxy's. From any
 # other address the header is ignored (a client could write anything in it). Loopback by

@@ -484,16 +484,27 @@ def accelerators_seed() -> int:
     return len(missing)
 
 
-def membership_set(*, project: Project, username: str, role: str) -> Membership:
+def membership_set(
+    *, project: Project, username: str, role: str, may_add: bool = True
+) -> Membership:
     """Add the user to the project with `role`, or change their role. Refuses to leave the
-    project without an admin."""
+    project without an admin. `may_add` False: only members' roles change, and whether a
+    non-member user exists is not said (PROJECT_ADMINS_ADD_EXISTING_USERS off)."""
     from django.contrib.auth import get_user_model
 
-    user = get_user_model().objects.filter(username=username).first()
-    if user is None:
-        raise ValidationError({"username": f"No user named {username!r}."})
     if role not in Membership.Role.values:
         raise ValidationError({"role": f"Unknown role {role!r}."})
+    user = get_user_model().objects.filter(username=username).first()
+    member = user is not None and Membership.objects.filter(project=project, user=user).exists()
+    if not may_add and not member:
+        raise ValidationError(
+            {
+                "username": f"{username!r} is not a member of this project. On this site only "
+                "a site administrator adds users to a project."
+            }
+        )
+    if user is None:
+        raise ValidationError({"username": f"No user named {username!r}."})
     with transaction.atomic():
         membership, _ = Membership.objects.select_for_update().get_or_create(
             project=project, user=user, defaults={"role": role}

@@ -12,8 +12,12 @@ from telemetry.models import Membership
 
 
 @pytest.mark.django_db
-def test_admin_adds_a_member_changes_the_role_and_removes_them(client, dave, bob, project):
+def test_admin_adds_a_member_changes_the_role_and_removes_them(
+    client, dave, bob, project, settings
+):
     from django.contrib.auth import get_user_model
+
+    settings.PROJECT_ADMINS_ADD_EXISTING_USERS = True
 
     get_user_model().objects.create_user(username="erin", password="erin-pw-1")
     client.force_login(dave)
@@ -110,3 +114,38 @@ def test_admin_forms_answer_400_naming_the_field_on_an_id_that_is_not_one(
     # A well-formed id that names no row of this project stays a 404.
     response = client.post(f"/projects/{project.slug}/{page}/", {"action": action, field: "999999"})
     assert response.status_code == 404
+
+
+@pytest.mark.django_db
+def test_by_default_only_a_site_admin_adds_users_to_a_project(client, dave, bob, project):
+    # given the default (PROJECT_ADMINS_ADD_EXISTING_USERS off) and a user of another team
+    from django.contrib.auth import get_user_model
+
+    erin = get_user_model().objects.create_user(username="erin", password="erin-pw-1")
+    client.force_login(dave)
+    url = f"/projects/{project.slug}/members/"
+    assert "only a site administrator adds users" in client.get(url).content.decode()
+
+    # when the project admin adds her, as admin, then nothing changes
+    refused = client.post(url, {"username": "erin", "role": "admin"})
+    assert refused.status_code == 200
+    assert not Membership.objects.filter(user=erin).exists()
+    # and the answer is the same for a user that does not exist: no list of the site's users
+    unknown = client.post(url, {"username": "nobody", "role": "admin"})
+
+    def errors(response):
+        return re.findall(r'<ul class="errorlist[^"]*"[^>]*>(.*?)</ul>', response.content.decode())
+
+    assert errors(refused) and [e.replace("erin", "nobody") for e in errors(refused)] == errors(
+        unknown
+    )
+
+    # and members' roles still change
+    client.post(url, {"username": "bob", "role": "oncall"})
+    assert Membership.objects.get(user=bob).role == "oncall"
+
+    # and a superuser adds her
+    site_admin = get_user_model().objects.create_superuser(username="root", password="root-pw-1")
+    client.force_login(site_admin)
+    client.post(url, {"username": "erin", "role": "viewer"})
+    assert Membership.objects.get(user=erin).role == "viewer"

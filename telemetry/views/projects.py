@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -17,6 +18,13 @@ from telemetry.views.posted import posted_id
 class MemberForm(forms.Form):
     username = forms.CharField(max_length=150)
     role = forms.ChoiceField(choices=Membership.Role.choices)
+
+
+def _may_add_users(request: HttpRequest) -> bool:
+    """Whether this admin may add any user of the site to the project. A project admin
+    adding someone gives them the project (as admin, even) without their say: multi-team
+    sites keep that to site administrators (PROJECT_ADMINS_ADD_EXISTING_USERS off)."""
+    return bool(request.user.is_superuser or settings.PROJECT_ADMINS_ADD_EXISTING_USERS)
 
 
 @login_required
@@ -34,7 +42,9 @@ def project_members(request: HttpRequest, slug: str) -> HttpResponse:
                 return redirect("telemetry:project-members", slug=project.slug)
             form = MemberForm(request.POST)
             if form.is_valid():
-                membership = services.membership_set(project=project, **form.cleaned_data)
+                membership = services.membership_set(
+                    project=project, may_add=_may_add_users(request), **form.cleaned_data
+                )
                 messages.success(
                     request,
                     f"{membership.user.get_username()} is {membership.get_role_display()}.",
@@ -53,5 +63,6 @@ def project_members(request: HttpRequest, slug: str) -> HttpResponse:
             "members": selectors.project_members(project=project),
             "form": form,
             "roles": Membership.Role.choices,
+            "may_add": _may_add_users(request),
         },
     )
