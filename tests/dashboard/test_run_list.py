@@ -172,3 +172,31 @@ def test_a_nul_in_the_search_or_tag_is_refused_not_a_500(client, alice, param):
     page = client.get("/", {param: "a\x00b"})
     assert api.status_code == 400 and "NUL" in api.content.decode()
     assert page.status_code == 200 and "NUL" in page.content.decode()
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_on_a_phone_the_run_list_and_the_navigation_are_whole(
+    browser, live_server, login_page, project, alice
+):
+    # given a run with an attempt, and a 390 px wide phone
+    run = telemetry_services.run_upsert(project=project, name="phone-run")
+    Attempt.objects.create(run=run, number=1, started_at=datetime(2026, 11, 20, tzinfo=UTC))
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    login_page(page, live_server.url, "alice")
+
+    # when the run list opens
+    page.goto(f"{live_server.url}/")
+
+    # then every navigation link is on screen, whole (it was cut at "Project s")
+    for link in page.locator("header.topbar nav a").all():
+        box = link.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, link.inner_text()
+    # and the run's status, step and last-seen cells are on screen, each named
+    for label in ("Status", "Latest step", "Last seen (UTC)"):
+        cell = page.locator(f"#run-list td[data-label='{label}']").first
+        box = cell.bounding_box()
+        assert box and box["x"] + box["width"] <= 390, label
+        assert page.evaluate(
+            "el => getComputedStyle(el, '::before').content", cell.element_handle()
+        ) == f'"{label}"'
