@@ -197,6 +197,7 @@ def test_on_a_phone_the_run_list_and_the_navigation_are_whole(
         cell = page.locator(f"#run-list td[data-label='{label}']").first
         box = cell.bounding_box()
         assert box and box["x"] + box["width"] <= 390, label
-        assert page.evaluate(
-            "el => getComputedStyle(el, '::before').content", cell.element_handle()
-        ) == f'"{label}"'
+        assert (
+            page.evaluate("el => getComputedStyle(el, '::before').content", cell.element_handle())
+            == f'"{label}"'
+        )
