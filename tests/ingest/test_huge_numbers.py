@@ -102,3 +102,58 @@ def test_prometheus_push_refuses_a_huge_number(client, ingest_token, where, numb
     )
 
     assert response.status_code < 500, response.content[:300]
+
+
+def _metric(**fields: Any) -> dict[str, Any]:
+    return {"metrics": [{"key": "loss", "value": 1, "timestamp": TS_MS, **fields}]}
+
+
+MLFLOW_FIELDS = [
+    ("runs/create", "start_time", {"experiment_id": "0", "start_time": "HUGE"}),
+    ("runs/update", "end_time", {"status": "FINISHED", "end_time": "HUGE"}),
+    ("runs/log-batch", "value", _metric(value="HUGE")),
+    ("runs/log-batch", "timestamp", _metric(timestamp="HUGE")),
+    ("runs/log-batch", "step", _metric(step="HUGE")),
+]
+
+
+@pytest.mark.parametrize("number", HUGE, ids=["1e400", "-1e400", "4301-digits"])
+@pytest.mark.parametrize(
+    ("endpoint", "field", "template"), MLFLOW_FIELDS, ids=[f"{e}:{f}" for e, f, _ in MLFLOW_FIELDS]
+)
+@pytest.mark.django_db
+def test_every_mlflow_numeric_field_refuses_a_huge_number(
+    client, project, ingest_token, endpoint, field, template, number
+):
+    token = IngestToken.objects.get(project=project)
+    run = mlflow_services.mlflow_run_create(
+        token=token, experiment_id="0", run_name="huge", start_time_ms=TS_MS
+    )
+
+    response = client.post(
+        f"/mlflow/api/2.0/mlflow/{endpoint}",
+        data=_body({"run_id": run.run_uuid, **template}, number),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {ingest_token}",
+    )
+
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["error_code"] == "INVALID_PARAMETER_VALUE"
+
+
+@pytest.mark.parametrize("number", HUGE, ids=["1e400", "-1e400", "4301-digits"])
+@pytest.mark.django_db
+def test_mlflow_get_history_refuses_a_huge_max_results(client, project, ingest_token, number):
+    token = IngestToken.objects.get(project=project)
+    run = mlflow_services.mlflow_run_create(
+        token=token, experiment_id="0", run_name="huge", start_time_ms=TS_MS
+    )
+
+    response = client.get(
+        "/mlflow/api/2.0/mlflow/metrics/get-history",
+        {"run_id": run.run_uuid, "metric_key": "loss", "max_results": number},
+        HTTP_AUTHORIZATION=f"Bearer {ingest_token}",
+    )
+
+    assert response.status_code == 400, response.content[:300]
+    assert "max_results" in response.json()["message"]
