@@ -19,14 +19,16 @@ import secrets
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
+from http.cookiejar import CookieJar
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-import requests
 
 from stack import free_port
 from stack.redis_urls import redis_db, redis_url_with_db
@@ -96,6 +98,38 @@ def _run(command: list[str], env: dict[str, str], **extra: Any) -> str:
     return done.stdout
 
 
+class Answer:
+    def __init__(self, status: int, headers: Any, body: bytes) -> None:
+        self.status_code, self.headers, self.text = status, headers, body.decode(errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # a 3xx is the answer, as a browser's first response is
+
+
+class Browser:
+    """Requests with a cookie jar (the session and CSRF cookies), redirects not followed."""
+
+    def __init__(self) -> None:
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(CookieJar()), _NoRedirect()
+        )
+
+    def send(
+        self, url: str, *, data: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> Answer:
+        request = urllib.request.Request(url, data=data, headers=headers or {})
+        try:
+            with self.opener.open(request, timeout=10) as response:
+                return Answer(response.status, response.headers, response.read())
+        except urllib.error.HTTPError as exc:
+            return Answer(exc.code, exc.headers, exc.read())
+
+
 class Processes:
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
@@ -134,7 +168,7 @@ def _wait(predicate: Any, what: str, log: Path, timeout_s: float = START_TIMEOUT
     while time.monotonic() < deadline:
         try:
             result = predicate()
-        except requests.RequestException:
+        except OSError:  # nothing listening yet
             result = None
         if result:
             return result
@@ -171,22 +205,22 @@ def test_the_readme_production_path_works_as_written(production_env, tmp_path) -
         assert token.startswith("chr_"), token
 
         # when the site answers over plain HTTP: the login page, not a redirect to https
-        session = requests.Session()
-        _wait(lambda: session.get(f"{base}/login/", timeout=5).ok, "the web server", web_log)
-        home = session.get(f"{base}/", allow_redirects=False, timeout=10)
+        session = Browser()
+        _wait(lambda: session.send(f"{base}/login/").status_code == 200, "the web server", web_log)
+        home = session.send(f"{base}/")
         assert home.status_code == 302, home.status_code
         assert home.headers["Location"].startswith("/login/")
 
         # and the superuser logs in
-        login_page = session.get(f"{base}/login/", timeout=10)
+        login_page = session.send(f"{base}/login/")
         csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login_page.text)
         assert csrf, login_page.text[:500]
-        logged_in = session.post(
+        logged_in = session.send(
             f"{base}/login/",
-            data={"username": "admin", "password": PASSWORD, "csrfmiddlewaretoken": csrf[1]},
+            data=urllib.parse.urlencode(
+                {"username": "admin", "password": PASSWORD, "csrfmiddlewaretoken": csrf[1]}
+            ).encode(),
             headers={"Referer": f"{base}/login/"},
-            allow_redirects=False,
-            timeout=10,
         )
         assert logged_in.status_code == 302, logged_in.text[:500]
 
@@ -198,17 +232,16 @@ def test_the_readme_production_path_works_as_written(production_env, tmp_path) -
             "metrics": [{"name": "loss", "step": 7, "value": 2.25, "time": time.time() - 60}],
             "events": [{"type": "attempt_started", "time": time.time() - 120, "attempt": 1}],
         }
-        accepted = requests.post(
+        accepted = Browser().send(
             f"{base}/api/v1/ingest",
-            data=json.dumps(batch),
+            data=json.dumps(batch).encode(),
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-            timeout=10,
         )
         assert accepted.status_code == 202, accepted.text
 
         # then the point reads back through the API and the run's page
         def run_id() -> int | None:
-            runs = session.get(f"{base}/api/v1/runs", timeout=10).json()
+            runs = session.send(f"{base}/api/v1/runs").json()
             rows = runs.get("results", runs) if isinstance(runs, dict) else runs
             return next((row["id"] for row in rows if row["name"] == "prod-path-run"), None)
 
@@ -216,13 +249,13 @@ def test_the_readme_production_path_works_as_written(production_env, tmp_path) -
             found = run_id()
             if found is None:
                 return None
-            series = session.get(f"{base}/api/v1/runs/{found}/series?name=loss", timeout=10).json()
+            series = session.send(f"{base}/api/v1/runs/{found}/series?name=loss").json()
             return series if series.get("total_points") == 1 else None
 
         series = _wait(the_point, "the worker processing the batch", worker_log)
         assert series["attempts"][0]["steps"] == [7]
         assert series["attempts"][0]["values"] == [2.25]
-        page = session.get(f"{base}/runs/{series['run']}/", timeout=10)
+        page = session.send(f"{base}/runs/{series['run']}/")
         assert page.status_code == 200 and "prod-path-run" in page.text
 
         # and beat runs its schedule
