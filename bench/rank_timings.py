@@ -35,9 +35,10 @@ from django.db import connection  # noqa: E402
 
 from ingest import services  # noqa: E402
 from logbook.services import stragglers  # noqa: E402
-from telemetry import rank_heat, rank_timings  # noqa: E402
+from telemetry import rank_heat  # noqa: E402
 from telemetry.models import Project, Run  # noqa: E402
 from telemetry.selectors import ranks as rank_selectors  # noqa: E402
+from telemetry.services import rank_timings  # noqa: E402
 
 SECTIONS = ("step", "forward", "backward", "data_loading")
 STEP_S = 6.0

@@ -284,7 +284,7 @@ if DEVICE_SAMPLE_RETENTION_DAYS < 1:
         f"DEVICE_SAMPLE_RETENTION_DAYS must be at least 1, got {DEVICE_SAMPLE_RETENTION_DAYS}."
     )
 
-# --- Per-rank timings (rank_timings; telemetry.rank_timings, logbook.services.stragglers) -------
+# --- Per-rank timings (rank_timings; telemetry.services.rank_timings, logbook.services.stragglers)
 # Raw per-rank values are kept this long (hourly partitions, dropped whole); what stays for
 # the run is a distribution per step and a mean per (rank, bucket).
 RANK_TIMINGS_RAW_WINDOW_S = env_int("RANK_TIMINGS_RAW_WINDOW_S", 3 * 3600)

@@ -42,9 +42,9 @@ from logbook.services import drafts as draft_services
 from logbook.services import entries as entry_services
 from logbook.services import interruptions as interruption_services
 from logbook.services import sdc as sdc_services
-from telemetry import rank_timings
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Project, Run
+from telemetry.services import rank_timings
 
 logger = logging.getLogger(__name__)
 

@@ -653,8 +653,8 @@ class DeviceEvent(models.Model):
 # --- Per-rank section timings (the rank_timings event) ---------------------------------------
 # Raw per-rank values live in telemetry_ranktiming_raw, a table partitioned by the hour it was
 # received and dropped partition by partition after RANK_TIMINGS_RAW_WINDOW_S (migration
-# 0007, telemetry.rank_timings); Django has no model for it. What stays for the whole run is
-# below: one row per (attempt, section, step) and one per (attempt, section, time bucket).
+# 0007, telemetry.services.rank_timings); Django has no model for it. What stays for the whole
+# run is below: one row per (attempt, section, step) and one per (attempt, section, time bucket).
 
 
 class RealField(models.FloatField):
@@ -761,7 +761,7 @@ class RankBucket(models.Model):
     """Every rank's mean time in one section over one time bucket: a column of the heat map,
     and (at RANK_BUCKET_S) the window the straggler scores are computed on. Arrays, not a row
     per rank: a 16,384-rank job makes one row per bucket instead of 16,384. Buckets are kept
-    at RANK_BUCKET_S and at coarser widths (telemetry.rank_timings.COARSE_BUCKETS_S) made
+    at RANK_BUCKET_S and at coarser widths (telemetry.services.rank_timings.COARSE_BUCKETS_S) made
     from them, so a 54-day heat map reads a few hundred rows, not 7,776."""
 
     pk = models.CompositePrimaryKey("attempt", "section", "bucket_s", "bucket_start")

@@ -1,7 +1,7 @@
 """Tables range-partitioned by time and kept for a window: partitions are made ahead of time
 (and on demand, before a write that needs one), and expire by DROP TABLE of a whole
 partition, never by a DELETE of millions of rows. Used by the raw rank timings (hourly,
-telemetry.rank_timings) and the raw DCGM samples (daily, telemetry.device_samples).
+telemetry.services.rank_timings) and the raw DCGM samples (daily, telemetry.device_samples).
 
 A partition's range is read from the catalog, not parsed from its name, so a partition of any
 span (the DCGM table from before partitioning, attached whole by migration 0015) expires like

@@ -542,8 +542,8 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         from django.db import connection
 
         from logbook.services.taxonomy import root_causes_seed
-        from telemetry.rank_timings import RAW_TABLE
         from telemetry.services import accelerators_seed
+        from telemetry.services.rank_timings import RAW_TABLE
 
         with _DemoData.blocker.unblock():
             # As a transactional test empties them: identities not restarted, so no later

@@ -6,6 +6,7 @@ no `Count("checkpoints")`, no SQL on logbook_ tables). Checked on the source, wi
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,159 @@ def test_the_checks_catch_what_they_forbid():
     assert not any("annotations" in what for what in found)
     lines = [line for line, what in _names_of_logbook(tree, classes, tables, related)]
     assert 10 not in lines  # mfu_figure(frame, interruptions=marks)
+
+
+# --- One owner per table (issue 28) ----------------------------------------------------------
+# Each app's tables are written only by its own `services` (and migrations), and named in SQL
+# only by its own code (its `selectors` read them; its services upsert into them). The other
+# apps call those functions. Checked on the source with ast, like the import rule above.
+
+PRODUCT = (*APPS, "config", "demo")
+# Methods that write rows, called on a model, its manager, a queryset or an instance.
+WRITE_METHODS = {
+    "create", "bulk_create", "update", "bulk_update", "get_or_create", "update_or_create",
+    "delete", "save", "add", "remove", "set", "clear",
+}  # fmt: skip
+MAX_LINES = 800
+
+
+def _owners() -> tuple[dict[str, str], dict[str, str]]:
+    """Each model class name and each table (many-to-many ones too) with the app that owns it."""
+    classes, tables = {}, {}
+    for app in APPS:
+        for model in apps.get_app_config(app).get_models():
+            classes[model.__name__] = app
+            tables[model._meta.db_table] = app
+            for field in model._meta.many_to_many:
+                tables[field.remote_field.through._meta.db_table] = app
+    return classes, tables
+
+
+def _root(node: ast.AST) -> ast.AST:
+    """The name a chain of attributes, calls and subscripts starts from:
+    Device.objects.filter(...).update -> Device."""
+    while isinstance(node, ast.Attribute | ast.Call | ast.Subscript):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node
+
+
+def _annotation_names(annotation: ast.AST | None) -> set[str]:
+    return {n.id for n in ast.walk(annotation) if isinstance(n, ast.Name)} if annotation else set()
+
+
+def _write_calls(tree: ast.AST, foreign: set[str]):
+    """(line, what) for each write call on a model in `foreign`: on the class, its manager or
+    a queryset (Device.objects.filter(...).update(...)), or on a name bound to one of its rows
+    in the same function (a parameter annotated `device: Device`, `device =
+    Device.objects.get(...)`, `for device in Device.objects.filter(...)`)."""
+    scopes = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    for scope in [tree, *scopes]:
+        bound: dict[str, str] = {}
+        if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+            for arg in [*scope.args.args, *scope.args.kwonlyargs, *scope.args.posonlyargs]:
+                named = _annotation_names(arg.annotation) & foreign
+                if named:
+                    bound[arg.arg] = min(named)
+        body = scope.body if isinstance(scope, ast.Module) else [scope]
+        for node in (n for part in body for n in ast.walk(part)):
+            targets: list[ast.AST] = []
+            value = None
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign):
+                targets, value = [node.target], node.value
+                named = _annotation_names(node.annotation) & foreign
+                if named and isinstance(node.target, ast.Name):
+                    bound[node.target.id] = min(named)
+            elif isinstance(node, ast.For | ast.comprehension):
+                targets, value = [node.target], node.iter
+            root = _root(value) if value is not None else None
+            if isinstance(root, ast.Name) and root.id in foreign:
+                for target in targets:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name):
+                            bound[name.id] = root.id
+        for node in (n for part in body for n in ast.walk(part)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr not in WRITE_METHODS:
+                continue
+            root = _root(node.func.value)
+            if isinstance(root, ast.Name) and (root.id in foreign or root.id in bound):
+                yield node.lineno, f"{bound.get(root.id, root.id)}.{node.func.attr}"
+
+
+def _tables_in_sql(tree: ast.AST, foreign_tables: set[str], foreign_classes: set[str]):
+    """(line, what) for each string naming a table in `foreign_tables`, and each
+    `Model._meta.db_table` of a model in `foreign_classes`."""
+    pattern = re.compile(r"\b(" + "|".join(sorted(map(re.escape, foreign_tables))) + r")\b")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found = pattern.search(node.value) if foreign_tables else None
+            if found:
+                yield node.lineno, found.group(1)
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr == "db_table"
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "_meta"
+            and isinstance(_root(node.value), ast.Name)
+            and _root(node.value).id in foreign_classes
+        ):
+            yield node.lineno, f"{_root(node.value).id}._meta.db_table"
+
+
+def _is_services(path: Path, app: str) -> bool:
+    parts = path.relative_to(ROOT / app).parts
+    return parts[0] in ("services.py", "services")
+
+
+def _product_modules() -> list[tuple[str, Path]]:
+    return [(app, path) for app in PRODUCT for path in _modules(app)]
+
+
+def foreign_writes() -> dict[str, list[tuple[int, str]]]:
+    """Write calls on another app's models, by module; an app's own models may be written
+    only in its services (its admin, views and commands call them)."""
+    classes, _ = _owners()
+    found = {}
+    for app, path in _product_modules():
+        tree = ast.parse(path.read_text())
+        foreign = {name for name, owner in classes.items() if owner != app}
+        if app in APPS and not _is_services(path, app):
+            foreign |= {name for name, owner in classes.items() if owner == app}
+        hits = sorted(set(_write_calls(tree, foreign)))
+        if hits:
+            found[str(path.relative_to(ROOT))] = hits
+    return found
+
+
+def foreign_sql() -> dict[str, list[tuple[int, str]]]:
+    """Another app's table named in a module's strings (its SQL), by module."""
+    classes, tables = _owners()
+    found = {}
+    for app, path in _product_modules():
+        tree = ast.parse(path.read_text())
+        theirs = {table for table, owner in tables.items() if owner != app}
+        their_classes = {name for name, owner in classes.items() if owner != app}
+        hits = sorted(set(_tables_in_sql(tree, theirs, their_classes)))
+        if hits:
+            found[str(path.relative_to(ROOT))] = hits
+    return found
+
+
+def long_modules() -> dict[str, int]:
+    return {
+        str(path.relative_to(ROOT)): lines
+        for _, path in _product_modules()
+        if (lines := len(path.read_text().splitlines())) > MAX_LINES
+    }
+
+
+def bench_imports() -> dict[str, list[str]]:
+    found = {}
+    for _, path in _product_modules():
+        names = sorted(_imported(ast.parse(path.read_text())) & {"bench", "chaos"})
+        if names:
+            found[str(path.relative_to(ROOT))] = names
+    return found

@@ -57,9 +57,7 @@ def checkpoint_restore_record(
         attempt=attempt,
         defaults={"checkpoint": checkpoint, "restored_at": restored_at, "restore_s": restore_s},
     )
-    if attempt.resumed_from_step is None:
-        attempt.resumed_from_step = step
-        attempt.save(update_fields=["resumed_from_step"])
+    telemetry_services.attempt_resumed_from(attempt=attempt, step=step)
     # Recounted, not incremented, so a reprocessed event cannot count twice.
     restores = (
         CheckpointRestore.objects.filter(checkpoint=OuterRef("pk"))

@@ -14,7 +14,7 @@ from logbook.models import Interruption
 from logbook.services import autotriage, webhooks
 from logbook.services.taxonomy import root_cause_resolve
 from telemetry import services as telemetry_services
-from telemetry.models import Attempt, Device, Run
+from telemetry.models import Attempt, Run
 
 
 @transaction.atomic
@@ -102,9 +102,7 @@ def interruption_record(
     if len(host_rows) == 1 and device_rows:
         # A job naming one host and GPUs says they are on it, so the fleet page can show the
         # device's host; a device already placed (by dcgm-exporter, which knows) stays put.
-        Device.objects.filter(pk__in=[d.pk for d in device_rows], host=None).update(
-            host=host_rows[0]
-        )
+        telemetry_services.devices_place_unplaced(devices=device_rows, host=host_rows[0])
     if not interruption.planned:
         # Pages the project's webhooks after commit, once per interruption.
         webhooks.interruption_notify(interruption=interruption)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.utils import timezone
 
 from logbook.audit import audit_record, diff_fields
 from logbook.models import AuditEvent
@@ -42,27 +40,16 @@ def device_release(*, device: Device, user: Any) -> Device:
 
 @transaction.atomic
 def _quarantine(*, row: Host | Device, user: Any, reason: str) -> None:
-    reason = reason.strip()
-    if not reason:
-        raise ValidationError({"reason": "A reason is required to quarantine hardware."})
     before = _snapshot(row)
-    row.quarantined_at = row.quarantined_at or timezone.now()
-    row.quarantine_reason = reason
-    row.quarantined_by = user if getattr(user, "is_authenticated", False) else None
-    row.save(update_fields=list(FIELDS))
+    telemetry_services.hardware_quarantine(row=row, user=user, reason=reason)
     _audit(row=row, user=user, before=before)
-    telemetry_services.fleet_version_bump(project_id=row.project_id)
 
 
 @transaction.atomic
 def _release(*, row: Host | Device, user: Any) -> None:
     before = _snapshot(row)
-    row.quarantined_at = None
-    row.quarantine_reason = ""
-    row.quarantined_by = None
-    row.save(update_fields=list(FIELDS))
+    telemetry_services.hardware_release(row=row)
     _audit(row=row, user=user, before=before)
-    telemetry_services.fleet_version_bump(project_id=row.project_id)
 
 
 def _snapshot(row: Host | Device) -> dict[str, Any]:

@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from logbook.models import StragglerRecord
 from logbook.services import autotriage
-from telemetry import rank_timings
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt
 from telemetry.selectors import ranks as rank_selectors
+from telemetry.services import rank_timings
 from telemetry.straggler_scores import (
     fastest_time,
     individual_scores,

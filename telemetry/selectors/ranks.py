@@ -22,7 +22,7 @@ from telemetry.models import (
     RankStepBlock,
     Run,
 )
-from telemetry.rank_timings import (
+from telemetry.services.rank_timings import (
     MERGE_BLOCKS,
     MERGE_STEPS,
     RAW_TABLE,

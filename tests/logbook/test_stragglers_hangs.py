@@ -17,8 +17,8 @@ from ingest import services
 from logbook.models import Interruption, StragglerRecord, WebhookDelivery
 from logbook.services import hangs, stragglers
 from logbook.services import webhooks as webhook_services
-from telemetry import rank_timings
 from telemetry.models import RankStepStats, Run
+from telemetry.services import rank_timings
 
 HOSTS = ["h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3"]
 

@@ -15,9 +15,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from ingest import services
-from telemetry import rank_heat, rank_timings
+from telemetry import rank_heat
 from telemetry.models import RankBucket, RankStepBlock, RankStepStats, Run
 from telemetry.selectors import ranks as rank_selectors
+from telemetry.services import rank_timings
 
 # --- Pure arithmetic ---------------------------------------------------------------------------
 

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from ingest import schema, services
 from ingest.models import IngestBatch
-from telemetry import rank_timings
 from telemetry.models import RankBucket, RankPlacement, RankStepStats, Run
+from telemetry.services import rank_timings
 
 
 def timings_event(

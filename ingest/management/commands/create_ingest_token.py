@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from ingest import services
+from telemetry import services as telemetry_services
 from telemetry.models import Project
 
 
@@ -36,7 +37,7 @@ class Command(BaseCommand):
                 raise CommandError(
                     f"No project {slug!r} (known: {known}). Pass --create-project to create it."
                 )
-            project = Project.objects.create(slug=slug, name=slug)
+            project, _ = telemetry_services.project_ensure(slug=slug, name=slug)
         expires_at = None
         if options["expires_days"] is not None:
             expires_at = timezone.now() + timedelta(days=options["expires_days"])

@@ -32,16 +32,14 @@ class Command(BaseCommand):
         parser.add_argument("--url", default="http://127.0.0.1:8000/")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        project, _ = Project.objects.get_or_create(
-            slug=DEMO_PROJECT, defaults={"name": "Demo pre-training"}
-        )
+        project, _ = telemetry_services.project_ensure(slug=DEMO_PROJECT, name="Demo pre-training")
         user_model = get_user_model()
         user, created = user_model.objects.get_or_create(username=DEMO_USERNAME)
         if created or not user.check_password(DEMO_PASSWORD):
             user.set_password(DEMO_PASSWORD)
         user.save()
-        Membership.objects.update_or_create(
-            project=project, user=user, defaults={"role": Membership.Role.ADMIN}
+        telemetry_services.membership_set(
+            project=project, username=DEMO_USERNAME, role=Membership.Role.ADMIN
         )
         loader_token, _ = services.token_create(project=project, name="demo-loader")
 

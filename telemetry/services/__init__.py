@@ -484,6 +484,56 @@ def accelerators_seed() -> int:
     return len(missing)
 
 
+def project_ensure(*, slug: str, name: str) -> tuple[Project, bool]:
+    """The project with this slug, created with `name` if missing; and whether it was."""
+    return Project.objects.get_or_create(slug=slug, defaults={"name": name})
+
+
+def devices_place_unplaced(*, devices: Sequence[Device], host: Host) -> None:
+    """Devices not yet on a host go on `host` (a job that names one host and some GPUs says
+    they are on it); a device already placed stays put (dcgm-exporter, which knows, placed
+    it). In the caller's transaction, which bumps the fleet's version (an interruption's
+    record: one bump for both)."""
+    Device.objects.filter(pk__in=[d.pk for d in devices], host=None).update(host=host)
+
+
+QUARANTINE_FIELDS = ("quarantined_at", "quarantine_reason", "quarantined_by")
+
+
+@transaction.atomic
+def hardware_quarantine(*, row: Host | Device, user: Any, reason: str) -> None:
+    """Take a host or device out of service, with who did it and why (required). Already in
+    quarantine, it keeps its original time; the reason and author are updated. The caller
+    audits the change."""
+    reason = reason.strip()
+    if not reason:
+        raise ValidationError({"reason": "A reason is required to quarantine hardware."})
+    row.quarantined_at = row.quarantined_at or timezone.now()
+    row.quarantine_reason = reason
+    row.quarantined_by = user if getattr(user, "is_authenticated", False) else None
+    row.save(update_fields=list(QUARANTINE_FIELDS))
+    fleet_version_bump(project_id=row.project_id)
+
+
+@transaction.atomic
+def hardware_release(*, row: Host | Device) -> None:
+    """Return a host or device to service. The caller audits the change."""
+    row.quarantined_at = None
+    row.quarantine_reason = ""
+    row.quarantined_by = None
+    row.save(update_fields=list(QUARANTINE_FIELDS))
+    fleet_version_bump(project_id=row.project_id)
+
+
+def attempt_resumed_from(*, attempt: Attempt, step: int) -> None:
+    """The step the attempt resumed from, if no event said so before (the first word
+    stands: attempt_started's resume step, or the first restore reported). In the caller's
+    transaction, which bumps the run's version (a restore's record: one bump for both)."""
+    if attempt.resumed_from_step is None:
+        attempt.resumed_from_step = step
+        attempt.save(update_fields=["resumed_from_step"])
+
+
 def membership_set(
     *, project: Project, username: str, role: str, may_add: bool = True
 ) -> Membership:
