@@ -16,8 +16,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dashboard.query import BadQuery, axis_from_query, exclude_planned_from_query, window_from_query
-from dashboard.selectors import efficiency
+from dashboard.query import (
+    BadQuery,
+    Window,
+    axis_from_query,
+    exclude_planned_from_query,
+    window_from_query,
+)
+from dashboard.selectors import goodput as goodput_selectors
+from dashboard.selectors import mfu as mfu_selectors
 from dashboard.selectors.runs import RunListError, RunListQuery, runs_list
 from dashboard.serializers import GoodputOut, MfuOut
 from telemetry import goodput, selectors
@@ -90,11 +97,11 @@ def _time(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def _window(window: efficiency.Window) -> dict[str, str | None]:
+def _window(window: Window) -> dict[str, str | None]:
     return {"start": _time(window.start), "end": _time(window.end)}
 
 
-def mfu_payload(report: efficiency.MfuReport) -> dict[str, Any]:
+def mfu_payload(report: mfu_selectors.MfuReport) -> dict[str, Any]:
     inputs = report.inputs
     run = report.run
     points = report.points
@@ -148,7 +155,7 @@ def mfu_payload(report: efficiency.MfuReport) -> dict[str, Any]:
     }
 
 
-def goodput_payload(report: efficiency.GoodputReport) -> dict[str, Any]:
+def goodput_payload(report: goodput_selectors.GoodputReport) -> dict[str, Any]:
     result = report.result
     body: dict[str, Any] = {
         "run": report.run.pk,
@@ -237,7 +244,7 @@ class RunMfuApi(APIView):
             axis_from_query(request.query_params)
         except BadQuery as exc:
             raise ValidationError({exc.name: exc.message}) from exc
-        report, _ = efficiency.run_mfu_cached(run=run, window=window)
+        report, _ = mfu_selectors.run_mfu_cached(run=run, window=window)
         return Response(MfuOut(mfu_payload(report)).data)
 
 
@@ -260,7 +267,7 @@ class RunGoodputApi(APIView):
             window = window_from_query(request.query_params)
         except BadQuery as exc:
             raise ValidationError({exc.name: exc.message}) from exc
-        report, _ = efficiency.run_goodput_cached(
+        report, _ = goodput_selectors.run_goodput_cached(
             run=run, window=window, exclude_planned=exclude_planned_from_query(request.query_params)
         )
         return Response(GoodputOut(goodput_payload(report)).data)

@@ -2,11 +2,36 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
 from django.http import QueryDict
 
-from dashboard.selectors.efficiency import Window
 from telemetry.display import field_problem
 from telemetry.query_time import BadTime, parse_time
+
+
+@dataclass(frozen=True)
+class Window:
+    """A time window from query parameters; either end may be open."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+
+    def as_seconds(self) -> tuple[float, float] | None:
+        if self.start is None and self.end is None:
+            return None
+        low = self.start.timestamp() if self.start else -math.inf
+        high = self.end.timestamp() if self.end else math.inf
+        return low, high
+
+
+def window_key(window: Window) -> str:
+    """The window as part of a cache key."""
+    return f"{window.start.isoformat() if window.start else ''}/" + (
+        window.end.isoformat() if window.end else ""
+    )
 
 
 class BadQuery(ValueError):

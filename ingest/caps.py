@@ -13,10 +13,10 @@ from __future__ import annotations
 from operator import itemgetter
 
 from django.conf import settings
-from django.db import connection
 
 from ingest.schema import BatchError, BatchIn
 from telemetry.models import MetricSeries, Run
+from telemetry.selectors import packed
 
 # Unprocessable, not 429: the cap does not lift by retrying, so the client must not retry.
 CAP_STATUS = 422
@@ -43,16 +43,9 @@ def batch_caps_check(*, project_id: int, batch_in: BatchIn) -> None:
         runs_cap_check(project_id=project_id, run_name=batch_in.run)
         return
     cap = settings.INGEST_MAX_SERIES_PER_RUN
-    # Written out: it runs for every batch, and the ORM's query cost ~1.4 ms of the web
-    # process's CPU and ~0.9 ms of PostgreSQL's (DISTINCT over a join); this one, a quarter
-    # and a half of those.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT name FROM {MetricSeries._meta.db_table} WHERE name = ANY(%s) AND run_id = "
-            f"(SELECT id FROM {Run._meta.db_table} WHERE project_id = %s AND name = %s)",
-            [list(names), project_id, batch_in.run],
-        )
-        known = {name for (name,) in cursor}
+    known = packed.series_names_known(
+        project_id=project_id, run_name=batch_in.run, names=sorted(names)
+    )
     if not known:
         # A series the batch names exists only in an existing run: the run check (one
         # query) is needed only when none does, which spares it for a run's every batch

@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connections, router
-from django.db.models import Count, F, Func, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, Func, IntegerField, Model, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from logbook.models import Annotation, Checkpoint, Interruption, LogbookEntry
@@ -152,19 +151,24 @@ class RunPageTables:
         )
 
 
-_COUNT_SQL = (
-    f"SELECT (SELECT count(*) FROM {Attempt._meta.db_table} WHERE run_id = %s), "
-    f"(SELECT count(*) FROM {Interruption._meta.db_table} WHERE run_id = %s), "
-    f"(SELECT count(*) FROM {Checkpoint._meta.db_table} WHERE run_id = %s)"
-)
+def _count(model: type[Model], run: Run) -> Coalesce:
+    rows = model.objects.filter(run_id=run.pk).order_by().values("run_id").annotate(n=Count("*"))
+    return Coalesce(Subquery(rows.values("n"), output_field=IntegerField()), 0)
 
 
 def run_table_counts(*, run: Run) -> tuple[int, int, int]:
-    """How many attempts, interruptions and checkpoints the run has. One query."""
-    # The replica when this request's reads go there (config.replica), as the ORM's would.
-    with connections[router.db_for_read(Run)].cursor() as cursor:
-        cursor.execute(_COUNT_SQL, [run.pk] * 3)
-        attempts, interruptions, checkpoints = cursor.fetchone()
+    """How many attempts, interruptions and checkpoints the run has. One query (a count of
+    each table by run, as subqueries of one SELECT)."""
+    counts = (
+        Run.objects.filter(pk=run.pk)
+        .annotate(
+            attempt_n=_count(Attempt, run),
+            interruption_n=_count(Interruption, run),
+            checkpoint_n=_count(Checkpoint, run),
+        )
+        .values_list("attempt_n", "interruption_n", "checkpoint_n")
+    )
+    attempts, interruptions, checkpoints = counts.get()
     return attempts, interruptions, checkpoints
 
 

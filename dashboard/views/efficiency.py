@@ -9,8 +9,15 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 
-from dashboard.query import BadQuery, axis_from_query, exclude_planned_from_query, window_from_query
-from dashboard.selectors import efficiency
+from dashboard.query import (
+    BadQuery,
+    Window,
+    axis_from_query,
+    exclude_planned_from_query,
+    window_from_query,
+)
+from dashboard.selectors import goodput as goodput_selectors
+from dashboard.selectors import mfu as mfu_selectors
 from telemetry import charts as telemetry_charts
 from telemetry import efficiency_charts, goodput, run_cache, selectors
 
@@ -35,8 +42,8 @@ def run_mfu(request: HttpRequest, run_id: int) -> HttpResponse:
         window = window_from_query(request.GET)
         axis = axis_from_query(request.GET)
     except BadQuery as exc:
-        error, window, axis = exc.in_page_words(), efficiency.Window(), "step"
-    report, key = efficiency.run_mfu_cached(run=run, window=window)
+        error, window, axis = exc.in_page_words(), Window(), "step"
+    report, key = mfu_selectors.run_mfu_cached(run=run, window=window)
     label = report.inputs.label.value if report.inputs else "MFU"
 
     def draw() -> list[dict[str, Any]]:
@@ -82,9 +89,9 @@ def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
     try:
         window = window_from_query(request.GET)
     except BadQuery as exc:
-        error, window = exc.in_page_words(), efficiency.Window()
+        error, window = exc.in_page_words(), Window()
     exclude_planned = exclude_planned_from_query(request.GET)
-    report, key = efficiency.run_goodput_cached(
+    report, key = goodput_selectors.run_goodput_cached(
         run=run, window=window, exclude_planned=exclude_planned
     )
     result = report.result
@@ -133,8 +140,8 @@ def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
             "result": result,
             "error": error,
             "buckets": buckets,
-            "window_start": efficiency.as_datetime(result.window_start) if result else None,
-            "window_end": efficiency.as_datetime(result.window_end) if result else None,
+            "window_start": goodput_selectors.as_datetime(result.window_start) if result else None,
+            "window_end": goodput_selectors.as_datetime(result.window_end) if result else None,
             "per_attempt": [{**row, "goodput_pct": row["goodput"] * 100} for row in per_attempt],
             "segments": segments,
             "attempt_count": attempt_count,

@@ -11,8 +11,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
 
-from dashboard.query import BadQuery, window_from_query
-from dashboard.selectors.efficiency import Window
+from dashboard.query import BadQuery, Window, window_from_query
 from dashboard.views.runs import run_live_version
 from logbook.selectors.stragglers import straggler_records_for_run
 from telemetry import rank_charts, run_cache, selectors

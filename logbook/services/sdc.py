@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from logbook import sdc_maths
@@ -19,7 +19,8 @@ from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors import triage as triage_selectors
 from logbook.services import autotriage, quarantine, webhooks
 from telemetry import services as telemetry_services
-from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
+from telemetry.models import Attempt, Run
+from telemetry.selectors import packed
 
 
 def sdc_record(
@@ -149,37 +150,19 @@ def _divergences(
     # batches come from a run's only attempt, and stop here. The join of the points runs
     # only when another attempt has the metric (the five-table join it replaced cost ~1 ms
     # of planning on every batch, more than running it).
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT s.id, s.attempt_id, a.number FROM {MetricSeries._meta.db_table} s "
-            f"JOIN {Attempt._meta.db_table} a ON a.id = s.attempt_id "
-            "WHERE s.run_id = %s AND s.name = %s",
-            [run.pk, metric],
-        )
-        series = {series_id: (attempt_id, number) for series_id, attempt_id, number in cursor}
+    series = packed.metric_series_attempts(run=run, metric=metric)
     own: list[int] = []
     others: list[int] = []
     for series_id, (attempt_id, _) in series.items():
         (own if attempt_id == attempt.pk else others).append(series_id)
     if not own or not others:
         return []
-    point = MetricPoint._meta.db_table
-    sql = (
-        f"SELECT mine.step, mine.value, mine.wall_time, theirs.series_id, theirs.value, "
-        f"theirs.wall_time FROM {point} mine "
-        f"JOIN {point} theirs ON theirs.series_id = ANY(%s) AND theirs.step = mine.step "
-        f"WHERE mine.series_id = %s"
-    )
-    params: list[Any] = [others, own[0]]
-    if steps is not None:
-        sql += " AND mine.step = ANY(%s)"
-        params.append(sorted(set(steps)))
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = [
-            (step, mine, mine_at, *series[other_series], theirs, theirs_at)
-            for step, mine, mine_at, other_series, theirs, theirs_at in cursor.fetchall()
-        ]
+    rows = [
+        (step, mine, mine_at, *series[other_series], theirs, theirs_at)
+        for step, mine, mine_at, other_series, theirs, theirs_at in packed.points_at_shared_steps(
+            series_id=own[0], other_series_ids=others, steps=steps
+        )
+    ]
     found = []
     for step, mine, mine_at, other_id, other_number, theirs, theirs_at in rows:
         if not sdc_maths.values_differ(mine, theirs, tolerance=run.sdc_tolerance):

@@ -18,7 +18,7 @@ actually added (redelivered points conflict and are left out), COPY included:
 telemetry_throughputsum_rebuild(attempt ids) recomputes the sums from the points: the
 backfill below and the `rollups_rebuild` command. The SQL is written out here so that this
 migration keeps doing what it did when the code moves on; the metric names are
-dashboard.selectors.efficiency's TOKENS_PER_S and STEP_TIME_S.
+dashboard.selectors.mfu's TOKENS_PER_S and STEP_TIME_S.
 
 SQLite (the embedded demo) gets the table but no trigger.
 """

@@ -36,7 +36,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from dashboard.selectors import efficiency
+from dashboard.selectors import goodput as goodput_selectors
 from ingest.models import IngestBatch
 from logbook.models import Checkpoint, CheckpointRestore, Interruption
 from telemetry.models import Attempt, JobInterval, MetricPoint, Run, StepStart
@@ -211,7 +211,7 @@ def test_hf_trainer_reports_metrics_steps_checkpoints_and_evals(
     assert (run.n_layers, run.n_heads, run.head_dim) == (2, 2, 16)
     assert run.config["learning_rate"] == 1e-3 and run.config["save_steps"] == 3
     # and goodput is computed from the recorded steps, with the saves and evals as badput
-    report = efficiency.run_goodput(run=run)
+    report = goodput_selectors.run_goodput(run=run)
     assert report.step_source == "recorded"
     assert report.result is not None and report.result.productive_s > 0
     assert report.result.badput_s["checkpoint_save"] > 0
@@ -276,7 +276,7 @@ def test_hf_crash_is_reported_and_resuming_is_the_next_attempt(
     assert first.pk == Attempt.objects.get(run=run, number=1).pk  # attempt 1 left as it was
     assert Attempt.objects.get(pk=first.pk).status == Attempt.Status.FAILED
     # and goodput sees one disruption and the work of steps 4-5 done twice
-    report = efficiency.run_goodput(run=run)
+    report = goodput_selectors.run_goodput(run=run)
     assert report.result is not None and report.result.disruptions == 1
     assert report.result.badput_s["wasted_progress"] > 0
 
@@ -402,7 +402,7 @@ def test_lightning_reports_metrics_steps_checkpoints_and_evals(
     # and the hyperparameters as the run's config, with the parameter count
     assert run.config == {"lr": 0.05, "fail_at_step": None}
     assert run.parameter_count == 9
-    report = efficiency.run_goodput(run=run)
+    report = goodput_selectors.run_goodput(run=run)
     assert report.step_source == "recorded" and report.result.productive_s > 0
 
 

@@ -17,7 +17,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.selectors import efficiency
+from dashboard.query import Window
+from dashboard.selectors import mfu as mfu_selectors
 from telemetry import mfu as mf
 from telemetry import services as telemetry_services
 from telemetry.models import MetricPoint, Project, Run, ThroughputSum
@@ -89,7 +90,7 @@ def test_the_mfu_page_figures_from_the_sums_are_the_pure_maths_over_the_points(p
     telemetry_services.attempt_ensure(run=run, number=2, accelerator_count=4)
 
     # when its MFU is computed (no window: from the stored sums)
-    report = efficiency.run_mfu(run=run)
+    report = mfu_selectors.run_mfu(run=run)
 
     # then the mean and every attempt's mean are mean_utilisation over the points' MFU,
     # weighted by step time, each attempt on its own accelerator count
@@ -111,8 +112,8 @@ def test_the_mfu_page_figures_from_the_sums_are_the_pure_maths_over_the_points(p
     assert [row[4] for row in got] == pytest.approx([row[4] for row in per_attempt], rel=1e-12)
     assert report.total_points == sum(steps.size for steps, _, _ in points.values())
     # and a window holding the whole run (read from the points) says the same
-    everything = efficiency.Window(start=T0, end=T0 + timedelta(days=1))
-    windowed = efficiency.run_mfu(run=run, window=everything)
+    everything = Window(start=T0, end=T0 + timedelta(days=1))
+    windowed = mfu_selectors.run_mfu(run=run, window=everything)
     assert windowed.mean == pytest.approx(report.mean, rel=1e-12)
     assert list(windowed.per_attempt["mean"]) == pytest.approx(list(report.per_attempt["mean"]))
 
@@ -128,7 +129,7 @@ def test_mfu_from_step_time_uses_the_sums_as_the_points_would(project):
     points = [("step_time_s", s, t, T0 + timedelta(seconds=s)) for s, t in enumerate(times)]
     telemetry_services.metric_points_insert(run=run, attempt=attempt, points=points)
 
-    report = efficiency.run_mfu(run=run)
+    report = mfu_selectors.run_mfu(run=run)
 
     # then throughput is tokens_per_step / step time, weighted by step time, as the pure maths
     assert report.throughput_source == "step_time_s" and report.inputs is not None
@@ -169,7 +170,7 @@ def test_sums_kept_through_split_and_redelivered_batches_equal_a_rebuild(project
     assert _stored(run) == kept
     steps, reported, timed = _points_by_attempt(run)[1]
     expected = mf.ThroughputSums.of(steps, reported, timed)
-    assert astuple(efficiency._throughput_sums(run)[1]) == pytest.approx(astuple(expected))
+    assert astuple(mfu_selectors._throughput_sums(run)[1]) == pytest.approx(astuple(expected))
     assert expected.steps == 40 and expected.paired_weight_s == pytest.approx(
         sum(1.0 + s for s in [*range(0, 10), *range(20, 30), *range(30, 40)])
     )
@@ -195,4 +196,4 @@ def test_the_mfu_first_view_reads_no_more_points_when_the_run_grows(
     # then the big run (~45,000 points) costs the same queries, and reads about as many
     # point rows as its chart draws (the rest from the rollups), not its points
     assert [q for q, _ in costs[:2]] == [q for q, _ in costs[2:]], costs
-    assert all(rows <= 2 * efficiency.CHART_MAX_POINTS for _, rows in costs[2:]), costs
+    assert all(rows <= 2 * mfu_selectors.CHART_MAX_POINTS for _, rows in costs[2:]), costs

@@ -74,7 +74,7 @@ SCRIPT = textwrap.dedent(
     print(json.dumps({
         "replica_in_recovery": in_recovery,
         "page": queries("get", "/"),
-        # A page whose selectors read with raw SQL (dashboard.selectors.efficiency).
+        # A page whose selectors read with raw SQL (telemetry.selectors.packed, for the MFU page).
         "mfu": queries("get", f"/runs/{run.pk}/mfu/"),
         # Any unsafe method marks the browser as having written (the view's answer aside).
         "write": queries("post", "/"),

@@ -13,9 +13,9 @@ import pytest
 from django.core.cache import cache
 from django.core.management import call_command
 
-from dashboard.selectors import efficiency
 from telemetry import services as telemetry_services
 from telemetry.models import Project, Run, StepStart, StepStartChunk
+from telemetry.selectors import packed
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -69,7 +69,7 @@ def test_packed_step_starts_are_the_table_s_rows(project):
     kept = _chunks(run)
 
     # when goodput reads them, and when they are repacked from the table
-    read = efficiency._step_starts_recorded(run)
+    read = packed.step_starts_recorded(run=run)
     call_command("rollups_rebuild", "--run", str(run.pk), stdout=io.StringIO())
 
     # then they are every stored step with its time (first write wins), in step order
