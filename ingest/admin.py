@@ -63,10 +63,7 @@ class IngestBatchAdmin(admin.ModelAdmin):
 
     @admin.action(description="Process again (dead batches are set back to pending)")
     def requeue(self, request: HttpRequest, queryset: QuerySet[IngestBatch]) -> None:
-        pks = list(queryset.exclude(status=IngestBatch.Status.DONE).values_list("pk", flat=True))
-        IngestBatch.objects.filter(pk__in=pks).update(
-            status=IngestBatch.Status.PENDING, process_attempts=0
+        count = services.batches_process_again(
+            batch_pks=list(queryset.values_list("pk", flat=True))
         )
-        for pk in pks:
-            services.batch_enqueue(batch_pk=pk)
-        self.message_user(request, f"Re-enqueued {len(pks)} batch(es).", messages.SUCCESS)
+        self.message_user(request, f"Re-enqueued {count} batch(es).", messages.SUCCESS)

@@ -3,7 +3,8 @@ MLflow client with MLFLOW_TRACKING_URI=http://host/mlflow logs to Chronicle.
 
 The contract is MLflow's (request fields, response shapes, `{"error_code", "message"}` errors
 with MLflow's HTTP statuses), so these views are left out of Chronicle's OpenAPI schema.
-Writes live in ingest.mlflow_services; these views parse, check auth and shape answers.
+Writes live in ingest.services.mlflow, reads in ingest.selectors.mlflow and the input checks in
+ingest.mlflow_checks; these views parse, check auth and shape answers.
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ from rest_framework.views import APIView
 
 from config.errors import RETRY_AFTER_S, is_database_unreachable
 from config.parsers import unstorable_text
-from ingest import mlflow_services as mlflow
+from ingest import mlflow_checks
 from ingest import services as ingest_services
 from ingest.authentication import HasIngestToken
 from ingest.models import IngestToken, MlflowExperiment, MlflowRun
 from ingest.schema import BatchError, parse_json
+from ingest.selectors import mlflow as mlflow_reads
 from ingest.selectors import token_get_by_plaintext
+from ingest.services import mlflow as mlflow_writes
 from ingest.throttles import BACKLOG_RETRY_AFTER_S, IngestTokenRateThrottle, backlog_is_full
 
 logger = logging.getLogger(__name__)
@@ -76,7 +79,7 @@ class MlflowTokenAuthentication(BaseAuthentication):
 def _error(error_code: str, message: str, headers: dict[str, str] | None = None) -> Response:
     return Response(
         {"error_code": error_code, "message": message},
-        status=mlflow.ERROR_STATUS.get(error_code, 500),
+        status=mlflow_checks.ERROR_STATUS.get(error_code, 500),
         headers=headers,
     )
 
@@ -93,7 +96,7 @@ class _MlflowView(APIView):
     def handle_exception(self, exc: Exception) -> Response:
         """Every failure in MLflow's shape: its client maps error_code to an exception, and
         retries only 429 and 5xx."""
-        if isinstance(exc, mlflow.MlflowError):
+        if isinstance(exc, mlflow_checks.MlflowError):
             if exc.status >= 500:
                 logger.warning("MLflow %s %s: %s", exc.error_code, self.request.path, exc.message)
             return _error(exc.error_code, exc.message)
@@ -149,15 +152,15 @@ class _MlflowView(APIView):
             params = {key: request.query_params.get(key) for key in request.query_params}
             return _storable(params)
         raw = request.body
-        if len(raw) > mlflow.MAX_BATCH_REQUEST_BYTES:
-            raise mlflow.MlflowError(
+        if len(raw) > mlflow_checks.MAX_BATCH_REQUEST_BYTES:
+            raise mlflow_checks.MlflowError(
                 "INVALID_PARAMETER_VALUE",
                 f"The request body is {len(raw)} bytes; the limit is "
-                f"{mlflow.MAX_BATCH_REQUEST_BYTES}.",
+                f"{mlflow_checks.MAX_BATCH_REQUEST_BYTES}.",
             )
         doc = parse_json(raw) if raw.strip() else {}
         if not isinstance(doc, dict):
-            raise mlflow.MlflowError(
+            raise mlflow_checks.MlflowError(
                 "INVALID_PARAMETER_VALUE", "The request body must be a JSON object."
             )
         if unchecked:
@@ -174,11 +177,13 @@ def _storable(fields: dict[str, Any]) -> dict[str, Any]:
     """The fields, unless one holds text PostgreSQL cannot store (a NUL, a lone surrogate)."""
     problem = unstorable_text(fields)
     if problem:
-        raise mlflow.MlflowError("INVALID_PARAMETER_VALUE", f"{problem[0].upper()}{problem[1:]}.")
+        raise mlflow_checks.MlflowError(
+            "INVALID_PARAMETER_VALUE", f"{problem[0].upper()}{problem[1:]}."
+        )
     return fields
 
 
-class _Backlog(mlflow.MlflowError):
+class _Backlog(mlflow_checks.MlflowError):
     def __init__(self) -> None:
         super().__init__(
             "REQUEST_LIMIT_EXCEEDED",
@@ -195,7 +200,7 @@ def _run_id(fields: dict[str, Any]) -> Any:
 def _required(fields: dict[str, Any], name: str) -> Any:
     value = fields.get(name)
     if value in (None, ""):
-        raise mlflow.MlflowError(
+        raise mlflow_checks.MlflowError(
             "INVALID_PARAMETER_VALUE", f"Missing value for required parameter '{name}'."
         )
     return value
@@ -206,20 +211,20 @@ def _pairs(mapping: dict[str, str]) -> list[dict[str, str]]:
 
 
 def _experiment_out(experiment: MlflowExperiment) -> dict[str, Any]:
-    experiment_id = mlflow.experiment_public_id(experiment)
+    experiment_id = mlflow_reads.experiment_public_id(experiment)
     return {
         "experiment_id": experiment_id,
         "name": experiment.name,
         "artifact_location": experiment.artifact_location or f"mlflow-artifacts:/{experiment_id}",
         "lifecycle_stage": "active",
-        "creation_time": mlflow.datetime_ms(experiment.created_at),
-        "last_update_time": mlflow.datetime_ms(experiment.updated_at),
+        "creation_time": mlflow_checks.datetime_ms(experiment.created_at),
+        "last_update_time": mlflow_checks.datetime_ms(experiment.updated_at),
         "tags": _pairs(experiment.tags),
     }
 
 
 def _run_info_out(mlflow_run: MlflowRun) -> dict[str, Any]:
-    experiment_id = mlflow.experiment_public_id(mlflow_run.experiment)
+    experiment_id = mlflow_reads.experiment_public_id(mlflow_run.experiment)
     info: dict[str, Any] = {
         "run_id": mlflow_run.run_uuid,
         "run_uuid": mlflow_run.run_uuid,
@@ -242,7 +247,7 @@ def _run_out(mlflow_run: MlflowRun) -> dict[str, Any]:
     return {
         "info": _run_info_out(mlflow_run),
         "data": {
-            "metrics": mlflow.run_latest_metrics(mlflow_run=mlflow_run),
+            "metrics": mlflow_reads.run_latest_metrics(mlflow_run=mlflow_run),
             "params": _pairs(mlflow_run.params),
             "tags": _pairs(mlflow_run.tags),
         },
@@ -256,29 +261,31 @@ def _run_out(mlflow_run: MlflowRun) -> dict[str, Any]:
 class ExperimentGetByNameApi(_MlflowView):
     def get(self, request: Request) -> Response:
         name = _required(self.fields(), "experiment_name")
-        experiment = mlflow.experiment_get_by_name(project=self.token.project, name=name)
+        experiment = mlflow_writes.experiment_get_by_name(project=self.token.project, name=name)
         return Response({"experiment": _experiment_out(experiment)})
 
 
 class ExperimentGetApi(_MlflowView):
     def get(self, request: Request) -> Response:
         experiment_id = _required(self.fields(), "experiment_id")
-        experiment = mlflow.experiment_get(project=self.token.project, experiment_id=experiment_id)
+        experiment = mlflow_writes.experiment_get(
+            project=self.token.project, experiment_id=experiment_id
+        )
         return Response({"experiment": _experiment_out(experiment)})
 
 
 class ExperimentCreateApi(_MlflowView):
     def post(self, request: Request) -> Response:
         fields = self.fields()
-        experiment = mlflow.experiment_create(
+        experiment = mlflow_writes.experiment_create(
             project=self.token.project,
             name=fields.get("name"),
             artifact_location=str(fields.get("artifact_location") or ""),
-            tags=mlflow.check_key_values(
-                fields.get("tags"), what="tags", value_limit=mlflow.MAX_TAG_VALUE_LENGTH
+            tags=mlflow_checks.check_key_values(
+                fields.get("tags"), what="tags", value_limit=mlflow_checks.MAX_TAG_VALUE_LENGTH
             ),
         )
-        return Response({"experiment_id": mlflow.experiment_public_id(experiment)})
+        return Response({"experiment_id": mlflow_reads.experiment_public_id(experiment)})
 
 
 # --- Runs ------------------------------------------------------------------------------------
@@ -287,14 +294,14 @@ class ExperimentCreateApi(_MlflowView):
 class RunCreateApi(_MlflowView):
     def post(self, request: Request) -> Response:
         fields = self.fields()
-        mlflow_run = mlflow.mlflow_run_create(
+        mlflow_run = mlflow_writes.mlflow_run_create(
             token=self.token,
             experiment_id=fields.get("experiment_id"),
             run_name=fields.get("run_name"),
             user_id=fields.get("user_id") or "",
             start_time_ms=fields.get("start_time"),
-            tags=mlflow.check_key_values(
-                fields.get("tags"), what="tags", value_limit=mlflow.MAX_TAG_VALUE_LENGTH
+            tags=mlflow_checks.check_key_values(
+                fields.get("tags"), what="tags", value_limit=mlflow_checks.MAX_TAG_VALUE_LENGTH
             ),
         )
         return Response({"run": _run_out(mlflow_run)})
@@ -303,7 +310,7 @@ class RunCreateApi(_MlflowView):
 class RunUpdateApi(_MlflowView):
     def post(self, request: Request) -> Response:
         fields = self.fields()
-        mlflow_run = mlflow.mlflow_run_update(
+        mlflow_run = mlflow_writes.mlflow_run_update(
             token=self.token,
             run_id=_run_id(fields),
             status=fields.get("status"),
@@ -315,7 +322,7 @@ class RunUpdateApi(_MlflowView):
 
 class RunGetApi(_MlflowView):
     def get(self, request: Request) -> Response:
-        mlflow_run = mlflow.mlflow_run_get(
+        mlflow_run = mlflow_reads.mlflow_run_get(
             project=self.token.project, run_id=_run_id(self.fields())
         )
         return Response({"run": _run_out(mlflow_run)})
@@ -324,33 +331,33 @@ class RunGetApi(_MlflowView):
 class RunLogMetricApi(_MlflowView):
     def post(self, request: Request) -> Response:
         fields = self.fields()
-        metric = mlflow.check_metric(fields)
+        metric = mlflow_checks.check_metric(fields)
         self.backlog_check()
-        mlflow.mlflow_run_log(token=self.token, run_id=_run_id(fields), metrics=[metric])
+        mlflow_writes.mlflow_run_log(token=self.token, run_id=_run_id(fields), metrics=[metric])
         return Response({})
 
 
 class RunLogParameterApi(_MlflowView):
     def post(self, request: Request) -> Response:
         fields = self.fields()
-        params = mlflow.check_key_values(
+        params = mlflow_checks.check_key_values(
             [{"key": fields.get("key"), "value": _required(fields, "value")}],
             what="params",
-            value_limit=mlflow.MAX_PARAM_VALUE_LENGTH,
+            value_limit=mlflow_checks.MAX_PARAM_VALUE_LENGTH,
         )
-        mlflow.mlflow_run_log(token=self.token, run_id=_run_id(fields), params=params)
+        mlflow_writes.mlflow_run_log(token=self.token, run_id=_run_id(fields), params=params)
         return Response({})
 
 
 class RunSetTagApi(_MlflowView):
     def post(self, request: Request) -> Response:
         fields = self.fields()
-        tags = mlflow.check_key_values(
+        tags = mlflow_checks.check_key_values(
             [{"key": fields.get("key"), "value": fields.get("value")}],
             what="tags",
-            value_limit=mlflow.MAX_TAG_VALUE_LENGTH,
+            value_limit=mlflow_checks.MAX_TAG_VALUE_LENGTH,
         )
-        mlflow.mlflow_run_log(token=self.token, run_id=_run_id(fields), tags=tags)
+        mlflow_writes.mlflow_run_log(token=self.token, run_id=_run_id(fields), tags=tags)
         return Response({})
 
 
@@ -362,19 +369,21 @@ class RunLogBatchApi(_MlflowView):
         fields = self.fields(unchecked=("metrics",))
         raw_metrics = fields.get("metrics") or []
         if not isinstance(raw_metrics, list):
-            raise mlflow.MlflowError("INVALID_PARAMETER_VALUE", "'metrics' must be a list.")
-        params = mlflow.check_key_values(
-            fields.get("params"), what="params", value_limit=mlflow.MAX_PARAM_VALUE_LENGTH
+            raise mlflow_checks.MlflowError("INVALID_PARAMETER_VALUE", "'metrics' must be a list.")
+        params = mlflow_checks.check_key_values(
+            fields.get("params"), what="params", value_limit=mlflow_checks.MAX_PARAM_VALUE_LENGTH
         )
-        tags = mlflow.check_key_values(
-            fields.get("tags"), what="tags", value_limit=mlflow.MAX_TAG_VALUE_LENGTH
+        tags = mlflow_checks.check_key_values(
+            fields.get("tags"), what="tags", value_limit=mlflow_checks.MAX_TAG_VALUE_LENGTH
         )
         # Limits first: a 1,001-metric request is refused before checking each metric.
-        mlflow.check_batch_limits(metrics=len(raw_metrics), params=len(params), tags=len(tags))
-        metrics = mlflow.check_metrics(raw_metrics)
+        mlflow_checks.check_batch_limits(
+            metrics=len(raw_metrics), params=len(params), tags=len(tags)
+        )
+        metrics = mlflow_checks.check_metrics(raw_metrics)
         if metrics:
             self.backlog_check()
-        mlflow.mlflow_run_log(
+        mlflow_writes.mlflow_run_log(
             token=self.token, run_id=_run_id(fields), metrics=metrics, params=params, tags=tags
         )
         return Response({})
@@ -383,15 +392,15 @@ class RunLogBatchApi(_MlflowView):
 class MetricGetHistoryApi(_MlflowView):
     def get(self, request: Request) -> Response:
         fields = self.fields()
-        mlflow_run = mlflow.mlflow_run_get(project=self.token.project, run_id=_run_id(fields))
+        mlflow_run = mlflow_reads.mlflow_run_get(project=self.token.project, run_id=_run_id(fields))
         key = _required(fields, "metric_key")
         max_results = fields.get("max_results")
-        metrics, next_token = mlflow.metric_history(
+        metrics, next_token = mlflow_reads.metric_history(
             mlflow_run=mlflow_run,
             key=key,
             max_results=None
             if max_results in (None, "")
-            else mlflow.check_int(max_results, what="max_results"),
+            else mlflow_checks.check_int(max_results, what="max_results"),
             page_token=fields.get("page_token") or None,
         )
         body: dict[str, Any] = {"metrics": metrics}

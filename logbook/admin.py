@@ -18,6 +18,24 @@ from telemetry import services as telemetry_services
 from telemetry.admin import CheckedInitialAdmin
 
 
+class ChangedOnThePagesAdmin(CheckedInitialAdmin):
+    """Rows the product's pages change through the services (the incident and logbook pages:
+    audited, the run's and fleet's cached pages invalidated). Here they are shown, and a
+    missing one can be added (its run's and fleet's versions are bumped); changes and
+    deletions go through those pages, so none skips the audit trail or leaves a page stale."""
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        telemetry_services.run_data_version_bump(run_id=obj.run_id)
+        telemetry_services.fleet_version_bump(project_id=obj.run.project_id)
+
+
 @admin.register(RootCause)
 class RootCauseAdmin(CheckedInitialAdmin):
     # The runbook (Markdown) is edited here and shown beside auto-triage suggestions.
@@ -27,7 +45,7 @@ class RootCauseAdmin(CheckedInitialAdmin):
 
 
 @admin.register(Interruption)
-class InterruptionAdmin(CheckedInitialAdmin):
+class InterruptionAdmin(ChangedOnThePagesAdmin):
     list_display = [
         "occurred_at",
         "run",
@@ -50,9 +68,18 @@ class CheckpointRestoreInline(admin.TabularInline):
     extra = 0
     raw_id_fields = ["attempt"]
 
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a restore is recorded by checkpoint_restore_record, which recounts
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(CheckedInitialAdmin):
+class CheckpointAdmin(ChangedOnThePagesAdmin):
     list_display = [
         "run",
         "step",
@@ -92,7 +119,7 @@ class SdcReplayAdmin(CheckedInitialAdmin):
 
 
 @admin.register(LogbookEntry)
-class LogbookEntryAdmin(CheckedInitialAdmin):
+class LogbookEntryAdmin(ChangedOnThePagesAdmin):
     list_display = ["occurred_at", "run", "kind", "title", "author_name", "role", "is_automatic"]
     list_filter = ["kind", "role", "is_automatic", "run"]
     search_fields = ["title", "body", "run__name"]

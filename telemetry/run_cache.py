@@ -6,8 +6,9 @@ seconds, far past what a page may spend. Every service that changes what a run's
 bumps the run's data_version in the same transaction (telemetry.services.run_data_version_bump;
 an ingest batch once, with its progress), and what the fleet pages list bumps the project's
 fleet_version (fleet_version_bump). A key holds the version read with the run (or project), so
-a page is never older than its data: the next request after a change reads a new key. Edits
-made outside the services (the Django admin) show once the entry expires (CACHE_TTL_S).
+a page is never older than its data: the next request after a change reads a new key. The
+Django admin bumps the same versions when it saves, and shows interruptions, checkpoints and
+logbook entries read-only (their pages change them through the services, audited).
 
 The cache fails open: with Redis down, pages compute their figures as before.
 """

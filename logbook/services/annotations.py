@@ -12,9 +12,10 @@ from typing import Any, Literal
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
-from logbook.audit import audit_record, diff_fields
+from logbook.audit import diff_fields
 from logbook.models import Annotation, AuditEvent
 from logbook.selectors.annotations import MAX_BIGINT, user_may_annotate
+from logbook.services.audit import audit_record
 from telemetry import services as telemetry_services
 from telemetry.models import Project, Run
 from telemetry.query_time import BadTime

@@ -11,10 +11,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from logbook.audit import audit_record, diff_fields
+from logbook.audit import diff_fields
 from logbook.choices import TimePrecision
 from logbook.models import AuditEvent, Checkpoint, Interruption, LogbookEntry, SdcReplay
 from logbook.services import versioned
+from logbook.services.audit import audit_record
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Run
 

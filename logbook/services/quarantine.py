@@ -7,8 +7,9 @@ from typing import Any
 
 from django.db import transaction
 
-from logbook.audit import audit_record, diff_fields
+from logbook.audit import diff_fields
 from logbook.models import AuditEvent
+from logbook.services.audit import audit_record
 from telemetry import services as telemetry_services
 from telemetry.models import Device, Host
 

@@ -13,11 +13,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from logbook import sdc_maths
-from logbook.audit import audit_record, diff_fields
+from logbook.audit import diff_fields
 from logbook.models import AuditEvent, SdcReplay
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors import triage as triage_selectors
 from logbook.services import autotriage, quarantine, webhooks
+from logbook.services.audit import audit_record
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Run
 from telemetry.selectors import packed

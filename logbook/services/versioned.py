@@ -11,8 +11,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db.models import F
 
-from logbook.audit import audit_record
 from logbook.models import AuditEvent, Interruption, LogbookEntry
+from logbook.services.audit import audit_record
 from telemetry.models import Project
 
 # The versioned models: each has a `version` column its edits step.

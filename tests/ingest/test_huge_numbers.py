@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ingest import mlflow_services
 from ingest.models import IngestToken
+from ingest.services import mlflow as mlflow_writes
 
 # A JSON integer past the largest double (1.8e308), and one past Python's 4,300-digit limit
 # on int("...") that json.loads applies (orjson refuses both: the fallback parses them).
@@ -69,7 +69,7 @@ def test_mlflow_log_metric_refuses_a_huge_number_naming_the_field(
     client, project, ingest_token, field, number
 ):
     token = IngestToken.objects.get(project=project)
-    run = mlflow_services.mlflow_run_create(
+    run = mlflow_writes.mlflow_run_create(
         token=token, experiment_id="0", run_name="huge", start_time_ms=TS_MS
     )
     metric = {"run_id": run.run_uuid, "key": "loss", "value": 1.5, "timestamp": TS_MS, "step": 1}

@@ -23,9 +23,10 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from ingest import mlflow_services
+from ingest import mlflow_checks
 from ingest import services as ingest_services
 from ingest.models import IngestBatch, IngestToken, MlflowExperiment, MlflowRun
+from ingest.services import mlflow as mlflow_writes
 from logbook.models import Interruption
 from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
 
@@ -425,7 +426,7 @@ def test_log_batch_metrics_are_written_in_the_request_like_native_ones(
 ):
     # given a run, and a batch processor that would fail if anything reached it
     token = IngestToken.objects.get(project=project)
-    mlflow_run = mlflow_services.mlflow_run_create(
+    mlflow_run = mlflow_writes.mlflow_run_create(
         token=token, experiment_id="0", run_name="lean", start_time_ms=TS_MS
     )
 
@@ -435,12 +436,12 @@ def test_log_batch_metrics_are_written_in_the_request_like_native_ones(
     monkeypatch.setattr(ingest_services, "batch_process", no_processing)
 
     # when log-batch sends points, NaN among them
-    mlflow_services.mlflow_run_log(
+    mlflow_writes.mlflow_run_log(
         token=token,
         run_id=mlflow_run.run_uuid,
         metrics=[
-            mlflow_services.MetricValue("loss", 2.5, TS_MS, 1),
-            mlflow_services.MetricValue("loss", math.nan, TS_MS + 1, 2),
+            mlflow_checks.MetricValue("loss", 2.5, TS_MS, 1),
+            mlflow_checks.MetricValue("loss", math.nan, TS_MS + 1, 2),
         ],
     )
 
@@ -458,7 +459,7 @@ def test_log_batch_metrics_are_written_in_the_request_like_native_ones(
 def test_log_batch_checks_each_metric_as_the_contract_does(client, project, ingest_token):
     # given a run
     token = IngestToken.objects.get(project=project)
-    mlflow_run = mlflow_services.mlflow_run_create(
+    mlflow_run = mlflow_writes.mlflow_run_create(
         token=token, experiment_id="0", run_name="checked", start_time_ms=TS_MS
     )
 
@@ -501,15 +502,15 @@ def test_log_batch_checks_each_metric_as_the_contract_does(client, project, inge
 
 
 def _run_with_points(project: Any, token: Any, *, metrics: int, steps: int) -> MlflowRun:
-    mlflow_run = mlflow_services.mlflow_run_create(
+    mlflow_run = mlflow_writes.mlflow_run_create(
         token=token, experiment_id="0", run_name=f"big-{metrics}-{steps}", start_time_ms=TS_MS
     )
     for first in range(0, steps, 1000 // metrics):
-        mlflow_services.mlflow_run_log(
+        mlflow_writes.mlflow_run_log(
             token=token,
             run_id=mlflow_run.run_uuid,
             metrics=[
-                mlflow_services.MetricValue(f"m{index}", float(step), TS_MS + step, step)
+                mlflow_checks.MetricValue(f"m{index}", float(step), TS_MS + step, step)
                 for index in range(metrics)
                 for step in range(first, min(first + 1000 // metrics, steps))
             ],
@@ -576,12 +577,12 @@ def test_mlflow_endpoints_are_not_in_the_openapi_schema(client, alice):
 
 def test_limits_match_mlflow() -> None:
     # MLflow's published limits (mlflow/utils/validation.py)
-    assert mlflow_services.MAX_METRICS_PER_BATCH == 1000
-    assert mlflow_services.MAX_PARAMS_TAGS_PER_BATCH == 100
-    with pytest.raises(mlflow_services.MlflowError) as refused:
-        mlflow_services.check_batch_limits(metrics=0, params=101, tags=0)
+    assert mlflow_checks.MAX_METRICS_PER_BATCH == 1000
+    assert mlflow_checks.MAX_PARAMS_TAGS_PER_BATCH == 100
+    with pytest.raises(mlflow_checks.MlflowError) as refused:
+        mlflow_checks.check_batch_limits(metrics=0, params=101, tags=0)
     assert refused.value.status == 400
-    assert mlflow_services.json_float(math.nan) == "NaN"
-    assert mlflow_services.json_float(-math.inf) == "-Infinity"
-    assert mlflow_services.check_value("Infinity", key="x") == math.inf
-    assert mlflow_services.check_int("12", what="step") == 12
+    assert mlflow_checks.json_float(math.nan) == "NaN"
+    assert mlflow_checks.json_float(-math.inf) == "-Infinity"
+    assert mlflow_checks.check_value("Infinity", key="x") == math.inf
+    assert mlflow_checks.check_int("12", what="step") == 12

@@ -88,7 +88,7 @@ def test_compare_shows_mlflow_params_and_tags_that_differ(
 @pytest.mark.django_db
 def test_mlflow_links_for_api_clients_and_strangers(client, alice, charlie, project):
     from ingest import services
-    from ingest.mlflow_services import mlflow_run_create
+    from ingest.services.mlflow import mlflow_run_create
 
     token, _ = services.token_create(project=project, name="mlflow")
     mlflow_run = mlflow_run_create(token=token, experiment_id="0", run_name="private")

@@ -1,4 +1,6 @@
-"""The MLflow tracking API on Chronicle's model: experiments, runs, params, tags and metrics.
+"""Writes of the MLflow tracking API on Chronicle's model: experiments, runs, params, tags and
+metrics (the checks of the inputs are in ingest.mlflow_checks, the reads in
+ingest.selectors.mlflow).
 
 Metric points and run lifecycle changes (start, end, FAILED/KILLED, resume) become ingest
 batches: an IngestBatch row whose batch id is derived from what it stores, written before the
@@ -17,68 +19,42 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
-import re
-import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import orjson
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from ingest import caps
 from ingest import services as ingest_services
 from ingest.checks import MAX_STEP, FieldError, check_metric_name
 from ingest.metric_schema import BatchTimes
+from ingest.mlflow_checks import (
+    DEFAULT_EXPERIMENT_ID,
+    DEFAULT_EXPERIMENT_NAME,
+    MAX_EXPERIMENT_NAME_LENGTH,
+    RUN_NAME_TAG,
+    TERMINAL_STATUSES,
+    MetricValue,
+    MlflowError,
+    check_batch_limits,
+    check_int,
+    invalid,
+    json_float,
+    now_ms,
+)
 from ingest.mlflow_tags import run_labels_sync
 from ingest.models import IngestBatch, IngestToken, MlflowExperiment, MlflowRun
 from ingest.schema import BatchError, BatchIn, validate_batch
+from ingest.selectors.mlflow import mlflow_run_find, mlflow_run_get
 from telemetry import services as telemetry_services
-from telemetry.models import MetricPoint, MetricSeries, Project, Run
+from telemetry.models import Project, Run
 
 logger = logging.getLogger(__name__)
 
-# MLflow's error codes and the HTTP status its server answers with each
-# (mlflow/exceptions.py ERROR_CODE_TO_HTTP_STATUS).
-ERROR_STATUS = {
-    "INVALID_PARAMETER_VALUE": 400,
-    "BAD_REQUEST": 400,
-    "RESOURCE_ALREADY_EXISTS": 400,
-    "UNAUTHENTICATED": 401,
-    "PERMISSION_DENIED": 403,
-    "RESOURCE_DOES_NOT_EXIST": 404,
-    "ENDPOINT_NOT_FOUND": 404,
-    "RESOURCE_CONFLICT": 409,
-    "REQUEST_LIMIT_EXCEEDED": 429,
-    "INTERNAL_ERROR": 500,
-    "TEMPORARILY_UNAVAILABLE": 503,
-}
-
-# MLflow's own limits (mlflow/utils/validation.py), enforced so data stays portable both ways.
-MAX_METRICS_PER_BATCH = 1000
-MAX_PARAMS_TAGS_PER_BATCH = 100
-MAX_ENTITIES_PER_BATCH = 1000
-MAX_BATCH_REQUEST_BYTES = 1_000_000
-MAX_KEY_LENGTH = 250
-MAX_PARAM_VALUE_LENGTH = 6000
-MAX_TAG_VALUE_LENGTH = 8000
-MAX_EXPERIMENT_NAME_LENGTH = 500
-MAX_HISTORY_PAGE = 25_000
-_KEY_PATTERN = re.compile(r"^[/\w.\- :]*$")
-
-DEFAULT_EXPERIMENT_ID = "0"
-DEFAULT_EXPERIMENT_NAME = "Default"
-RUN_NAME_TAG = "mlflow.runName"
-TERMINAL_STATUSES = {
-    MlflowRun.Status.FINISHED,
-    MlflowRun.Status.FAILED,
-    MlflowRun.Status.KILLED,
-}
 # MLflow's terminal statuses as Chronicle attempt statuses.
 _ATTEMPT_STATUS = {
     MlflowRun.Status.FINISHED: "completed",
@@ -90,203 +66,7 @@ _ATTEMPT_STATUS = {
 PROCESS_WAIT_S = 20.0
 
 
-class MlflowError(Exception):
-    """A failure to answer in MLflow's shape: {"error_code", "message"} with its status."""
-
-    def __init__(self, error_code: str, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
-
-    @property
-    def status(self) -> int:
-        return ERROR_STATUS.get(self.error_code, 500)
-
-
-def _invalid(message: str) -> MlflowError:
-    return MlflowError("INVALID_PARAMETER_VALUE", message)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-# --- Input checks (pure) ---------------------------------------------------------------------
-
-
-class MetricValue(NamedTuple):
-    # A tuple, not a frozen dataclass: log-batch makes 1,000 of them per request, and a
-    # frozen dataclass's __init__ sets each field through object.__setattr__.
-    key: str
-    value: float
-    timestamp_ms: int
-    step: int
-
-
-def check_key(raw: Any, *, what: str, limit: int = MAX_KEY_LENGTH) -> str:
-    if not isinstance(raw, str) or not raw:
-        raise _invalid(f"Missing value for required parameter '{what}'.")
-    if len(raw) > limit:
-        raise _invalid(f"'{what}' {raw[:40]!r}... is {len(raw)} characters; the limit is {limit}.")
-    if not _KEY_PATTERN.match(raw) or raw.startswith("/") or ".." in raw.split("/"):
-        raise _invalid(
-            f"Invalid {what} {raw!r}: names may only contain alphanumerics, underscores (_), "
-            "dashes (-), periods (.), spaces ( ), colons (:) and slashes (/), and may not "
-            "start with a slash or contain '..' segments."
-        )
-    return raw
-
-
-def check_int(raw: Any, *, what: str, default: int | None = None) -> int:
-    """An int64 as MLflow sends it: a JSON number, or a string of digits (proto JSON, GET)."""
-    if raw is None or raw == "":
-        if default is None:
-            raise _invalid(f"Missing value for required parameter '{what}'.")
-        return default
-    if isinstance(raw, bool):
-        raise _invalid(f"'{what}' must be an integer, got a boolean.")
-    if isinstance(raw, float) and raw.is_integer():
-        return int(raw)
-    if isinstance(raw, int):
-        if not -(2**63) <= raw < 2**63:
-            raise _invalid(f"'{what}' must be a 64-bit integer, got {str(raw)[:20]}...")
-        return raw
-    if isinstance(raw, str) and re.fullmatch(r"-?\d{1,19}", raw.strip()):
-        return int(raw)
-    raise _invalid(f"'{what}' must be an integer, got {raw!r:.40}.")
-
-
-def check_value(raw: Any, *, key: str) -> float:
-    """A double: a JSON number, or a string ("NaN", "Infinity", "-Infinity", "1.5")."""
-    if isinstance(raw, bool) or raw is None:
-        raise _invalid(f"Got invalid value {raw!r} for metric '{key}'; it must be a number.")
-    if isinstance(raw, int | float):
-        try:
-            return float(raw)
-        except OverflowError:  # a JSON integer past the largest double (1e309)
-            raise _invalid(f"The value of metric '{key}' is too large for a double.") from None
-    if isinstance(raw, str):
-        try:
-            return float(raw.strip())
-        except ValueError:
-            pass
-    raise _invalid(f"Got invalid value {raw!r:.40} for metric '{key}'; it must be a number.")
-
-
-def check_metric(raw: Any) -> MetricValue:
-    if not isinstance(raw, Mapping):
-        raise _invalid(f"Each metric must be an object, got {type(raw).__name__}.")
-    # Chronicle's series names are at most 200 characters, below MLflow's 250.
-    key = check_key(raw.get("key"), what="key", limit=200)
-    value = check_value(raw.get("value"), key=key)
-    timestamp_ms = check_int(raw.get("timestamp"), what="timestamp")
-    step = check_int(raw.get("step"), what="step", default=0)
-    if timestamp_ms < 0:
-        raise _invalid(f"Metric '{key}' has a negative timestamp {timestamp_ms}.")
-    if step < 0:
-        raise _invalid(f"Metric '{key}' has a negative step {step}; Chronicle steps are >= 0.")
-    return MetricValue(key, value, timestamp_ms, step)
-
-
-def check_metrics(items: list[Any]) -> list[MetricValue]:
-    """log-batch's metrics, each as `check_metric` takes it. The common shape (an object of
-    a known key, a number, an integer timestamp and step) passes with type checks inline; a
-    key is checked once per request; anything else goes through `check_metric` for its
-    exact error. At 1,000 metrics per request this loop is most of the MLflow path's own
-    CPU."""
-    checked: set[str] = set()
-    metrics: list[MetricValue] = []
-    append = metrics.append
-    for item in items:
-        if type(item) is dict:
-            key = item.get("key")
-            value = item.get("value")
-            stamp = item.get("timestamp")
-            step = item.get("step", 0)
-            if (
-                type(key) is str
-                and (key in checked or check_key(key, what="key", limit=200))
-                and (type(value) is float or (type(value) is int and abs(value) < _DOUBLE_MAX))
-                and type(stamp) is int
-                and 0 <= stamp < 2**63
-                and type(step) is int
-                and 0 <= step < 2**63
-            ):
-                checked.add(key)
-                append(MetricValue(key, float(value), stamp, step))
-                continue
-        append(check_metric(item))
-    return metrics
-
-
-# An int at or past this has no double (float() raises OverflowError).
-_DOUBLE_MAX = int(sys.float_info.max)
-
-
-def check_key_values(items: Any, *, what: str, value_limit: int) -> list[tuple[str, str]]:
-    """Params or tags: a list of {key, value}; values as strings (MLflow stringifies them)."""
-    if items is None:
-        return []
-    if not isinstance(items, list):
-        raise _invalid(f"'{what}' must be a list of {{key, value}} objects.")
-    pairs = []
-    for item in items:
-        if not isinstance(item, Mapping):
-            raise _invalid(f"Each entry of '{what}' must be an object.")
-        key = check_key(item.get("key"), what="key")
-        value = item.get("value")
-        value = "" if value is None else str(value)
-        if len(value) > value_limit:
-            raise _invalid(
-                f"The value of '{key}' is {len(value)} characters; the limit is {value_limit}."
-            )
-        pairs.append((key, value))
-    return pairs
-
-
-def check_batch_limits(*, metrics: int, params: int, tags: int) -> None:
-    if metrics > MAX_METRICS_PER_BATCH:
-        raise _invalid(
-            f"A batch logging request can contain at most {MAX_METRICS_PER_BATCH} metrics. "
-            f"Got {metrics} metrics. Please split up metrics across multiple requests and "
-            "try again."
-        )
-    for count, what in ((params, "params"), (tags, "tags")):
-        if count > MAX_PARAMS_TAGS_PER_BATCH:
-            raise _invalid(
-                f"A batch logging request can contain at most {MAX_PARAMS_TAGS_PER_BATCH} "
-                f"{what}. Got {count} {what}. Please split up {what} across multiple "
-                "requests and try again."
-            )
-    total = metrics + params + tags
-    if total > MAX_ENTITIES_PER_BATCH:
-        raise _invalid(
-            f"A batch logging request can contain at most {MAX_ENTITIES_PER_BATCH} metrics, "
-            f"params and tags in total. Got {total}."
-        )
-
-
-def json_float(value: float | None) -> float | str:
-    """MLflow's JSON for a double: non-finite values as strings (strict JSON has no NaN).
-    NULL reads as NaN."""
-    if value is None or math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return value
-
-
-def datetime_ms(moment: datetime | None) -> int | None:
-    return None if moment is None else int(moment.timestamp() * 1000)
-
-
 # --- Experiments -----------------------------------------------------------------------------
-
-
-def experiment_public_id(experiment: MlflowExperiment) -> str:
-    if experiment.name == DEFAULT_EXPERIMENT_NAME:
-        return DEFAULT_EXPERIMENT_ID
-    return str(experiment.pk)
 
 
 def _experiment_default(project: Project) -> MlflowExperiment:
@@ -332,9 +112,9 @@ def experiment_create(
     tags: Iterable[tuple[str, str]] = (),
 ) -> MlflowExperiment:
     if not isinstance(name, str) or not name.strip():
-        raise _invalid("Missing value for required parameter 'name'.")
+        raise invalid("Missing value for required parameter 'name'.")
     if len(name) > MAX_EXPERIMENT_NAME_LENGTH:
-        raise _invalid(
+        raise invalid(
             f"The experiment name is {len(name)} characters; the limit is "
             f"{MAX_EXPERIMENT_NAME_LENGTH}."
         )
@@ -357,28 +137,10 @@ def experiment_create(
 # --- Runs: lifecycle -------------------------------------------------------------------------
 
 
-def _mlflow_run_find(queryset: QuerySet[MlflowRun], project: Project, run_id: Any) -> MlflowRun:
-    if not isinstance(run_id, str) or not run_id:
-        raise _invalid("Missing value for required parameter 'run_id'.")
-    # Another project's run does not exist for this token (never a 403).
-    mlflow_run = (
-        queryset.select_related("experiment", "run")
-        .filter(run_uuid=run_id, experiment__project=project)
-        .first()
-    )
-    if mlflow_run is None:
-        raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"Run with id={run_id} not found")
-    return mlflow_run
-
-
-def mlflow_run_get(*, project: Project, run_id: Any) -> MlflowRun:
-    return _mlflow_run_find(MlflowRun.objects.all(), project, run_id)
-
-
 def _mlflow_run_lock(*, project: Project, run_id: Any) -> MlflowRun:
     """The run, row-locked: params are write-once and status changes start attempts, so two
     concurrent requests for one run must not both read the old state."""
-    return _mlflow_run_find(MlflowRun.objects.select_for_update(of=("self",)), project, run_id)
+    return mlflow_run_find(MlflowRun.objects.select_for_update(of=("self",)), project, run_id)
 
 
 def _mlflow_run_share(*, project: Project, run_id: Any) -> MlflowRun:
@@ -450,7 +212,7 @@ def _chronicle_run_create(*, project: Project, name: str, run_uuid: str) -> Run:
     try:
         caps.runs_cap_check(project_id=project.pk, run_name=name[:200], new=True)
     except BatchError as exc:
-        raise _invalid(exc.detail) from exc
+        raise invalid(exc.detail) from exc
     base = name[:200]
     for candidate in (base, f"{name[:190]}-{run_uuid[:8]}", run_uuid):
         if not Run.objects.filter(project=project, name=candidate).exists():
@@ -471,7 +233,7 @@ def mlflow_run_update(
     (`start_run(run_id=...)`) starts a new attempt. Side effect: an ingest batch with those
     events, processed before returning. Repeating an update changes nothing."""
     if status not in (None, "") and status not in MlflowRun.Status.values:
-        raise _invalid(f"Invalid run status {status!r}; one of {', '.join(MlflowRun.Status)}.")
+        raise invalid(f"Invalid run status {status!r}; one of {', '.join(MlflowRun.Status)}.")
     end_ms = None if end_time_ms in (None, "") else check_int(end_time_ms, what="end_time")
     batch = None
     with transaction.atomic():
@@ -603,7 +365,7 @@ def _params_new(mlflow_run: MlflowRun, params: Sequence[tuple[str, str]]) -> dic
     for key, value in params:
         old = known.get(key)
         if old is not None and old != value:
-            raise _invalid(
+            raise invalid(
                 f"Changing param values is not allowed. Param with key='{key}' was already "
                 f"logged with value='{old}' for run ID='{mlflow_run.run_uuid}'. Attempted "
                 f"logging new value '{value}'."
@@ -648,7 +410,7 @@ def _batch_accept(
     try:
         batch_in = _batch_in(doc, points)
     except BatchError as exc:
-        raise _invalid(exc.detail) from exc
+        raise invalid(exc.detail) from exc
     # Metrics of the run's current attempt are written in this transaction, as the native
     # API's metric-only batches are (ingest.services.writes_at_once): no queue, no re-parse.
     try:
@@ -656,7 +418,7 @@ def _batch_accept(
             token=token, batch_in=batch_in, body=body, write_now=True
         )
     except BatchError as exc:  # a cap (ingest.caps): MLflow's clients do not retry a 400
-        raise _invalid(exc.detail) from exc
+        raise invalid(exc.detail) from exc
     if acceptance.conflict:  # cannot happen while the id hashes the body; never overwrite
         raise MlflowError(
             "RESOURCE_CONFLICT", f"Batch {batch_in.batch_id} exists with another body."
@@ -735,70 +497,3 @@ def _batch_process_now(batch: IngestBatch) -> None:
                 "The data is stored but still being processed; retry the request.",
             )
         time.sleep(0.05)
-
-
-# --- Reads -----------------------------------------------------------------------------------
-
-
-def run_latest_metrics(*, mlflow_run: MlflowRun) -> list[dict[str, Any]]:
-    """MLflow's run.data.metrics: per name, the point at the highest step (the later attempt
-    on a tie). One query: three index lookups per series, none over all points."""
-    latest = MetricPoint.objects.filter(series=OuterRef("pk")).order_by("-step")
-    rows = (
-        MetricSeries.objects.filter(run_id=mlflow_run.run_id)
-        .annotate(
-            last_step=Subquery(latest.values("step")[:1]),
-            last_value=Subquery(latest.values("value")[:1]),
-            last_time=Subquery(latest.values("wall_time")[:1]),
-        )
-        .filter(last_step__isnull=False)
-        .values_list("name", "attempt__number", "last_step", "last_value", "last_time")
-    )
-    best: dict[str, tuple[int, int, float | None, datetime | None]] = {}
-    for name, number, step, value, moment in rows:
-        if name not in best or (step, number) > best[name][:2]:
-            best[name] = (step, number, value, moment)
-    return [
-        {
-            "key": name,
-            "value": json_float(value),
-            "timestamp": datetime_ms(moment) or 0,
-            "step": step,
-        }
-        for name, (step, _, value, moment) in sorted(best.items())
-    ]
-
-
-def metric_history(
-    *, mlflow_run: MlflowRun, key: str, max_results: int | None, page_token: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
-    """All points of one metric across the run's attempts, in (attempt, step) order, a page
-    at a time. The page token is the last (attempt, step) returned (a keyset, so a page costs
-    the same however deep it is)."""
-    limit = MAX_HISTORY_PAGE if not max_results else min(max_results, MAX_HISTORY_PAGE)
-    points = MetricPoint.objects.filter(
-        series__run_id=mlflow_run.run_id, series__name=key
-    ).order_by("series__attempt__number", "step")
-    if page_token:
-        match = re.fullmatch(r"(\d+):(\d+)", page_token)
-        if match is None:
-            raise _invalid(f"Invalid page token {page_token!r:.60}.")
-        number, step = int(match[1]), int(match[2])
-        points = points.filter(
-            Q(series__attempt__number__gt=number) | Q(series__attempt__number=number, step__gt=step)
-        )
-    rows = list(
-        points.values_list("series__attempt__number", "step", "value", "wall_time")[: limit + 1]
-    )
-    next_token = f"{rows[limit - 1][0]}:{rows[limit - 1][1]}" if len(rows) > limit else None
-    metrics = [
-        {
-            "key": key,
-            "value": json_float(value),
-            "timestamp": datetime_ms(moment) or 0,
-            "step": step,
-            "run_id": mlflow_run.run_uuid,
-        }
-        for _, step, value, moment in rows[:limit]
-    ]
-    return metrics, next_token

@@ -308,6 +308,23 @@ def batches_requeue(*, project: Project, batch_pks: Sequence[int] | None = None)
     return len(pks)
 
 
+def batches_process_again(*, batch_pks: Sequence[int]) -> int:
+    """The staff's re-queue (the admin): the batches of `batch_pks` not done yet, of any
+    project, go back to pending with a fresh attempt budget and are published at once.
+    Returns how many."""
+    pks = list(
+        IngestBatch.objects.filter(pk__in=batch_pks)
+        .exclude(status=IngestBatch.Status.DONE)
+        .values_list("pk", flat=True)
+    )
+    IngestBatch.objects.filter(pk__in=pks).update(
+        status=IngestBatch.Status.PENDING, process_attempts=0
+    )
+    for pk in pks:
+        batch_enqueue(batch_pk=pk)
+    return len(pks)
+
+
 # --- Processing a batch (worker path) -----------------------------------------------------------
 
 
