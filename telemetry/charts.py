@@ -413,65 +413,110 @@ def metric_figure_data(
         line and attempt_dash (the compare page: "<run> · attempt N", one hue per run).
     value_hover: how a hover shows a value (the MFU page: "MFU %{y:.2f}%").
     """
-    data: list[dict[str, Any]] = []
     earlier, own = split_attempts(_groups(points))
-    if earlier:
-        finite = [np.isfinite(values) for _, _, values in earlier]
-        data.append(
-            folded_trace_data(
-                [(a, x[f], v[f]) for (a, x, v), f in zip(earlier, finite, strict=True)],
-                hovertemplate=f"%{{x}}<br>{value_hover}<extra>%{{text}}</extra>",
-            )
-        )
-        bad = [
-            (a, x[~f], v[~f]) for (a, x, v), f in zip(earlier, finite, strict=True) if (~f).any()
-        ]
-        if bad:
-            first_values = earlier[0][2][finite[0]]
-            anchor = float(first_values[-1]) if first_values.size else 0.0
-            data.append(
-                _non_finite(
-                    np.concatenate([x for _, x, _ in bad]),
-                    np.concatenate([v for _, _, v in bad]),
-                    anchor,
-                    name=f"attempts {earlier[0][0]} to {earlier[-1][0]}: non-finite",
-                    text=[f"{v} (attempt {a})" for a, _, values in bad for v in values.tolist()],
-                )
-            )
+    hover = f"%{{x}}<br>{value_hover}"
+    data = _folded_traces(earlier, hover=hover)
     for index, (attempt, xs, values) in enumerate(own, start=len(earlier)):
-        finite = np.isfinite(values)
-        if finite.any():
-            data.append(
-                {
-                    "type": "scatter",
-                    "x": plain(xs[finite]),
-                    "y": values[finite].tolist(),
-                    "mode": "lines",
-                    "name": attempt_name(attempt),
-                    "line": {
-                        "color": attempt_colour(index),
-                        "width": 1.2,
-                        "dash": attempt_dash(attempt),
-                        **(attempt_line(attempt) if attempt_line else {}),
-                    },
-                    # The name is escaped with the figure's text, the template is not.
-                    "hovertemplate": f"%{{x}}<br>{value_hover}<extra>%{{fullData.name}}</extra>",
-                }
-            )
-        if (~finite).any():
-            anchor = float(values[finite][-1]) if finite.any() else 0.0
-            data.append(
-                _non_finite(
-                    xs[~finite],
-                    values[~finite],
-                    anchor,
-                    name=f"{attempt_name(attempt)}: non-finite",
-                    text=[str(v) for v in values[~finite].tolist()],
-                )
-            )
+        line = {
+            "color": attempt_colour(index),
+            "width": 1.2,
+            "dash": attempt_dash(attempt),
+            **(attempt_line(attempt) if attempt_line else {}),
+        }
+        data += _attempt_traces(xs, values, name=attempt_name(attempt), line=line, hover=hover)
     all_values = points["value"].to_numpy(dtype=float)
     finite_values = all_values[np.isfinite(all_values)]
     marks = Marks()
+    data += _marks_traces(
+        marks,
+        restarts=restarts,
+        interruptions=interruptions,
+        downtime=downtime,
+        notes=notes,
+        top=float(finite_values.max()) if finite_values.size else 0.0,
+        bottom=float(finite_values.min()) if finite_values.size else 0.0,
+    )
+    return {"data": data, "layout": _metric_layout(marks, title=title, axis=axis, y_title=y_title)}
+
+
+def _folded_traces(
+    earlier: list[tuple[Any, npt.NDArray[Any], FloatArray]], *, hover: str
+) -> list[dict[str, Any]]:
+    """The attempts past the last OWN_ATTEMPTS as one grey line, and their non-finite values
+    as one set of marked points."""
+    if not earlier:
+        return []
+    finite = [np.isfinite(values) for _, _, values in earlier]
+    data = [
+        folded_trace_data(
+            [(a, x[f], v[f]) for (a, x, v), f in zip(earlier, finite, strict=True)],
+            hovertemplate=f"{hover}<extra>%{{text}}</extra>",
+        )
+    ]
+    bad = [(a, x[~f], v[~f]) for (a, x, v), f in zip(earlier, finite, strict=True) if (~f).any()]
+    if bad:
+        first_values = earlier[0][2][finite[0]]
+        anchor = float(first_values[-1]) if first_values.size else 0.0
+        data.append(
+            _non_finite(
+                np.concatenate([x for _, x, _ in bad]),
+                np.concatenate([v for _, _, v in bad]),
+                anchor,
+                name=f"attempts {earlier[0][0]} to {earlier[-1][0]}: non-finite",
+                text=[f"{v} (attempt {a})" for a, _, values in bad for v in values.tolist()],
+            )
+        )
+    return data
+
+
+def _attempt_traces(
+    xs: npt.NDArray[Any], values: FloatArray, *, name: str, line: dict[str, Any], hover: str
+) -> list[dict[str, Any]]:
+    """One attempt's line through its finite values, and its non-finite values as marked
+    points (at the last finite value's height)."""
+    data = []
+    finite = np.isfinite(values)
+    if finite.any():
+        data.append(
+            {
+                "type": "scatter",
+                "x": plain(xs[finite]),
+                "y": values[finite].tolist(),
+                "mode": "lines",
+                "name": name,
+                "line": line,
+                # The name is escaped with the figure's text, the template is not.
+                "hovertemplate": f"{hover}<extra>%{{fullData.name}}</extra>",
+            }
+        )
+    if (~finite).any():
+        anchor = float(values[finite][-1]) if finite.any() else 0.0
+        data.append(
+            _non_finite(
+                xs[~finite],
+                values[~finite],
+                anchor,
+                name=f"{name}: non-finite",
+                text=[str(v) for v in values[~finite].tolist()],
+            )
+        )
+    return data
+
+
+def _marks_traces(
+    marks: Marks,
+    *,
+    restarts: pd.DataFrame | None,
+    interruptions: pd.DataFrame | None,
+    downtime: pd.DataFrame | None,
+    notes: pd.DataFrame | None,
+    top: float,
+    bottom: float,
+) -> list[dict[str, Any]]:
+    """Downtime, restarts, interruptions and notes: drawn on `marks` (shapes, or one trace per
+    kind past MANY_MARKS), with the hover markers returned as traces (interruptions along the
+    top of the values, notes along the bottom)."""
+    data: list[dict[str, Any]] = []
     if downtime is not None:
         marks.bands(list(downtime["x0"]), list(downtime["x1"]), colour="#d62728", name="downtime")
     if restarts is not None:
@@ -493,7 +538,7 @@ def metric_figure_data(
         data += marks.pins(
             plain(interruptions["x"].to_numpy()),
             [str(label) for label in interruptions["label"]],
-            at=float(finite_values.max()) if finite_values.size else 0.0,
+            at=top,
             top=True,
             colour="#d62728",
             symbol="triangle-down",
@@ -501,9 +546,11 @@ def metric_figure_data(
             hovertemplate="interrupted at %{x}<br>%{text}<extra></extra>",
         )
     if notes is not None and not notes.empty:
-        bottom = float(finite_values.min()) if finite_values.size else 0.0
         data += _notes(marks, notes, bottom)
-    data += marks.traces
+    return data + marks.traces
+
+
+def _metric_layout(marks: Marks, *, title: str, axis: Axis, y_title: str) -> dict[str, Any]:
     xaxis: dict[str, Any] = {
         "title": {"text": "step" if axis == "step" else "wall-clock time (UTC)"},
         # Explicit: an axis with no points would otherwise guess "linear" and misdraw the
@@ -515,7 +562,7 @@ def metric_figure_data(
     }
     if axis == "step":
         xaxis["tickformat"] = "d"  # steps are whole numbers: no "1.5k" or "2,500.5" ticks
-    layout = {
+    return {
         "title": {"text": title, "x": 0.01, "font": {"size": 14}},
         "height": 300,
         "margin": {"l": 50, "r": 10, "t": 36, "b": 36},
@@ -528,7 +575,6 @@ def metric_figure_data(
         "hovermode": "x unified",
         **marks.layout(),
     }
-    return {"data": data, "layout": layout}
 
 
 def metric_figure(points: pd.DataFrame, **options: Any) -> go.Figure:
