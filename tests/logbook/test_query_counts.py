@@ -13,11 +13,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from logbook import paging
 from logbook.services import checkpoints as checkpoint_services
 from logbook.services import interruptions as interruption_services
 from logbook.services import quarantine as quarantine_services
 from logbook.services import sdc as sdc_services
+from telemetry import paging
 from telemetry import services as telemetry_services
 from telemetry.models import Cluster, Device, Host, Run, Site
 
