@@ -3,12 +3,14 @@ edit, its audit history, and the entries as chronicle records for the Markdown e
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from typing import Any
+
+from django.db.models import Model, QuerySet
 from django.http import Http404
 
 from logbook.chronicles import ChronicleEntry, CorrectionRef
-from logbook.models import AuditEvent, LogbookEntry
-from telemetry.models import Run
+from logbook.models import AuditEvent, Checkpoint, Interruption, LogbookEntry, SdcReplay
+from telemetry.models import Attempt, Run
 from telemetry.selectors import User, run_get_for_user
 
 # The edit form offers the latest entries as corrections; a logbook has hundreds at most,
@@ -88,3 +90,34 @@ def chronicle_entry(entry: LogbookEntry) -> ChronicleEntry:
 
 def run_chronicle(*, run: Run) -> list[ChronicleEntry]:
     return [chronicle_entry(entry) for entry in run_logbook_entries(run=run)]
+
+
+def entry_links_find(
+    *,
+    run: Run,
+    attempt: int | None,
+    checkpoint: int | None,
+    incident: int | None,
+    sdc_record: int | None,
+) -> dict[str, tuple[str, Any]]:
+    """The records an entry form's numbers name, each only if it is this run's: by form
+    field, (the entry's field, the record or None). An attempt by its number, a checkpoint by
+    its step, an incident and an SDC record by the number the site shows. A query per number
+    given."""
+    lookups: dict[str, tuple[str, type[Model], str, int | None]] = {
+        "attempt": ("attempt", Attempt, "number", attempt),
+        "checkpoint": ("checkpoint", Checkpoint, "step", checkpoint),
+        # The number the site shows (/incidents/ and its URLs), one of this run's incidents.
+        "incident": ("interruption", Interruption, "pk", incident),
+        "sdc_record": ("sdc_replay", SdcReplay, "pk", sdc_record),
+    }
+    found: dict[str, tuple[str, Any]] = {}
+    for field, (name, model, key, value) in lookups.items():
+        row = None if value is None else model.objects.filter(run=run, **{key: value}).first()
+        found[field] = (name, row)
+    return found
+
+
+def run_entry_find(*, run: Run, pk: int | None) -> LogbookEntry | None:
+    """The run's entry with this id, or None (also for no id, or another run's)."""
+    return LogbookEntry.objects.filter(run=run, pk=pk).first() if pk else None

@@ -226,6 +226,20 @@ def _entry_invariants_check(entry: LogbookEntry) -> None:
 
 
 @transaction.atomic
+def logbook_entry_create_correcting(
+    *, run: Run, user: Any, corrects: LogbookEntry | None, **fields: Any
+) -> LogbookEntry:
+    """logbook_entry_create; and when the entry corrects an earlier one, the earlier entry
+    points at it ("see the debrief of 12-02"), in the same transaction."""
+    entry = logbook_entry_create(run=run, user=user, **fields)
+    if corrects is not None:
+        logbook_entry_update(
+            entry=corrects, user=user, version=corrects.version, changes={"corrected_by": entry}
+        )
+    return entry
+
+
+@transaction.atomic
 def logbook_entry_create(
     *,
     run: Run,

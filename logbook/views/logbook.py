@@ -11,7 +11,6 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -21,12 +20,12 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from logbook.choices import TimePrecision
 from logbook.chronicles import ChronicleError, logbook_to_markdown, when_text
-from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
+from logbook.models import LogbookEntry
 from logbook.selectors import logbook as selectors
 from logbook.services import entries as entry_services
 from logbook.services import imports as import_services
 from telemetry import display, run_cache
-from telemetry.models import Attempt, Membership, Run
+from telemetry.models import Membership, Run
 from telemetry.paging import table_page
 from telemetry.selectors import run_get_for_user, user_has_role
 
@@ -139,28 +138,22 @@ def _config_rows(request: HttpRequest) -> list[dict[str, str]]:
 
 def _links_resolve(form: EntryForm) -> dict[str, Any]:
     """The form's link numbers as this run's records; a form error for each that is not."""
-    run, data = form.run, form.cleaned_data
-    lookups: dict[str, tuple[str, Any, dict[str, Any]]] = {
-        "attempt": ("attempt", Attempt, {"number": data.get("attempt")}),
-        "checkpoint": ("checkpoint", Checkpoint, {"step": data.get("checkpoint")}),
-        # The number the site shows (/incidents/ and its URLs), one of this run's incidents.
-        "incident": ("interruption", Interruption, {"pk": data.get("incident")}),
-        "sdc_record": ("sdc_replay", SdcReplay, {"pk": data.get("sdc_record")}),
-    }
+    data = form.cleaned_data
+    links = selectors.entry_links_find(
+        run=form.run,
+        attempt=data.get("attempt"),
+        checkpoint=data.get("checkpoint"),
+        incident=data.get("incident"),
+        sdc_record=data.get("sdc_record"),
+    )
     values: dict[str, Any] = {}
-    for field, (name, model, lookup) in lookups.items():
-        if next(iter(lookup.values())) is None:
-            values[name] = None
-            continue
-        found = model.objects.filter(run=run, **lookup).first()
-        if found is None:
+    for field, (name, found) in links.items():
+        if found is None and data.get(field) is not None:
             form.add_error(field, "This run has no such record.")
         values[name] = found
-    for field, name in (("corrected_by", "corrected_by"), ("corrects", "corrects")):
-        if field not in form.fields:
-            continue
-        pk = data.get(field)
-        values[name] = LogbookEntry.objects.filter(run=run, pk=pk).first() if pk else None
+    for field in ("corrected_by", "corrects"):
+        if field in form.fields:
+            values[field] = selectors.run_entry_find(run=form.run, pk=data.get(field))
     return values
 
 
@@ -313,16 +306,9 @@ def run_logbook(request: HttpRequest, run_id: int) -> HttpResponse:
         return _logbook_page(request, run, form=form, status=400)
     corrects = changes.pop("corrects", None)
     try:
-        with transaction.atomic():
-            entry = entry_services.logbook_entry_create(run=run, user=request.user, **changes)
-            if corrects is not None:
-                # The earlier entry now points at this one ("see the debrief of 12-02").
-                entry_services.logbook_entry_update(
-                    entry=corrects,
-                    user=request.user,
-                    version=corrects.version,
-                    changes={"corrected_by": entry},
-                )
+        entry = entry_services.logbook_entry_create_correcting(
+            run=run, user=request.user, corrects=corrects, **changes
+        )
     except ValidationError as exc:
         _service_errors(form, exc)
         return _logbook_page(request, run, form=form, status=400)
