@@ -126,7 +126,7 @@ def test_every_mlflow_numeric_field_refuses_a_huge_number(
     client, project, ingest_token, endpoint, field, template, number
 ):
     token = IngestToken.objects.get(project=project)
-    run = mlflow_services.mlflow_run_create(
+    run = mlflow_writes.mlflow_run_create(
         token=token, experiment_id="0", run_name="huge", start_time_ms=TS_MS
     )
 
@@ -145,7 +145,7 @@ def test_every_mlflow_numeric_field_refuses_a_huge_number(
 @pytest.mark.django_db
 def test_mlflow_get_history_refuses_a_huge_max_results(client, project, ingest_token, number):
     token = IngestToken.objects.get(project=project)
-    run = mlflow_services.mlflow_run_create(
+    run = mlflow_writes.mlflow_run_create(
         token=token, experiment_id="0", run_name="huge", start_time_ms=TS_MS
     )
 
