@@ -77,9 +77,11 @@ def test_requeue_all_reaches_only_dead_batches(client, dave, project):
 
 
 @pytest.mark.django_db
-def test_a_batch_id_that_is_not_a_number_is_a_400(client, dave, project):
+@pytest.mark.parametrize("value", ["x", "²", "9" * 30, ""])
+def test_a_batch_id_that_is_not_a_number_is_a_400(client, dave, project, value):
+    # "²".isdigit() is true, int("²") raises; 30 digits pass int() and overflow bigint
     client.force_login(dave)
-    response = client.post(f"/projects/{project.slug}/batches/", {"batch": "x"})
+    response = client.post(f"/projects/{project.slug}/batches/", {"batch": value})
     assert response.status_code == 400 and b"batch" in response.content
 
 
