@@ -7,7 +7,7 @@ import math
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from logbook.models import StragglerRecord
@@ -29,6 +29,9 @@ from telemetry.straggler_scores import (
 INDIVIDUAL_HISTORY_WINDOWS = 144
 # Above this share of ranks, low individual scores are the job slowing down, not stragglers.
 JOB_WIDE_SHARE = 0.5
+
+# pg_try_advisory_lock key of the periodic rank-timings pass (any fixed 64-bit number).
+RANK_PASS_LOCK = 0x52414E4B50415353  # 'RANKPASS'
 
 
 @transaction.atomic
@@ -202,11 +205,24 @@ def rank_timings_refresh(*, now: datetime | None = None) -> int:
     roll them up (telemetry), then update its straggler records and resolve the run's older
     ones, and mark where it left off. Returns how many attempts it visited."""
     now = now or timezone.now()
-    pending = rank_timings.attempts_to_roll_up()
-    for attempt_id, since in pending:
-        rank_timings.rank_timings_rollup(attempt_id=attempt_id, since=since)
-        stragglers_detect(attempt_id=attempt_id)
-        stragglers_resolve(attempt_id=attempt_id)
-        # `now` was read before the rollup: rows that arrived during it are taken next time.
-        rank_timings.rolled_up_mark(attempt_id=attempt_id, at=now)
-    return len(pending)
+    # One pass at a time: the beat sends one every 30 s, and a long one (a backfill, a
+    # fresh demo's first hours of timings) must not be joined by the next, which would
+    # redo its work and hold a second worker process; with two, nothing else (new batches,
+    # hang checks) ran until both ended. A pass that finds one running leaves it the work.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [RANK_PASS_LOCK])
+        if not cursor.fetchone()[0]:
+            return 0
+    try:
+        pending = rank_timings.attempts_to_roll_up()
+        for attempt_id, since in pending:
+            rank_timings.rank_timings_rollup(attempt_id=attempt_id, since=since)
+            stragglers_detect(attempt_id=attempt_id)
+            stragglers_resolve(attempt_id=attempt_id)
+            # `now` was read before the rollup: rows that arrived during it are taken next
+            # time.
+            rank_timings.rolled_up_mark(attempt_id=attempt_id, at=now)
+        return len(pending)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [RANK_PASS_LOCK])

@@ -329,3 +329,33 @@ def test_a_hang_after_s_of_60_opens_the_hang_just_past_a_minute(token: Any) -> N
     assert after == [hang]
     assert hang.step == 5
     assert "for 1 min (threshold 1 min)" in hang.message
+
+
+@pytest.mark.django_db
+def test_a_pass_that_finds_another_running_leaves_it_the_work(token: Any) -> None:
+    # given: timings to roll up, and another pass holding the lock (a second session, as a
+    # second worker process would)
+    import psycopg
+
+    start = timezone.now() - timedelta(hours=1)
+    gathered_steps(token, attempt=1, steps=range(0, 10), start=start, slow={}, hosts=HOSTS)
+    db = connection.settings_dict
+    other = psycopg.connect(
+        dbname=db["NAME"], user=db["USER"], password=db["PASSWORD"] or None,
+        host=db["HOST"] or None, port=db["PORT"] or None, autocommit=True,
+    )  # fmt: skip
+    try:
+        other.execute("SELECT pg_advisory_lock(%s)", [stragglers.RANK_PASS_LOCK])
+        # when a pass starts meanwhile, then it returns at once, rolling nothing up
+        assert stragglers.rank_timings_refresh() == 0
+        assert rolled_steps() == set()
+        other.execute("SELECT pg_advisory_unlock(%s)", [stragglers.RANK_PASS_LOCK])
+    finally:
+        other.close()
+    # and once the other pass is over, the next one does the work and frees the lock
+    assert stragglers.rank_timings_refresh() == 1
+    assert rolled_steps() == set(range(10))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [stragglers.RANK_PASS_LOCK])
+        assert cursor.fetchone()[0] is True
+        cursor.execute("SELECT pg_advisory_unlock(%s)", [stragglers.RANK_PASS_LOCK])
