@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 
 from telemetry import display
-from telemetry.charts import chart_look, chart_look_data, metric_figure_data, plain
+from telemetry.charts import chart_look, chart_look_data, plain
 from telemetry.goodput import bucket_label
+from telemetry.metric_charts import metric_figure_data
 
 PRODUCTIVE_COLOUR = "#2e7d32"
 BADPUT_COLOURS = [

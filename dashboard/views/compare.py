@@ -15,7 +15,7 @@ from dashboard import charts as marks_charts
 from dashboard import config_diff, metric_sections
 from dashboard.selectors import runs as run_selectors
 from dashboard.views.runs import CHART_MAX_POINTS
-from telemetry import charts, selectors
+from telemetry import charts, metric_charts, selectors
 from telemetry.models import Run
 from telemetry.selectors import series as series_selectors
 
@@ -130,13 +130,15 @@ def _figure(runs: list[Run], name: str, axis: charts.Axis, chart_id: str) -> dic
         ).items():
             lines[position * _RUN_STRIDE + attempt] = line
         frames.append(
-            charts.attempts_frame(per_attempt, axis, lambda a, p=position: p * _RUN_STRIDE + a)
+            metric_charts.attempts_frame(
+                per_attempt, axis, lambda a, p=position: p * _RUN_STRIDE + a
+            )
         )
-    figure = charts.metric_figure_data(
+    figure = metric_charts.metric_figure_data(
         pd.concat(frames, ignore_index=True),
         title=name,
         axis=axis,
-        y_title=charts.metric_unit_title(name),
+        y_title=metric_charts.metric_unit_title(name),
         # int(): a run without this metric adds an empty frame, and pandas then makes the
         # column float.
         attempt_name=lambda key: (

@@ -21,7 +21,7 @@ from dashboard import charts as marks_charts
 from dashboard import config_diff, metric_sections
 from dashboard.selectors import runs as run_selectors
 from logbook.selectors import fleet as fleet_selectors
-from telemetry import charts, liveness, run_cache, selectors
+from telemetry import charts, liveness, metric_charts, run_cache, selectors
 from telemetry.liveness import RUN_STALL_AFTER
 from telemetry.models import Attempt, Membership, Project, Run
 from telemetry.paging import table_page
@@ -229,12 +229,12 @@ def _figures(
     )
     for name in names:
         per_attempt = read[name]
-        frame = charts.attempts_frame(per_attempt, axis)
-        figure = charts.metric_figure_data(
+        frame = metric_charts.attempts_frame(per_attempt, axis)
+        figure = metric_charts.metric_figure_data(
             frame,
             title=name,
             axis=axis,
-            y_title=charts.metric_unit_title(name),
+            y_title=metric_charts.metric_unit_title(name),
             restarts=marks.restarts,
             interruptions=marks.interruptions if name == "loss" else None,
             downtime=marks.downtime,

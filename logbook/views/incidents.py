@@ -27,7 +27,7 @@ from logbook.selectors.incidents import IncidentFilters
 from logbook.selectors.stragglers import straggler_records_for_attempt
 from logbook.services import autotriage as autotriage_services
 from logbook.services import triage
-from telemetry import charts, display, run_cache
+from telemetry import display, metric_charts, run_cache
 from telemetry.charts import charts_script
 from telemetry.models import Membership
 from telemetry.paging import table_page
@@ -375,10 +375,10 @@ def _charts_around(incident: Any) -> dict[str, Any]:
             run=run, name=name, first_step=window[0], last_step=window[1],
             max_points=AROUND_MAX_POINTS,
         )  # fmt: skip
-        figure = charts.metric_figure(
-            charts.attempts_frame(per_attempt, "step"),
+        figure = metric_charts.metric_figure(
+            metric_charts.attempts_frame(per_attempt, "step"),
             title=name,
-            y_title=charts.metric_unit_title(name),
+            y_title=metric_charts.metric_unit_title(name),
             interruptions=marks,
             restarts=restarts,
         )

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from logbook.services import interruptions as interruption_services
-from telemetry import charts
+from telemetry import charts, metric_charts
 from telemetry import services as telemetry_services
 
 LINK = '<a href="https://evil.example/">click me</a>'
@@ -64,7 +64,7 @@ def test_every_string_of_a_figure_is_escaped_but_the_codes_templates():
 
 def test_a_metric_figure_title_is_escaped():
     frame = pd.DataFrame({"attempt": [1, 1], "x": [1, 2], "value": [1.0, 0.5]})
-    figure = charts.metric_figure(frame, title=LINK, axis="step")
+    figure = metric_charts.metric_figure(frame, title=LINK, axis="step")
 
     script = str(charts.charts_script([{"id": "c", "figure": json.loads(figure.to_json())}]))
 

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from telemetry.charts import metric_figure
+from telemetry.metric_charts import metric_figure
 
 
 def test_a_line_per_attempt_and_non_finite_values_marked():
