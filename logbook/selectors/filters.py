@@ -54,9 +54,11 @@ class FilterParams:
 
     def run_id(self, name: str = "run") -> int | None:
         raw = self.text(name)
-        if raw and not (raw.isascii() and raw.isdigit()):
+        # At most 19 digits: a bigint; and int() refuses over 4,300 digits (a 500 before).
+        valid = raw.isascii() and raw.isdigit() and len(raw) <= 19 and int(raw) < 2**63
+        if raw and not valid:
             self.fail(name, f"must be a run id, got {raw[:20]!r}")
-        return int(raw) if raw.isascii() and raw.isdigit() else None
+        return int(raw) if valid else None
 
     def time(self, name: str, *, end_of_day: bool) -> datetime | None:
         """A date (YYYY-MM-DD, the whole day: its end when `end_of_day`) or an ISO 8601
@@ -88,7 +90,7 @@ class FilterParams:
         raw = self.text(name)
         if not raw:
             return default
-        if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 19) or not low <= int(raw) <= high:
             self.fail(name, f"must be an integer from {low} to {high:,}, got {raw[:20]!r}")
             return default
         return int(raw)
