@@ -193,5 +193,9 @@ class Migration(migrations.Migration):
         ("logbook", "0006_audit_sdc_verdicts_and_quarantine"),
         ("telemetry", "0007_per_project_hardware"),
     ]
+    # Its SQL copies DCGM samples in the row-per-field shape of that time: it must run before
+    # telemetry reshapes that table, whatever order the rest of the plan would pick (a
+    # database upgraded from before this migration failed once later migrations were added).
+    run_before = [("telemetry", "0015_device_sample_partitions")]
 
     operations = [migrations.RunPython(_split, _merge)]
