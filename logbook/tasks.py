@@ -53,46 +53,29 @@ def hangs_check_task() -> int:
     return len(hang_services.hangs_check())
 
 
-@shared_task(
-    name="logbook.triage_suggest",
-    ignore_result=True,
-    acks_late=True,
-    soft_time_limit=30,
-    time_limit=60,
-    autoretry_for=(OperationalError,),
-    retry_backoff=True,
-    max_retries=3,
-)
+# Auto-triage tasks: idempotent (acks_late is safe), retried when the database blinks.
+_TRIAGE_TASK = {
+    "ignore_result": True,
+    "acks_late": True,
+    "autoretry_for": (OperationalError,),
+    "retry_backoff": True,
+    "max_retries": 3,
+}
+
+
+@shared_task(name="logbook.triage_suggest", soft_time_limit=30, time_limit=60, **_TRIAGE_TASK)
 def triage_suggest_task(interruption_pk: int) -> str:
     # Idempotent: the same evidence stores the same suggestion, and a decided one is kept.
     suggestion = autotriage_services.suggestion_make(interruption_id=interruption_pk)
     return suggestion.root_cause.slug if suggestion else "none"
 
 
-@shared_task(
-    name="logbook.triage_evidence",
-    ignore_result=True,
-    acks_late=True,
-    soft_time_limit=60,
-    time_limit=90,
-    autoretry_for=(OperationalError,),
-    retry_backoff=True,
-    max_retries=3,
-)
+@shared_task(name="logbook.triage_evidence", soft_time_limit=60, time_limit=90, **_TRIAGE_TASK)
 def triage_evidence_task(event_pks: list[int]) -> int:
     return autotriage_services.suggestions_for_events(event_ids=event_pks)
 
 
-@shared_task(
-    name="logbook.triage_run_evidence",
-    ignore_result=True,
-    acks_late=True,
-    soft_time_limit=60,
-    time_limit=90,
-    autoretry_for=(OperationalError,),
-    retry_backoff=True,
-    max_retries=3,
-)
+@shared_task(name="logbook.triage_run_evidence", soft_time_limit=60, time_limit=90, **_TRIAGE_TASK)
 def triage_run_evidence_task(run_pk: int, since: str, until: str | None) -> int:
     return autotriage_services.suggestions_for_run(
         run_id=run_pk,
