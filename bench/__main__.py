@@ -311,6 +311,10 @@ def _pages(
     summary, run_id = out.strip().splitlines()[-2:]
     log(summary)
     generated_s = time.monotonic() - began
+    suggestions = app.manage(
+        "shell", "-c", "from logbook.models import TriageSuggestion as T; "
+        f"print(T.objects.filter(interruption__run_id={int(run_id)}).count())",
+    ).strip().splitlines()[-1]  # fmt: skip
     cookie = pages.reader_cookie(app)
     # Ingest runs all through the page measurement: one client streaming a live run's next
     # steps at a training job's pace, a 1,000-point batch at a time (the flood, ingest as fast
@@ -348,7 +352,12 @@ def _pages(
         stop.set()
         feeder.join(timeout=600)
     return {
-        "llama_scale": {"scale": args.llama_scale, "summary": summary, "seconds": generated_s},
+        "llama_scale": {
+            "scale": args.llama_scale,
+            "summary": summary,
+            "seconds": generated_s,
+            "suggestions": int(suggestions),
+        },
         "llama_run_id": int(run_id),
         "pages": [f.as_dict() for f in figures],
         "pages_readers": args.readers,

@@ -36,7 +36,7 @@ PAGES: list[tuple[str, str]] = [
     ("failures", "/failures/?run={run}"),
     ("SDC ledger", "/sdc/"),
     ("fleet", "/fleet/"),
-    ("triage", "/incidents/"),
+    ("triage queue", "/incidents/"),
 ]
 
 _TIMINGS = """() => {

@@ -37,6 +37,32 @@ TABLE5_COUNTS: dict[str, int] = {
     "cpu": 2,
     "system-memory": 2,
 }
+# What each category's job says when it dies: one typical log line per slug, worded as the
+# public logs the auto-triage rules (logbook.autotriage) were written from read, so the
+# worker suggests a root cause for every unexpected interruption as it would for a real job.
+MESSAGES: dict[str, str] = {
+    "faulty-gpu": "NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.",
+    "gpu-hbm3-memory": "CUDA error: uncorrectable ECC error encountered",
+    "software-bug": "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "network-switch-cable": "NCCL WARN NET/IB : Got completion with error 12, opcode 0, "
+    "len 0, vendor err 129",
+    "host-maintenance": "slurmstepd: error: *** JOB CANCELLED DUE TO NODE_FAIL ***",
+    "gpu-sram-memory": "nvidia-smi -q: SRAM Uncorrectable : 1",
+    "gpu-system-processor": "NVRM: Xid (PCI:0000:18:00): 119, Timeout after 6s of waiting "
+    "for RPC response from GPU1 GSP!",
+    "nic": "NCCL WARN Call to ibv_modify_qp failed with error Invalid argument",
+    "nccl-watchdog-timeout": "[Rank 7] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=42, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+    "silent-data-corruption": "loss spike at a replayed step: silent data corruption suspected",
+    "gpu-thermal-interface-sensor": "Detected clocks event due to thermal violation in GPU 2",
+    "ssd": "SMART critical_warning 0x4 (NVM subsystem reliability degraded)",
+    "power-supply": "ipmitool sel: Power Supply PSU2 failure detected",
+    "server-chassis": "ipmitool sel: Fan 3 failure, chassis intrusion cleared",
+    "io-expansion-board": "pcieport 0000:00:01.0: AER: Uncorrected (Fatal) error received",
+    "dependency": "ImportError: undefined symbol: ncclCommRegister",
+    "cpu": "mce: [Hardware Error]: CPU 7: Machine Check Exception: 5 Bank 0",
+    "system-memory": "EDAC MC0: 1 UE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0",
+}
 # The 47 planned interruptions: firmware upgrades (maintenance) and config or dataset changes.
 PLANNED_SPLIT = {"planned-maintenance": 0.7, "config-change": 0.3}
 GPU_SLUGS = {

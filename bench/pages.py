@@ -27,7 +27,7 @@ PAGES: list[tuple[str, str]] = [
     ("checkpoints", "/runs/{run}/checkpoints/"),
     ("ranks", "/runs/{run}/ranks/"),
     ("logbook", "/runs/{run}/logbook/"),
-    ("incidents", "/incidents/"),
+    ("triage queue", "/incidents/"),
     ("failures", "/failures/"),
     ("SDC ledger", "/sdc/"),
     ("fleet", "/fleet/"),

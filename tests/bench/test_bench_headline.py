@@ -1,0 +1,98 @@
+"""The report's Targets section (bench.headline): issue 31's targets and issue 27's triage
+queue, each judged against a baseline from the same results, "not measured" when absent."""
+
+from __future__ import annotations
+
+from bench import headline, report
+
+
+def pages_phase(**p95_ms: float) -> list[dict[str, object]]:
+    return [{"label": label.replace("_", " "), "path": "/", "requests": 32, "errors": 0,
+             "p50_ms": p95 / 2, "p95_ms": p95, "max_ms": p95, "first_ms": p95}
+            for label, p95 in p95_ms.items()]  # fmt: skip
+
+
+def browser_page(label: str, all_p50: float | None, cold_all: float | None) -> dict[str, object]:
+    return {"label": label, "path": "/", "loads": 5, "cold_load_ms": 1.0,
+            "cold_chart_ms": cold_all, "cold_all_ms": cold_all, "load_p50_ms": 1.0,
+            "load_p95_ms": 1.0, "chart_p50_ms": all_p50, "chart_p95_ms": all_p50,
+            "all_p50_ms": all_p50, "all_p95_ms": all_p50, "errors": []}  # fmt: skip
+
+
+def test_an_empty_run_lists_every_target_as_not_measured():
+    # when nothing was measured
+    rows = headline.headlines({"machine": report.machine()})
+
+    # then every target has its row, none passes or misses
+    assert {row.verdict for row in rows} == {"not measured"}
+    numbers = {row.name.split(".")[0] for row in rows if row.name[0].isdigit()}
+    assert numbers == {"1", "2", "3", "4", "5"}
+    assert any(row.name.startswith("issue 27: triage queue") for row in rows)
+
+
+def test_browser_fleet_scale_out_and_triage_rows_judge_their_figures():
+    # given a run page drawn in 650 ms warm but 1,200 ms cold, a checkpoints page at 520 ms,
+    # a fleet of 12,500 hosts that kept up with a 140 ms p95, one scale-out shape missing,
+    # and a triage queue of 419 suggestions at 250 ms p95
+    results = {
+        "machine": report.machine(),
+        "pages": pages_phase(run_page=180.0, checkpoints=90.0, fleet=120.0,
+                             triage_queue=250.0),
+        "browser": {"llama": [browser_page("run list", None, None),
+                              browser_page("run page", 650.0, 1200.0),
+                              browser_page("checkpoints", 520.0, 800.0)]},
+        "dcgm": {"hosts": 12_500, "target_per_s": 416.7, "pushes_per_s": 416.0,
+                 "p95_ms": 140.0, "backlog": 0, "failures": [], "cpu_ms_per_push": 4.1,
+                 "fleet_page_p95_ms": 280.0},
+        "scale_out": [{"web_processes": web, "workers": 1, "points_per_s": 1000.0 * web}
+                      for web in (1, 2, 4)],
+        "llama_scale": {"suggestions": 419},
+    }  # fmt: skip
+
+    # when
+    rows = {row.name: row for row in headline.headlines(results)}
+
+    # then each verdict follows its limit, and the baseline is the same page's server time
+    warm = rows["4. run page, every chart drawn, warm p50 (ms)"]
+    assert (warm.verdict, warm.baseline) == ("pass", "server p50 90 ms")
+    assert rows["4. run page, every chart drawn, cold (ms)"].verdict == "MISS"
+    assert rows["4. checkpoints, charts drawn, warm p50 (ms)"].verdict == "MISS"
+    assert "4. run list, charts drawn, warm p50 (ms)" not in rows  # no charts there
+    assert rows["3. DCGM 12,500 hosts: pushes/s, no backlog"].verdict == "pass"
+    assert rows["3. DCGM fleet push p95 (ms)"].verdict == "MISS"
+    assert rows["3. fleet page p95 while it pushes (ms)"].verdict == "pass"
+    assert rows["5. scale-out: ingest by web processes x workers"].verdict == "MISS"
+    triage = rows["issue 27: triage queue at Llama scale, p95 (ms)"]
+    assert (triage.verdict, triage.value) == ("pass", 250.0)
+    assert triage.baseline.startswith("419 suggestions")
+
+    # and a fleet run smaller than 12,500 hosts measures none of target 3
+    results["dcgm"]["hosts"] = 2048
+    small = [row for row in headline.headlines(results) if row.name.startswith("3.")]
+    assert {row.verdict for row in small} == {"not measured"}
+    assert "2,048 hosts" in small[0].baseline
+
+    # and a queue without suggestions does not pass
+    results["llama_scale"]["suggestions"] = 0
+    rows = {row.name: row for row in headline.headlines(results)}
+    assert rows["issue 27: triage queue at Llama scale, p95 (ms)"].verdict == "MISS"
+
+
+def test_the_targets_section_is_printed_and_written_into_the_performance_page(tmp_path):
+    # given a run that measured only the /mlflow path at 4 clients (92% of native)
+    results = {"machine": report.machine(), "ingest": [
+        {"system": system, "clients": 4, "points_per_s": per_s, "p50_ms": 1.0, "p95_ms": 1.0,
+         "points": 1000} for system, per_s in (("chronicle", 100_000.0),
+                                                ("chronicle-mlflow", 92_000.0))]}  # fmt: skip
+    doc = tmp_path / "performance.md"
+    doc.write_text(f"# Performance\n\n{report.LATEST_START}\nold\n{report.LATEST_END}\n")
+
+    # when
+    report.write(results, tmp_path, doc=doc)
+
+    # then the page's latest run has the section, the measured row passing beside its baseline
+    page = doc.read_text()
+    assert "\n".join(headline.lines(results)) in page
+    [row] = [line for line in page.splitlines() if "1. /mlflow log-batch / native, 4" in line]
+    assert row.split()[0] == "pass" and "92%" in row and "chronicle 100,000 pts/s" in row
+    assert "not measured 3. DCGM 12,500 hosts" in page
