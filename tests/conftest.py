@@ -32,6 +32,39 @@ CHROMIUM = Path("/usr/bin/chromium")
 WORKER_READY_TIMEOUT_S = 60
 
 
+FLUSH_ATTEMPTS = 5
+
+
+def _flush_retrying(teardown: Callable[[Any], None]) -> Callable[[Any], None]:
+    """A transactional test ends with a flush (one TRUNCATE of every table). The session's
+    Celery worker may still be running a task the test's commits published (a triage
+    suggestion for the interruption it recorded, say); its row locks and the TRUNCATE's
+    table locks can deadlock, and PostgreSQL may pick the flush as the victim. The worker's
+    task is over a moment later: flush again rather than leave the rows to the next test."""
+
+    def flush(case: Any) -> None:
+        from django.core.management.base import CommandError
+
+        for attempt in range(1, FLUSH_ATTEMPTS + 1):
+            try:
+                teardown(case)
+                return
+            except CommandError:
+                if attempt == FLUSH_ATTEMPTS:
+                    raise
+                time.sleep(attempt)
+
+    return flush
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from django.test import TransactionTestCase
+
+    TransactionTestCase._fixture_teardown = _flush_retrying(  # type: ignore[method-assign]
+        TransactionTestCase._fixture_teardown
+    )
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     problems = []
     database = settings.DATABASES["default"]

@@ -50,7 +50,7 @@ CHART_PAGES = [
 # Pages whose links are followed too (once per path): the run list and navigation, the demo
 # run's pages, and the pages the README's tour reaches from them.
 EXPANDED = [r"^/$", r"^/runs/\d+/", r"^/incidents/$", r"^/failures/$", r"^/sdc/$",
-            r"^/fleet/$", r"^/fleet/hosts/[^/]+/$", r"^/admin/$"]  # fmt: skip
+            r"^/fleet/$", r"^/fleet/hosts/[^/]+/$", r"^/webhooks/$", r"^/projects/"]  # fmt: skip
 HOST_PAGES = 2  # of the fleet's many hosts, this many host pages
 MAX_PAGES = 250
 
@@ -211,7 +211,12 @@ def test_the_readme_demo_path_in_a_browser(demo, browser, page_drawn):
             queue.append(link)
 
     visited_paths = {urlsplit(link).path for link in opened}
-    for expected in [*CHART_PAGES, r"^/runs/\d+/logbook/$", r"^/incidents/$", r"^/admin/$"]:
+    assert not any(p.startswith("/admin/") for p in visited_paths), sorted(visited_paths)
+    # The demo login is its project's admin, not a site admin: the project's own pages serve
+    # it (members, tokens, batches), and the site admin is not linked for it.
+    project_pages = [r"^/projects/[^/]+/members/$", r"^/projects/[^/]+/tokens/$",
+                     r"^/projects/[^/]+/batches/$"]  # fmt: skip
+    for expected in [*CHART_PAGES, r"^/runs/\d+/logbook/$", r"^/incidents/$", *project_pages]:
         assert any(re.search(expected, p) for p in visited_paths), (expected, sorted(visited_paths))
 
     # when the README's curl example is sent with the printed token

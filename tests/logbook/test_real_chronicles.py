@@ -447,7 +447,9 @@ def test_a_chronicle_imported_in_the_browser_reads_as_written(
     browser, live_server, alice, run, login_page, console_errors, tmp_path
 ):
     # given an OPT-like chronicle file whose incident #1 exists and checkpoint does not
-    _incident(run, "hang", 0, recovered_at=T0 + timedelta(hours=2), reported_lost_s=18 * 3600)
+    incident = _incident(
+        run, "hang", 0, recovered_at=T0 + timedelta(hours=2), reported_lost_s=18 * 3600
+    )
     upload = tmp_path / "opt.md"
     upload.write_text(OPT_LIKE, encoding="utf-8")
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -468,7 +470,8 @@ def test_a_chronicle_imported_in_the_browser_reads_as_written(
     entries = page.locator("#entries").inner_text()
     assert "2021-11-29 (day, UTC)" in entries and "~90 restarts" in entries
     assert "(window)" in entries and "out: node-17, node-40" in entries
-    assert "(11:24am PST as written)" in entries and "incident #1" in entries
+    # (the file's run-local "#1" links the run's first incident; pages name it by its id)
+    assert "(11:24am PST as written)" in entries and f"incident #{incident.pk}" in entries
     assert "Not linked on import: checkpoint at step 17,235 not found." in entries
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "chron-logbook.png"), full_page=True)
