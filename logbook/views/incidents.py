@@ -349,11 +349,18 @@ AROUND_MAX_POINTS = 1500
 
 def around_steps(incident: Any) -> tuple[int, int] | None:
     """The steps the incident page charts: AROUND_STEPS after the interruption, and before it
-    AROUND_STEPS or the steps it lost, whichever is more; None without a step."""
+    AROUND_STEPS or the steps it lost, whichever is more; None without a step. After it, no
+    further than a little past the run's last step: a run that ended at the interruption
+    shows its end, not 200 empty steps."""
     if incident.step is None:
         return None
-    before = max(AROUND_STEPS, incident.lost_steps or 0)
-    return max(incident.step - before, 0), incident.step + AROUND_STEPS
+    first = max(incident.step - max(AROUND_STEPS, incident.lost_steps or 0), 0)
+    last = incident.step + AROUND_STEPS
+    run_last = incident.run.last_step
+    if run_last is not None and run_last < last:
+        # A tenth of the window's first part past the end, so the marker is off the edge.
+        last = max(run_last, incident.step) + max((incident.step - first) // 10, 5)
+    return first, min(last, incident.step + AROUND_STEPS)
 
 
 def _charts_around(incident: Any) -> dict[str, Any]:

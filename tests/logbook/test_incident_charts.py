@@ -91,6 +91,31 @@ def test_incident_page_charts_the_window_around_the_step_and_marks_it(client, al
 
 
 @pytest.mark.django_db
+def test_the_window_stops_a_little_past_the_runs_last_step(client, alice, project):
+    # given a run that ended with a crash at step 40 (its last step)
+    run = telemetry_services.run_upsert(project=project, name="short")
+    attempt = Attempt.objects.create(run=run, number=1, started_at=START)
+    points = [("loss", step, 3 - step / 100, START + timedelta(seconds=step)) for step in range(41)]
+    telemetry_services.metric_points_insert(run=run, attempt=attempt, points=points)
+    type(run).objects.filter(pk=run.pk).update(last_step=40)
+    crash = interruption_services.interruption_record(
+        run=run, source_key="crash", occurred_at=START + timedelta(seconds=40),
+        attempt=attempt, category="faulty-gpu", step=40,
+    )  # fmt: skip
+    client.force_login(alice)
+
+    # when its incident page is read
+    html = client.get(f"/incidents/{crash.pk}/").content.decode()
+
+    # then the chart spans the run's steps and a few past its end, not 200 empty steps
+    charts = json.loads(
+        re.search(r'<script id="charts-data" type="application/json">(.*?)</script>', html)[1]
+    )
+    assert charts[0]["figure"]["layout"]["xaxis"]["range"] == [0, 45]
+    assert "Steps 0 to 45;" in html
+
+
+@pytest.mark.django_db
 def test_an_incident_without_a_step_has_no_charts(client, alice, crashed):
     no_step = interruption_services.interruption_record(
         run=crashed.run, source_key="later", occurred_at=START + timedelta(hours=5)
