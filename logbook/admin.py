@@ -14,26 +14,24 @@ from logbook.models import (
     TriageSuggestion,
 )
 from logbook.services import sdc as sdc_services
-from telemetry import services as telemetry_services
+from logbook.services import taxonomy
 from telemetry.admin import CheckedInitialAdmin
 
 
 class ChangedOnThePagesAdmin(CheckedInitialAdmin):
-    """Rows the product's pages change through the services (the incident and logbook pages:
-    audited, the run's and fleet's cached pages invalidated). Here they are shown, and a
-    missing one can be added (its run's and fleet's versions are bumped); changes and
-    deletions go through those pages, so none skips the audit trail or leaves a page stale."""
+    """Rows written only through the services (audited, the run's and fleet's cached pages
+    invalidated): interruptions and checkpoints come from the job's batches (and GPU health
+    and hang detection), incidents are triaged on their pages, logbook entries are written on
+    the run's logbook page. Here they are shown, read-only."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
-
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        telemetry_services.run_data_version_bump(run_id=obj.run_id)
-        telemetry_services.fleet_version_bump(project_id=obj.run.project_id)
 
 
 @admin.register(RootCause)
@@ -42,6 +40,10 @@ class RootCauseAdmin(CheckedInitialAdmin):
     list_display = ["name", "group", "slug", "is_hardware", "is_planned"]
     list_filter = ["group", "is_hardware", "is_planned"]
     search_fields = ["name", "slug", "group"]
+
+    def save_model(self, request: HttpRequest, obj: RootCause, form: Any, change: bool) -> None:
+        # Its name and whether it is planned show on the incident, failure and goodput pages.
+        taxonomy.root_cause_save(root_cause=obj)
 
 
 @admin.register(Interruption)
@@ -98,24 +100,37 @@ class CheckpointAdmin(ChangedOnThePagesAdmin):
 
 @admin.register(SdcReplay)
 class SdcReplayAdmin(CheckedInitialAdmin):
-    def save_model(self, request: HttpRequest, obj: SdcReplay, form: Any, change: bool) -> None:
-        # The verdict and what was done about it go through sdc_verdict_set (audited; a
-        # confirmed verdict pages the project's webhooks once); the rest saves as usual.
-        decided = {name: getattr(obj, name) for name in sdc_services.VERDICT_FIELDS}
-        if change:
-            for name in sdc_services.VERDICT_FIELDS:
-                setattr(obj, name, form.initial.get(name, decided[name]))
-        super().save_model(request, obj, form, change)
-        # Other fields edited here show on the run's pages and the fleet's too.
-        telemetry_services.run_data_version_bump(run_id=obj.run_id)
-        telemetry_services.fleet_version_bump(project_id=obj.run.project_id)
-        sdc_services.sdc_verdict_set(replay=obj, user=request.user, **decided)
+    """The verdict and what was done about it are decided here, through sdc_verdict_set
+    (audited, the run's and fleet's versions moved; a confirmed verdict pages the project's
+    webhooks once). The rest is what the job or the divergence check reported: read-only,
+    and records are not added or deleted here."""
 
     list_display = ["detected_at", "run", "step", "device", "detection", "verdict", "action"]
     list_filter = ["verdict", "action", "detection"]
     search_fields = ["run__name", "device__uuid", "host__name", "message"]
     list_select_related = ["run", "device"]
-    raw_id_fields = ["attempt", "device", "host"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [
+            field.name
+            for field in SdcReplay._meta.get_fields()
+            if field.concrete
+            and not field.primary_key
+            and field.name not in sdc_services.VERDICT_FIELDS
+        ]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: SdcReplay, form: Any, change: bool) -> None:
+        decided = {name: getattr(obj, name) for name in sdc_services.VERDICT_FIELDS}
+        sdc_services.sdc_verdict_set(replay=obj, user=request.user, **decided)
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        pass  # nothing else is editable: the hosts are what the record names
 
 
 @admin.register(LogbookEntry)

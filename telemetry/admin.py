@@ -1,11 +1,12 @@
+from collections.abc import Sequence
 from typing import Any
 
 from django.contrib import admin
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from telemetry import services
 from telemetry.models import (
     Attempt,
     Cluster,
@@ -18,6 +19,7 @@ from telemetry.models import (
     Run,
     Site,
 )
+from telemetry.services import QUARANTINE_FIELDS, edits
 
 
 class CheckedInitialAdmin(admin.ModelAdmin):
@@ -52,13 +54,41 @@ def _ids_valid(field: Any, value: Any) -> bool:
     return True
 
 
-class FleetEditAdmin(CheckedInitialAdmin):
-    """Hardware and places are shared by every project's fleet: an edit here moves every
-    fleet_version, so the cached fleet pages show it on the next request."""
+class EditedThroughServicesAdmin(CheckedInitialAdmin):
+    """Saves and deletes go through the app's services (`save_row`, `delete_rows`), which
+    move the versions the cached pages key on in the same transaction, so an edit here shows
+    on the next page. Many-to-many fields are saved by `save_row` too, not by the form."""
+
+    def save_row(self, obj: Any, form: Any) -> None:
+        raise NotImplementedError
+
+    def delete_rows(self, rows: Sequence[Any]) -> None:
+        raise NotImplementedError
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        self.save_row(obj, form)
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        super().save_related(request, form, formsets, change)
-        services.fleet_version_bump(project_id=None)
+        for formset in formsets:  # not form.save_m2m(): save_row saved them
+            self.save_formset(request, form, formset, change=change)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        self.delete_rows([obj])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        self.delete_rows(list(queryset))
+
+
+class FleetEditAdmin(EditedThroughServicesAdmin):
+    """Hardware and places are shared by every project's fleet: an edit here moves every
+    fleet_version. A host's or device's quarantine is shown, and changed on the fleet page
+    (audited)."""
+
+    def save_row(self, obj: Any, form: Any) -> None:
+        edits.hardware_save(row=obj)
+
+    def delete_rows(self, rows: Sequence[Any]) -> None:
+        edits.hardware_delete(rows=rows)
 
 
 class MembershipInline(admin.TabularInline):
@@ -92,32 +122,39 @@ class AttemptInline(admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(EditedThroughServicesAdmin):
     list_display = ["name", "project", "accelerator_type", "accelerator_count", "last_step"]
     list_filter = ["project", "accelerator_type"]
     search_fields = ["name", "project__slug"]
     readonly_fields = ["created_at", "last_step", "last_seen_at", "data_version"]
     inlines = [AttemptInline]
 
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        # After the attempts inline: the run's cached pages show the edit on the next request.
-        super().save_related(request, form, formsets, change)
-        services.run_data_version_bump(run_id=form.instance.pk)
-        services.fleet_version_bump(project_id=form.instance.project_id)
+    def save_row(self, obj: Run, form: Any) -> None:
+        edits.run_save(run=obj)
+
+    def delete_rows(self, rows: Sequence[Run]) -> None:
+        edits.runs_delete(runs=rows)
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        # The attempts inline: commit=False hands over what to save and what to delete.
+        for attempt in formset.save(commit=False):
+            edits.attempt_save(attempt=attempt)
+        edits.attempts_delete(attempts=formset.deleted_objects)
 
 
 @admin.register(Attempt)
-class AttemptAdmin(CheckedInitialAdmin):
+class AttemptAdmin(EditedThroughServicesAdmin):
     list_display = ["run", "number", "status", "started_at", "ended_at", "resumed_from_step"]
     list_filter = ["status", "run__project"]
     search_fields = ["run__name"]
     list_select_related = ["run", "run__project"]
-
-    def save_model(self, request: HttpRequest, obj: Attempt, form: Any, change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        services.run_data_version_bump(run_id=obj.run_id)
-
     autocomplete_fields = ["hosts"]
+
+    def save_row(self, obj: Attempt, form: Any) -> None:
+        edits.attempt_save(attempt=obj, hosts=form.cleaned_data["hosts"])
+
+    def delete_rows(self, rows: Sequence[Attempt]) -> None:
+        edits.attempts_delete(attempts=rows)
 
 
 @admin.register(MetricSeries)
@@ -155,6 +192,7 @@ class ClusterAdmin(FleetEditAdmin):
 
 @admin.register(Host)
 class HostAdmin(FleetEditAdmin):
+    readonly_fields = QUARANTINE_FIELDS
     list_display = ["name", "project", "cluster"]
     list_filter = ["project", "cluster"]
     search_fields = ["name"]
@@ -162,6 +200,7 @@ class HostAdmin(FleetEditAdmin):
 
 @admin.register(Device)
 class DeviceAdmin(FleetEditAdmin):
+    readonly_fields = QUARANTINE_FIELDS
     list_display = ["uuid", "project", "serial", "host", "index_on_host", "accelerator_type"]
     list_filter = ["project", "accelerator_type"]
     search_fields = ["uuid", "serial", "host__name"]

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -467,6 +468,55 @@ def console_errors() -> Callable[[Any], list[str]]:
         return errors
 
     return attach
+
+
+class _FormFields(HTMLParser):
+    """The values a browser would submit from the page's forms (inputs, selects, textareas)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data: dict[str, list[str]] = {}
+        self._select: str | None = None
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {key: value or "" for key, value in attrs}
+        name = a.get("name", "")
+        if tag == "input" and name and a.get("type") not in ("submit", "button", "file"):
+            if a.get("type") in ("checkbox", "radio") and "checked" not in a:
+                return
+            self.data.setdefault(name, []).append(a.get("value", ""))
+        elif tag == "select" and name:
+            self._select = name
+            self.data.setdefault(name, [])
+        elif tag == "option" and self._select and "selected" in a:
+            self.data[self._select].append(a.get("value", ""))
+        elif tag == "textarea" and name:
+            self._textarea = name
+            self.data[name] = [""]
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "select":
+            self._select = None
+        elif tag == "textarea":
+            self._textarea = None
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea:
+            self.data[self._textarea][-1] += data.removeprefix("\n")
+
+
+@pytest.fixture
+def form_values() -> Callable[[Any, str], dict[str, list[str]]]:
+    """What a browser would post from the forms of the page at `url` as `client` reads it
+    (an admin change form with its inlines): a body for client.post()."""
+
+    def read(client: Any, url: str) -> dict[str, list[str]]:
+        form = _FormFields()
+        form.feed(client.get(url).content.decode())
+        return {name: values for name, values in form.data.items() if values}
+
+    return read
 
 
 # --- A run ---------------------------------------------------------------------------------

@@ -12,9 +12,9 @@ ADD_PAGES = [
     ("/admin/telemetry/device/add/", "host"),
     ("/admin/telemetry/attempt/add/", "hosts"),
     ("/admin/telemetry/membership/add/", "user"),
-    ("/admin/logbook/interruption/add/", "devices"),
-    ("/admin/logbook/sdcreplay/add/", "attempt"),
-    ("/admin/logbook/logbookentry/add/", "author"),
+    ("/admin/telemetry/host/add/", "cluster"),
+    ("/admin/telemetry/cluster/add/", "site"),
+    ("/admin/logbook/triagepattern/add/", "root_cause"),
 ]
 
 

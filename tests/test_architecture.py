@@ -367,6 +367,41 @@ def test_no_product_module_is_over_800_lines():
     assert long_modules() == {}
 
 
+# The versions the cached pages key on (telemetry.run_cache) are moved by the write functions
+# that change what the pages show, in their transaction: an app's services. Their callers
+# (admin, views, tasks, commands) never bump, so none can forget to.
+BUMPS = {"run_data_version_bump", "fleet_version_bump", "version_bumps_deferred"}
+
+
+def _bump_calls(tree: ast.AST):
+    """(line, name) for each call of a version bump, and each import of one."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _call_name(node) in BUMPS:
+            yield node.lineno, _call_name(node)
+        elif isinstance(node, ast.ImportFrom):
+            yield from ((node.lineno, a.name) for a in node.names if a.name in BUMPS)
+
+
+def bumps_outside_services() -> dict[str, list[tuple[int, str]]]:
+    found = {}
+    for app, path in _product_modules():
+        if app in APPS and _is_services(path, app):
+            continue
+        hits = sorted(set(_bump_calls(ast.parse(path.read_text()))))
+        if hits:
+            found[str(path.relative_to(ROOT))] = hits
+    return found
+
+
+def test_versions_are_bumped_only_by_services():
+    # The rule would hold vacuously if the services did not bump.
+    services = ROOT / "logbook" / "services" / "interruptions.py"
+    assert {name for _, name in _bump_calls(ast.parse(services.read_text()))} == BUMPS - {
+        "version_bumps_deferred"
+    }
+    assert bumps_outside_services() == {}
+
+
 def test_the_owner_checks_catch_what_they_forbid():
     # given a logbook module writing telemetry's rows each way, and naming its tables in SQL
     source = (
@@ -405,3 +440,21 @@ def test_the_owner_checks_catch_what_they_forbid():
     assert "bench" in _imported(tree)
     assert _over_limit("x = 1\n" * (MAX_LINES + 1)) == MAX_LINES + 1
     assert _over_limit("x = 1\n" * MAX_LINES) is None
+
+
+def test_the_bump_check_catches_what_it_forbids():
+    # given an admin that bumps the versions itself, each way, and reads one
+    source = (
+        "from telemetry.services import fleet_version_bump\n"
+        "def save_model(self, request, obj, form, change):\n"
+        "    super().save_model(request, obj, form, change)\n"
+        "    telemetry_services.run_data_version_bump(run_id=obj.run_id)\n"
+        "    fleet_version_bump(project_id=None)\n"
+        "    with services.version_bumps_deferred():\n"
+        "        key = f'{obj.run.data_version}'\n"
+    )
+    # then each bump (and the import of one) is found, not the version read
+    assert sorted(_bump_calls(ast.parse(source))) == [
+        (1, "fleet_version_bump"), (4, "run_data_version_bump"), (5, "fleet_version_bump"),
+        (6, "version_bumps_deferred"),
+    ]  # fmt: skip

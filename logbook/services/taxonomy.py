@@ -1,13 +1,15 @@
 """Writes to the root-cause taxonomy: seeding the shipped rows, resolving a job's category
-to a row, and adding categories."""
+to a row, adding categories and editing one."""
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.db.models import Q
 
-from logbook.models import RootCause
+from logbook.models import Interruption, RootCause
 from logbook.runbooks import RUNBOOKS
 from logbook.taxonomy import ROOT_CAUSE_SEEDS, UNKNOWN_SLUG
+from telemetry import services as telemetry_services
 
 
 def root_causes_seed() -> int:
@@ -62,3 +64,15 @@ def root_cause_create(
         is_planned=is_planned,
         description=description,
     )
+
+
+@transaction.atomic
+def root_cause_save(*, root_cause: RootCause) -> None:
+    """Save a category edited whole (the admin's form). Its name and whether it is planned
+    show on the pages of every run with an interruption of it (goodput counts planned
+    downtime apart) and on every project's incident and fleet pages."""
+    root_cause.save()
+    runs = Interruption.objects.filter(root_cause=root_cause).values_list("run_id", flat=True)
+    for run_id in sorted(set(runs)):
+        telemetry_services.run_data_version_bump(run_id=run_id)
+    telemetry_services.fleet_version_bump(project_id=None)

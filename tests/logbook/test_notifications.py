@@ -9,7 +9,6 @@ import socket
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -417,43 +416,9 @@ def test_an_sdc_verdict_outside_the_choices_is_refused(run, alice):
     assert not AuditEvent.objects.filter(entity="sdc_replay").exists()
 
 
-class _FormFields(HTMLParser):
-    """The values a browser would submit from the page's forms (inputs, selects, textareas)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.data: dict[str, list[str]] = {}
-        self._select: str | None = None
-        self._textarea: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = {key: value or "" for key, value in attrs}
-        name = a.get("name", "")
-        if tag == "input" and name and a.get("type") not in ("submit", "button", "file"):
-            if a.get("type") in ("checkbox", "radio") and "checked" not in a:
-                return
-            self.data.setdefault(name, []).append(a.get("value", ""))
-        elif tag == "select" and name:
-            self._select = name
-            self.data.setdefault(name, [])
-        elif tag == "option" and self._select and "selected" in a:
-            self.data[self._select].append(a.get("value", ""))
-        elif tag == "textarea" and name:
-            self._textarea = name
-            self.data[name] = [""]
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "select":
-            self._select = None
-        elif tag == "textarea":
-            self._textarea = None
-
-    def handle_data(self, data: str) -> None:
-        if self._textarea:
-            self.data[self._textarea][-1] += data.removeprefix("\n")
-
-
-def test_confirming_in_the_admin_goes_through_the_verdict_service(project, run, admin_client):
+def test_confirming_in_the_admin_goes_through_the_verdict_service(
+    project, run, admin_client, form_values
+):
     # given an SDC-only endpoint and a pending record
     endpoint = webhook_services.webhook_endpoint_create(
         project=project, name="sdc", url="http://127.0.0.1:9/hook", events=["sdc_confirmed"]
@@ -464,9 +429,7 @@ def test_confirming_in_the_admin_goes_through_the_verdict_service(project, run, 
     url = f"/admin/logbook/sdcreplay/{replay.pk}/change/"
 
     # when an admin changes the verdict and the replay's hardware in the admin's form
-    form = _FormFields()
-    form.feed(admin_client.get(url).content.decode())
-    data = {name: values for name, values in form.data.items() if values}
+    data = form_values(admin_client, url)
     data |= {"verdict": ["confirmed"], "replay_hardware": ["spare node h900"], "_save": ["Save"]}
     response = admin_client.post(url, data)
 
@@ -487,9 +450,7 @@ def test_confirming_in_the_admin_goes_through_the_verdict_service(project, run, 
     assert list(WebhookDelivery.objects.values_list("endpoint", flat=True)) == [endpoint.pk]
 
     # and saving the form again changes nothing and pages nobody again
-    form = _FormFields()
-    form.feed(admin_client.get(url).content.decode())
-    data = {name: values for name, values in form.data.items() if values} | {"_save": ["Save"]}
+    data = form_values(admin_client, url) | {"_save": ["Save"]}
     assert admin_client.post(url, data).status_code == 302
     assert AuditEvent.objects.filter(entity="sdc_replay").count() == 1
     assert WebhookDelivery.objects.count() == 1
