@@ -393,6 +393,76 @@ def bumps_outside_services() -> dict[str, list[tuple[int, str]]]:
     return found
 
 
+# And every write function of the services that changes a row the cached pages show moves a
+# version, itself or through a function it calls (in its module, or a public service of
+# another): so a new write cannot forget either. The models those pages show:
+PAGE_MODELS = {
+    "Run", "Attempt", "MetricSeries", "MetricPoint", "StepStart", "JobInterval", "Site",
+    "Cluster", "Host", "Device", "Interruption", "Checkpoint", "CheckpointRestore", "SdcReplay",
+    "LogbookEntry", "Annotation", "StragglerRecord", "TriageSuggestion", "RootCause",
+}  # fmt: skip
+# Writes of them that no cached page shows, by function, and why.
+UNBUMPED = {
+    "rolled_up_mark": "the rank rollup's own bookkeeping column",
+    "root_causes_seed": "the shipped categories, before an incident names one",
+    "root_cause_resolve": "seeds the shipped categories when they are gone",
+    "root_cause_create": "a new category, which no incident names yet",
+}
+Functions = dict[tuple[str, str], ast.FunctionDef]
+
+
+def _service_functions() -> Functions:
+    """Every top-level function of every app's services, by (module, name)."""
+    return {
+        (str(path.relative_to(ROOT)), node.name): node
+        for app in APPS
+        for path in _modules(app)
+        if _is_services(path, app)
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.FunctionDef)
+    }
+
+
+def _reaching(functions: Functions, direct: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The functions in `direct`, and those calling one of them, however indirectly. A call
+    by name is to the module's own function of that name, else to the one public service
+    function of that name (one in two modules is ambiguous: not followed)."""
+    public: dict[str, list[tuple[str, str]]] = {}
+    for module, name in functions:
+        public.setdefault(name, []).append((module, name))
+    calls: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for (module, name), node in functions.items():
+        called = {_call_name(n) for n in ast.walk(node) if isinstance(n, ast.Call)}
+        calls[(module, name)] = {
+            (module, one) if (module, one) in functions else public[one][0]
+            for one in called
+            if (module, one) in functions or len(public.get(one, [])) == 1
+        }
+    found = set(direct)
+    while grown := {key for key, callees in calls.items() if key not in found and callees & found}:
+        found |= grown
+    return found
+
+
+def writes_without_bump(functions: Functions) -> list[str]:
+    """Public service functions that write a row of PAGE_MODELS and move no version."""
+    writes = {key for key, node in functions.items() if any(_write_calls(node, PAGE_MODELS))}
+    bumps = {key for key, node in functions.items() if any(_bump_calls(node))}
+    return sorted(
+        f"{module}:{name}"
+        for module, name in _reaching(functions, writes) - _reaching(functions, bumps)
+        if not name.startswith("_") and name not in BUMPS and name not in UNBUMPED
+    )
+
+
+def test_every_service_write_of_what_pages_show_bumps_a_version():
+    functions = _service_functions()
+    # The rule would hold vacuously if the writes were not found.
+    assert {("logbook/services/interruptions.py", "interruption_record"),
+            ("telemetry/services/edits.py", "hardware_save")} <= set(functions)  # fmt: skip
+    assert writes_without_bump(functions) == []
+
+
 def test_versions_are_bumped_only_by_services():
     # The rule would hold vacuously if the services did not bump.
     services = ROOT / "logbook" / "services" / "interruptions.py"
@@ -457,4 +527,41 @@ def test_the_bump_check_catches_what_it_forbids():
     assert sorted(_bump_calls(ast.parse(source))) == [
         (1, "fleet_version_bump"), (4, "run_data_version_bump"), (5, "fleet_version_bump"),
         (6, "version_bumps_deferred"),
+    ]  # fmt: skip
+
+
+def test_the_forgotten_bump_check_catches_what_it_forbids():
+    # given services writing an interruption: without a bump, through a helper that bumps,
+    # through another module's service that bumps, and through one that does not
+    sources = {
+        "logbook/services/a.py": (
+            "def forgets(*, run):\n"
+            "    Interruption.objects.create(run=run)\n"
+            "def helped(*, run):\n"
+            "    Interruption.objects.filter(run=run).update(planned=True)\n"
+            "    _pages(run)\n"
+            "def _pages(run):\n"
+            "    telemetry_services.run_data_version_bump(run_id=run.pk)\n"
+            "def calls_forgetful(*, run):\n"
+            "    b.also_forgets(run=run)\n"
+        ),
+        "logbook/services/b.py": (
+            "def elsewhere(*, run):\n"
+            "    interruption: Interruption = run.interruptions.get()\n"
+            "    interruption.save()\n"
+            "    a.helped(run=run)\n"
+            "def also_forgets(*, run):\n"
+            "    Checkpoint.objects.filter(run=run).delete()\n"
+        ),
+    }
+    functions = {
+        (module, node.name): node
+        for module, source in sources.items()
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef)
+    }
+    # then the three that move no version are found, and only they
+    assert writes_without_bump(functions) == [
+        "logbook/services/a.py:calls_forgetful", "logbook/services/a.py:forgets",
+        "logbook/services/b.py:also_forgets",
     ]  # fmt: skip

@@ -408,11 +408,9 @@ def run_backfilled(*, run: Run, data_end: datetime) -> None:
     the receive time, which for a backfill is the load time and would stretch the run's
     elapsed time and observed hours to now."""
     Run.objects.filter(pk=run.pk).update(
-        last_seen_at=data_end,
-        last_step_at=data_end,
-        data_until=data_end,
-        data_version=F("data_version") + 1,
+        last_seen_at=data_end, last_step_at=data_end, data_until=data_end
     )
+    run_data_version_bump(run_id=run.pk)
 
 
 def step_starts_record(
@@ -492,9 +490,10 @@ def project_ensure(*, slug: str, name: str) -> tuple[Project, bool]:
 def devices_place_unplaced(*, devices: Sequence[Device], host: Host) -> None:
     """Devices not yet on a host go on `host` (a job that names one host and some GPUs says
     they are on it); a device already placed stays put (dcgm-exporter, which knows, placed
-    it). In the caller's transaction, which bumps the fleet's version (an interruption's
-    record: one bump for both)."""
-    Device.objects.filter(pk__in=[d.pk for d in devices], host=None).update(host=host)
+    it). The fleet page shows each device's host."""
+    placed = Device.objects.filter(pk__in=[d.pk for d in devices], host=None).update(host=host)
+    if placed:
+        fleet_version_bump(project_id=host.project_id)
 
 
 QUARANTINE_FIELDS = ("quarantined_at", "quarantine_reason", "quarantined_by")
@@ -527,11 +526,11 @@ def hardware_release(*, row: Host | Device) -> None:
 
 def attempt_resumed_from(*, attempt: Attempt, step: int) -> None:
     """The step the attempt resumed from, if no event said so before (the first word
-    stands: attempt_started's resume step, or the first restore reported). In the caller's
-    transaction, which bumps the run's version (a restore's record: one bump for both)."""
+    stands: attempt_started's resume step, or the first restore reported)."""
     if attempt.resumed_from_step is None:
         attempt.resumed_from_step = step
         attempt.save(update_fields=["resumed_from_step"])
+        run_data_version_bump(run_id=attempt.run_id)
 
 
 def membership_set(

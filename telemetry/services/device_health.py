@@ -16,7 +16,7 @@ from django.db.models import F
 
 from telemetry import dcgm, device_samples
 from telemetry.models import Device, DeviceEvent, DeviceHealthState, Host, Project
-from telemetry.services import devices_ensure, hosts_ensure
+from telemetry.services import devices_ensure, fleet_version_bump, hosts_ensure
 
 
 @dataclass(frozen=True)
@@ -188,6 +188,8 @@ def _devices_place(
             changed.append(device)
     if changed:
         Device.objects.bulk_update(changed, ["host", "index_on_host", "accelerator_type"])
+        # The fleet page shows each device's host.
+        fleet_version_bump(project_id=changed[0].project_id)
 
 
 def _event_message(found: dcgm.HealthEvent, gpu: dcgm.GpuReadings) -> str:
