@@ -110,14 +110,14 @@ class SdcReplayAdmin(CheckedInitialAdmin):
     search_fields = ["run__name", "device__uuid", "host__name", "message"]
     list_select_related = ["run", "device"]
 
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # In the model's order: the decision after what was reported, not above it.
+        fields = SdcReplay._meta.get_fields()
+        return [field.name for field in fields if field.concrete and not field.primary_key]
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [
-            field.name
-            for field in SdcReplay._meta.get_fields()
-            if field.concrete
-            and not field.primary_key
-            and field.name not in sdc_services.VERDICT_FIELDS
-        ]
+        fields = self.get_fields(request, obj)
+        return [name for name in fields if name not in sdc_services.VERDICT_FIELDS]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
