@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from ingest import services as ingest_services
-from logbook.models import Interruption
+from logbook.models import Interruption, SdcReplay
 from logbook.services import annotations as annotation_services
 from logbook.services import checkpoints, entries, interruptions, quarantine, sdc, triage
 from telemetry import services as telemetry_services
@@ -58,6 +58,14 @@ def test_every_kind_of_change_moves_the_versions_it_should(run, alice):
         ("new attempt", lambda: telemetry_services.attempt_ensure(run=run, number=2), False),
         ("attempt hosts", lambda: telemetry_services.attempt_ensure(
             run=run, number=2, hosts=["v-h1"]), True),
+        ("resumed from", lambda: telemetry_services.attempt_resumed_from(
+            attempt=run.attempts.get(number=2), step=30), False),
+        ("attempt end if running", lambda: telemetry_services.attempt_end_if_running(
+            attempt=run.attempts.get(number=2), status=Attempt.Status.FAILED,
+            ended_at=T0 + 70 * MINUTE), False),
+        ("device placed", lambda: telemetry_services.devices_place_unplaced(
+            devices=telemetry_services.devices_ensure(project=run.project, uuids=["v-gpu9"]),
+            host=Host.objects.get(name="v-h0")), True),
         ("attempt end", lambda: telemetry_services.attempt_end(
             attempt=attempt, status=Attempt.Status.FAILED, ended_at=T0 + 60 * MINUTE), False),
         ("points", lambda: telemetry_services.metric_points_insert(
@@ -84,6 +92,11 @@ def test_every_kind_of_change_moves_the_versions_it_should(run, alice):
             attempt=run.attempts.get(number=2), step=40, restore_s=5), False),
         ("SDC record", lambda: sdc.sdc_record(
             run=run, source_key="v-s0", step=10, detected_at=T0, host="v-h0"), True),
+        ("SDC verdict", lambda: sdc.sdc_verdict_set(
+            replay=SdcReplay.objects.get(run=run), user=alice, verdict="confirmed"), True),
+        ("entry", lambda: entries.logbook_entry_create(run=run, user=alice, title="2nd"), False),
+        ("annotation", lambda: annotation_services.annotation_create(
+            run=run, user=alice, text="eval 3", step=30), False),
         ("automatic entry", lambda: entries.logbook_entry_record(
             run=run, title="auto", occurred_at=T0), False),
         ("entry edit", lambda: entries.logbook_entry_update(
@@ -105,9 +118,9 @@ def test_every_kind_of_change_moves_the_versions_it_should(run, alice):
         change()
         run_after, fleet_after = _versions(run)
 
-        # then the run's version moves (quarantine is about hardware, not one run's data),
-        # and the fleet's when the fleet pages list what changed
-        if what not in ("quarantine", "release"):
+        # then the run's version moves (quarantine and placing a GPU are about hardware, not
+        # one run's data), and the fleet's when the fleet pages list what changed
+        if what not in ("quarantine", "release", "device placed"):
             assert run_after > run_before, what
         assert (fleet_after > fleet_before) is fleet_too, what
 
