@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -259,9 +260,18 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = INGEST_MAX_BODY_BYTES + 1024 * 1024
 # Backpressure: above this many unprocessed batches ingest answers 429 with Retry-After, so
 # clients slow down instead of growing a backlog the workers cannot drain.
 INGEST_BACKLOG_HIGH_WATER = env_int("INGEST_BACKLOG_HIGH_WATER", 5_000)
-# Per-token request rate, "<count>/<s|m|h|d>"; empty disables it. (Prometheus and MLflow
-# pushes; JSON batches are held to the token buckets below.)
-INGEST_RATE_LIMIT = env_str("INGEST_RATE_LIMIT", "200/s")
+# Per-token request rate of Prometheus (dcgm-exporter) and MLflow pushes, "<count>/<s|m|h|d>"
+# ("0" disables it; JSON batches are held to the token buckets below): a bucket of `count`
+# requests refilled at `count` a period (ingest.throttles). Size it for the fleet sharing a
+# token: its hosts / their push period, x 1.5 for uneven arrivals. The default lets 12,500
+# hosts pushing every 30 s (100,000 GPUs, 417 pushes/s) through. Hosts pushing in step (a
+# timer on the half-minute) arrive at once: a per-minute rate holds a minute's pushes,
+# "37500/m" for the same fleet. docs/gpu-health.md, "Sizing the push rate limit".
+INGEST_RATE_LIMIT = env_str("INGEST_RATE_LIMIT", "625/s") or "625/s"
+if not re.fullmatch(r"0|[1-9][0-9]*/(s|m|h|d)[a-z]*", INGEST_RATE_LIMIT):
+    raise ImproperlyConfigured(
+        f"INGEST_RATE_LIMIT={INGEST_RATE_LIMIT!r} is not <count>/<s|m|h|d> (e.g. 625/s) or 0."
+    )
 # Seconds a web process reuses an ingest token it read (0: read it on every request): a
 # token revoked elsewhere stops working within this long (ingest.selectors).
 INGEST_TOKEN_CACHE_S = env_float("INGEST_TOKEN_CACHE_S", 5.0)

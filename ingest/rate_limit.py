@@ -81,9 +81,40 @@ def _limits(token_id: int, project_id: int, points: int) -> list[tuple[str, floa
 
 
 def _redis() -> Any:
-    # Django's RedisCache client (None with the per-process memory cache).
-    client_of = getattr(getattr(cache, "_cache", None), "get_client", None)
-    return client_of(None, write=True) if client_of else None
+    """Django's RedisCache client (None with the per-process memory cache), and the bucket
+    script registered with it. Both are made once per cache and process: Django builds a new
+    client on every cache call, and redis-py's Script sends the script's SHA (EVALSHA), the
+    whole text only when the server has not cached it yet."""
+    backend = getattr(cache, "_cache", None)
+    made = _clients.get(id(backend))
+    if made is None:
+        client_of = getattr(backend, "get_client", None)
+        client = client_of(None, write=True) if client_of else None
+        made = _clients[id(backend)] = (client, client and client.register_script(_SCRIPT))
+    return made
+
+
+_clients: dict[int, tuple[Any, Any]] = {}
+
+
+def buckets_take(buckets: list[tuple[str, float, float, int]], *, now_s: float) -> float | None:
+    """Take `cost` from each bucket `(key, rate per s, capacity, cost)` if every one holds it
+    (a bucket starts full; keys are under the cache's prefix). Returns 0.0 when taken, the
+    seconds until all would hold it when not (nothing is taken then), or None when Redis is
+    unavailable (the caller admits: fail open)."""
+    try:
+        client, script = _redis()
+        if client is None:
+            return None
+        args: list[float] = [now_s]
+        for _, rate, capacity, cost in buckets:
+            args += [rate, capacity, cost]
+        # Under the cache's key prefix, like every other key Chronicle keeps in Redis.
+        keys = [cache.make_key(key) for key, *_ in buckets]
+        return max(0.0, float(script(keys=keys, args=args, client=client)))
+    except Exception:
+        logger.warning("ingest rate limit skipped: Redis unavailable", exc_info=True)
+        return None
 
 
 def ingest_admit(*, token_id: int, project_id: int, points: int, now_s: float) -> Refusal | None:
@@ -92,20 +123,11 @@ def ingest_admit(*, token_id: int, project_id: int, points: int, now_s: float) -
     limits = _limits(token_id, project_id, points)
     if not limits:
         return None
-    try:
-        client = _redis()
-        if client is None:
-            return None
-        args: list[float] = [now_s]
-        for _, rate, cost, _ in limits:
-            args += [rate, max(rate * BURST_S, 1.0), cost]
-        # Under the cache's key prefix, like every other key Chronicle keeps in Redis.
-        keys = [cache.make_key(key) for key, *_ in limits]
-        wait_s = float(client.eval(_SCRIPT, len(keys), *keys, *args))
-    except Exception:
-        logger.warning("ingest rate limit skipped: Redis unavailable", exc_info=True)
-        return None
-    if wait_s <= 0:
+    wait_s = buckets_take(
+        [(key, rate, max(rate * BURST_S, 1.0), cost) for key, rate, cost, _ in limits],
+        now_s=now_s,
+    )
+    if not wait_s:
         return None
     retry_after_s = max(1, math.ceil(wait_s))
     rates = ", ".join(f"{rate:g} {what}" for _, rate, _, what in limits)

@@ -39,3 +39,12 @@ def test_a_deployment_without_a_key_refuses_to_start():
 
     assert result.returncode != 0
     assert "SECRET_KEY is not set" in result.stderr
+
+
+def test_a_push_rate_limit_that_is_not_count_per_period_refuses_to_start():
+    result = _run({"INGEST_RATE_LIMIT": "625 per second"})
+
+    assert result.returncode != 0
+    assert "INGEST_RATE_LIMIT='625 per second' is not <count>/<s|m|h|d>" in result.stderr
+    assert _run({"INGEST_RATE_LIMIT": "37500/m"}).returncode == 0
+    assert _run({"INGEST_RATE_LIMIT": "0"}).returncode == 0

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
+import time
 from typing import Any
 
 import pytest
+from rest_framework.request import Request
 
 from ingest.models import IngestBatch
+from telemetry.models import DeviceSample
 
 
 def doc(batch_id: str, points: int = 1, **fields: Any) -> dict[str, Any]:
@@ -28,8 +32,8 @@ PROMETHEUS_PUSH = b"# TYPE up gauge\nup 1\n"
 
 @pytest.fixture
 def push(client, ingest_token) -> Any:
-    """A Prometheus push: it keeps DRF's per-token throttle (INGEST_RATE_LIMIT), as MLflow
-    pushes do."""
+    """A Prometheus push: it is held to the per-token push rate (INGEST_RATE_LIMIT), as MLflow
+    pushes are."""
 
     def post(token: str = ingest_token) -> Any:
         return client.post(
@@ -65,6 +69,73 @@ def test_rate_limit_is_per_token(push, settings, project):
     assert push().status_code != 429
     assert push().status_code == 429
     assert push(second_token).status_code != 429
+
+
+def _fleet_push(client: Any, token: str, host: int, round_no: int) -> Any:
+    """Host `host` of a fleet pushes its one GPU's dcgm-exporter reading."""
+    text = f'DCGM_FI_DEV_GPU_TEMP{{gpu="0",UUID="GPU-fleet-{host}",Hostname="node-{host:02d}"}} '
+    return client.post(
+        "/api/v1/ingest/prometheus",
+        data=f"{text}{60 + round_no}\n".encode(),
+        content_type="text/plain; version=0.0.4",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+
+
+@pytest.mark.django_db
+def test_a_fleet_pushing_at_its_period_passes_a_rate_limit_sized_for_it(
+    client, ingest_token, settings
+):
+    # given 6 hosts pushing every second on one token, all at once (in step, as from a timer:
+    # the worst case), and the rate sized as documented (hosts / period x 1.5): 9/s
+    hosts, period_s, rounds = 6, 1.0, 3
+    settings.INGEST_RATE_LIMIT = f"{math.ceil(hosts / period_s * 1.5)}/s"
+
+    # when each host pushes every period after its first push, three times
+    answers, first = [], {}
+    for round_no in range(rounds):
+        for host in range(hosts):
+            due = first.setdefault(host, time.monotonic()) + round_no * period_s
+            time.sleep(max(0.0, due - time.monotonic()))
+            answers.append(_fleet_push(client, ingest_token, host, round_no).status_code)
+
+    # then every push was stored: a raw row per host and period
+    assert answers == [200] * hosts * rounds
+    assert DeviceSample.objects.count() == hosts * rounds
+
+
+@pytest.mark.django_db
+def test_the_default_rate_limit_lets_a_100000_gpu_fleet_through(ingest_token, rf):
+    # given one token for 12,500 hosts of 8 GPUs pushing every 30 s, at the default limit
+    from ingest.selectors import token_get_by_plaintext
+    from ingest.throttles import IngestTokenRateThrottle
+
+    request = Request(rf.post("/api/v1/ingest/prometheus"))
+    request.auth = token_get_by_plaintext(plaintext=ingest_token)
+    pushes_per_s = math.ceil(12_500 / 30)
+
+    # when a second's pushes arrive, then the next second's
+    first = [IngestTokenRateThrottle().allow_request(request, None) for _ in range(pushes_per_s)]
+    time.sleep(1.0)
+    second = [IngestTokenRateThrottle().allow_request(request, None) for _ in range(pushes_per_s)]
+
+    # then none is refused
+    assert first.count(True) == second.count(True) == pushes_per_s
+
+
+@pytest.mark.django_db
+def test_a_fleet_larger_than_the_rate_limit_is_refused_with_retry_after(
+    client, ingest_token, settings
+):
+    # given a rate of 4 pushes a minute for a fleet of 6 hosts pushing at once
+    settings.INGEST_RATE_LIMIT = "4/m"
+
+    answers = [_fleet_push(client, ingest_token, host, 0) for host in range(6)]
+
+    # then the bucket's 4 pass and the other 2 are told when to come back, nothing stored
+    assert [a.status_code for a in answers] == [200] * 4 + [429] * 2
+    assert all(int(a["Retry-After"]) >= 1 for a in answers[4:])
+    assert DeviceSample.objects.count() == 4
 
 
 @pytest.mark.django_db
