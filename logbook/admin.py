@@ -167,4 +167,10 @@ class TriageSuggestionAdmin(CheckedInitialAdmin):
     ]  # fmt: skip
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # made by the worker only
+        return False  # made and remade by the worker only
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # decided on the incident's page; shown in the cached triage queue
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

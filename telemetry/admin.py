@@ -158,15 +158,25 @@ class AttemptAdmin(EditedThroughServicesAdmin):
 
 
 @admin.register(MetricSeries)
-class MetricSeriesAdmin(admin.ModelAdmin):
+class MetricSeriesAdmin(EditedThroughServicesAdmin):
     """Points themselves (composite key, hundreds of millions of rows) are not editable in
-    the admin; a series shows its size and its last points instead."""
+    the admin; a series shows its size and its last points instead, and may be deleted (a
+    metric logged by mistake) with its points. Series are made by the batches."""
 
     list_display = ["name", "run", "attempt", "point_count"]
     list_filter = ["run__project", "name"]
     search_fields = ["name", "run__name"]
     list_select_related = ["run", "run__project", "attempt"]
     readonly_fields = ["run", "attempt", "name", "point_count", "last_points"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def delete_rows(self, rows: Sequence[MetricSeries]) -> None:
+        edits.series_delete(series=rows)
 
     @admin.display(description="points")
     def point_count(self, series: MetricSeries) -> int:

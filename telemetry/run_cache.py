@@ -10,7 +10,7 @@ a page is never older than its data: the next request after a change reads a new
 the write functions of the apps' services bump, each its own (tests/test_architecture.py:
 no bump outside them, none of their writes of what the pages show without one); the Django
 admin saves through them (telemetry.services.edits, sdc_verdict_set, root_cause_save) and
-shows interruptions, checkpoints and logbook entries read-only.
+shows interruptions, checkpoints, logbook entries and triage suggestions read-only.
 
 The cache fails open: with Redis down, pages compute their figures as before.
 """

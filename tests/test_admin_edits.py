@@ -9,10 +9,18 @@ from typing import Any
 
 import pytest
 
-from logbook.models import AuditEvent, Checkpoint, Interruption, LogbookEntry, RootCause, SdcReplay
-from logbook.services import checkpoints, entries, interruptions, sdc
+from logbook.models import (
+    AuditEvent,
+    Checkpoint,
+    Interruption,
+    LogbookEntry,
+    RootCause,
+    SdcReplay,
+    TriageSuggestion,
+)
+from logbook.services import autotriage, checkpoints, entries, interruptions, sdc
 from telemetry import services as telemetry_services
-from telemetry.models import Attempt, Device, Host, Run
+from telemetry.models import Attempt, Device, Host, MetricSeries, Run
 from tests.dashboard.test_run_versions import MINUTE, T0, _versions
 
 
@@ -28,6 +36,7 @@ def run(run: Run) -> Run:
     interruptions.interruption_record(
         run=run, source_key="ad-i0", occurred_at=T0 + 30 * MINUTE, category="nic",
         hosts=["ad-h0"], devices=["GPU-ad-0"], ends_attempt=False,
+        message="NCCL WARN NET/IB : Got completion from peer 10.0.0.2 with error 12",
     )  # fmt: skip
     return run
 
@@ -140,6 +149,26 @@ def test_hardware_deleted_in_the_admin_moves_the_fleets_version(run, admin_clien
 
 
 @pytest.mark.django_db
+def test_a_series_deleted_in_the_admin_leaves_the_run_page(run, reader, admin_client):
+    # given a run page drawn (its metric names cached) with a metric logged by mistake
+    attempt = run.attempts.get(number=1)
+    telemetry_services.metric_points_insert(
+        run=run, attempt=attempt, points=[("oops_metric", 1, 1.0, None), ("loss", 1, 2.0, None)]
+    )
+    assert "oops_metric" in _page(reader, f"/runs/{run.pk}/")
+    series = MetricSeries.objects.get(run=run, name="oops_metric")
+
+    # when a staff user deletes it (its change page is read-only: batches make series)
+    url = f"/admin/telemetry/metricseries/{series.pk}"
+    assert admin_client.post(f"{url}/change/").status_code == 403
+    _saved(admin_client.post(f"{url}/delete/", {"post": "yes"}))
+
+    # then the next run page no longer lists it, and keeps the loss
+    page = _page(reader, f"/runs/{run.pk}/")
+    assert "oops_metric" not in page and "loss" in page
+
+
+@pytest.mark.django_db
 def test_an_sdc_verdict_in_the_admin_is_audited_and_shows_on_the_ledger(
     run, reader, admin_client, form_values
 ):
@@ -181,14 +210,21 @@ def test_a_root_cause_renamed_in_the_admin_shows_on_the_incident_queue(
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("model", ["interruption", "checkpoint", "logbookentry"])
+@pytest.mark.parametrize(
+    "model", ["interruption", "checkpoint", "logbookentry", "triagesuggestion"]
+)
 def test_the_logbooks_records_are_read_only_in_the_admin(run, alice, admin_client, model):
     # given one record of each, written by its service (audited where it is)
     checkpoints.checkpoint_record(run=run, step=10, saved_at=T0)
     entries.logbook_entry_create(run=run, user=alice, title="a note")
+    assert autotriage.suggestion_make(interruption_id=Interruption.objects.get(run=run).pk)
+    incident = Interruption.objects.get(run=run)
     row = {
-        "interruption": Interruption, "checkpoint": Checkpoint, "logbookentry": LogbookEntry,
-    }[model].objects.get(run=run)  # fmt: skip
+        "interruption": incident,
+        "checkpoint": Checkpoint.objects.get(run=run),
+        "logbookentry": LogbookEntry.objects.get(run=run),
+        "triagesuggestion": TriageSuggestion.objects.get(interruption=incident),
+    }[model]
     change = f"/admin/logbook/{model}/{row.pk}/change/"
 
     # then the admin shows it, and refuses to add, change or delete one

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from django.db import transaction
 
-from telemetry.models import Attempt, Cluster, Device, Host, Run, Site
+from telemetry.models import Attempt, Cluster, Device, Host, MetricSeries, Run, Site
 from telemetry.services import fleet_version_bump, run_data_version_bump
 
 # Hardware and places: every project's fleet lists them (a host's name, its cluster).
@@ -64,3 +64,11 @@ def attempts_delete(*, attempts: Sequence[Attempt]) -> None:
         run_data_version_bump(run_id=attempt.run_id)
         fleet_version_bump(project_id=attempt.run.project_id)
         attempt.delete()
+
+
+@transaction.atomic
+def series_delete(*, series: Sequence[MetricSeries]) -> None:
+    """Series deleted with their points (a metric logged by mistake): their runs' charts."""
+    for one in series:
+        run_data_version_bump(run_id=one.run_id)
+        one.delete()
