@@ -161,14 +161,25 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def batch_accept(
-    *, token: IngestToken, batch_in: BatchIn, body: bytes, write_now: bool = False
+    *,
+    token: IngestToken,
+    batch_in: BatchIn,
+    body: bytes,
+    write_now: bool = False,
+    digest: str | None = None,
 ) -> Acceptance:
     """Store the batch in the database (the durability promise behind the 2xx). Either its
     points are written in the same transaction (write_now, when `writes_at_once`), or the
-    body is kept and handed to a worker once the row is committed."""
+    body is kept and handed to a worker once the row is committed. `digest` (hex) tells a
+    duplicate from a conflict, by default the body's SHA-256; a caller whose batch id
+    already hashes the batch's content, and which sends no body because the batch is
+    written at once, gives that hash."""
+    digest = digest or hashlib.sha256(body).hexdigest()
     at_once = write_now and writes_at_once(batch_in)
     if not at_once:
-        return _batch_accept(token=token, batch_in=batch_in, body=body, at_once=False)
+        return _batch_accept(
+            token=token, batch_in=batch_in, body=body, digest=digest, at_once=False
+        )
     assert batch_in.attempt is not None  # writes_at_once
     remembered = batch_ids.batch_ids_get(
         project_id=token.project_id, run_name=batch_in.run, number=batch_in.attempt
@@ -180,7 +191,12 @@ def batch_accept(
         remembered = None
     try:
         return _batch_accept(
-            token=token, batch_in=batch_in, body=body, at_once=True, remembered=remembered
+            token=token,
+            batch_in=batch_in,
+            body=body,
+            digest=digest,
+            at_once=True,
+            remembered=remembered,
         )
     except (IntegrityError, psycopg.IntegrityError) as exc:
         if remembered is None or not is_missing_reference(exc):
@@ -188,7 +204,7 @@ def batch_accept(
     # A run, attempt or series this process remembered was deleted meanwhile (the admin,
     # retention); nothing of the batch was stored. Once more, with everything looked up.
     batch_ids.batch_ids_forget(project_id=token.project_id)
-    return _batch_accept(token=token, batch_in=batch_in, body=body, at_once=True)
+    return _batch_accept(token=token, batch_in=batch_in, body=body, digest=digest, at_once=True)
 
 
 def is_missing_reference(exc: BaseException) -> bool:
@@ -203,6 +219,7 @@ def _batch_accept(
     token: IngestToken,
     batch_in: BatchIn,
     body: bytes,
+    digest: str,
     at_once: bool,
     remembered: batch_ids.BatchIds | None = None,
 ) -> Acceptance:
@@ -211,7 +228,6 @@ def _batch_accept(
     # deleted since fails the write, and batch_accept tries again with the check).
     if remembered is None:
         caps.batch_caps_check(project_id=token.project_id, batch_in=batch_in)
-    digest = hashlib.sha256(body).hexdigest()
     store = partial(
         _batch_store,
         token=token,

@@ -21,8 +21,9 @@ import hashlib
 import logging
 import time
 import uuid
+from array import array
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from django.conf import settings
@@ -49,7 +50,7 @@ from ingest.mlflow_checks import (
 from ingest.mlflow_tags import run_labels_sync
 from ingest.models import IngestBatch, IngestToken, MlflowExperiment, MlflowRun
 from ingest.schema import BatchError, BatchIn, validate_batch
-from ingest.selectors.mlflow import mlflow_run_find, mlflow_run_get
+from ingest.selectors.mlflow import mlflow_run_find
 from telemetry import services as telemetry_services
 from telemetry.models import Project, Run
 
@@ -143,18 +144,40 @@ def _mlflow_run_lock(*, project: Project, run_id: Any) -> MlflowRun:
     return mlflow_run_find(MlflowRun.objects.select_for_update(of=("self",)), project, run_id)
 
 
-def _mlflow_run_share(*, project: Project, run_id: Any) -> MlflowRun:
+class RunTarget(NamedTuple):
+    """What a batch of an MLflow run is written with: the run's MLflow id, its Chronicle
+    run's name and the attempt its points go to."""
+
+    run_uuid: str
+    run_name: str
+    attempt_number: int
+
+
+def _target(mlflow_run: MlflowRun) -> RunTarget:
+    return RunTarget(mlflow_run.run_uuid, mlflow_run.run.name, mlflow_run.attempt_number)
+
+
+def _mlflow_run_share(*, project: Project, run_id: Any) -> RunTarget:
     """The run, share-locked: concurrent metric-only requests for one run go in together
     (training loops log from several threads), while a status change, which holds the row's
-    update lock, waits for them and they for it; the attempt number is read under the lock."""
-    mlflow_run = mlflow_run_get(project=project, run_id=run_id)
+    update lock, waits for them and they for it; the attempt number is read under the lock.
+    The run is found and locked in one statement without the ORM's model instances (the
+    Chronicle run's name is a second, small read: that table is telemetry's)."""
+    if not isinstance(run_id, str) or not run_id:
+        raise invalid("Missing value for required parameter 'run_id'.")
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT attempt_number FROM {MlflowRun._meta.db_table} WHERE id = %s FOR SHARE",
-            [mlflow_run.pk],
+            f"SELECT m.run_id, m.attempt_number FROM {MlflowRun._meta.db_table} m "
+            f"JOIN {MlflowExperiment._meta.db_table} e ON e.id = m.experiment_id "
+            "WHERE m.run_uuid = %s AND e.project_id = %s FOR SHARE OF m",
+            [run_id, project.pk],
         )
-        (mlflow_run.attempt_number,) = cursor.fetchone()
-    return mlflow_run
+        row = cursor.fetchone()
+    if row is None:
+        # Another project's run does not exist for this token (never a 403).
+        raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"Run with id={run_id} not found")
+    run_name = Run.objects.values_list("name", flat=True).get(pk=row[0])
+    return RunTarget(run_id, run_name, row[1])
 
 
 def mlflow_run_create(
@@ -194,7 +217,7 @@ def mlflow_run_create(
         run_labels_sync(mlflow_run=mlflow_run)
         batch = _batch_accept(
             token=token,
-            mlflow_run=mlflow_run,
+            target=_target(mlflow_run),
             run_info={
                 "description": f"Logged through MLflow: run {run_uuid} of experiment "
                 f"{experiment.name!r}."
@@ -268,7 +291,7 @@ def mlflow_run_update(
         if changed:
             mlflow_run.save(update_fields=sorted(set(changed)))
         if events:
-            batch = _batch_accept(token=token, mlflow_run=mlflow_run, events=events)
+            batch = _batch_accept(token=token, target=_target(mlflow_run), events=events)
     if batch is not None:
         _batch_process_now(batch)
     return mlflow_run
@@ -323,40 +346,60 @@ def mlflow_run_log(
     check_batch_limits(metrics=len(metrics), params=len(params), tags=len(tags))
     batch = None
     with transaction.atomic():
-        if params or tags:
-            mlflow_run = _mlflow_run_lock(project=token.project, run_id=run_id)
+        if not params and not tags:
+            if metrics:  # log-batch's usual request, the hot path
+                target = _mlflow_run_share(project=token.project, run_id=run_id)
+                batch = _batch_accept(token=token, target=target, metrics=metrics)
+            else:
+                _mlflow_run_share(project=token.project, run_id=run_id)  # 404 as MLflow does
         else:
-            mlflow_run = _mlflow_run_share(project=token.project, run_id=run_id)
-        new_params = _params_new(mlflow_run, params)
-        changed: list[str] = []
-        if new_params:
-            mlflow_run.params = {**mlflow_run.params, **new_params}
-            changed.append("params")
-            # Shown with the run's config in Chronicle. Read the config again now that the
-            # lock is held: the run row joined when the lock was requested is the version
-            # from before any request that held it meanwhile (transformers logs its params
-            # in concurrent log-batch calls), and merging into it would drop their params.
-            config = Run.objects.values_list("config", flat=True).get(pk=mlflow_run.run_id)
-            telemetry_services.run_upsert(
-                project=token.project,
-                name=mlflow_run.run.name,
-                info={"config": {**config, **new_params}},
+            batch = _run_log_fields(
+                token=token, run_id=run_id, metrics=metrics, params=params, tags=tags
             )
-        if tags:
-            merged = {**mlflow_run.tags, **dict(tags)}
-            if merged != mlflow_run.tags:
-                mlflow_run.tags = merged
-                changed.append("tags")
-                run_labels_sync(mlflow_run=mlflow_run)
-            if merged.get(RUN_NAME_TAG, mlflow_run.run_name) != mlflow_run.run_name:
-                mlflow_run.run_name = merged[RUN_NAME_TAG][:250]
-                changed.append("run_name")
-        if changed:
-            mlflow_run.save(update_fields=changed)
-        if metrics:
-            batch = _batch_accept(token=token, mlflow_run=mlflow_run, metrics=metrics)
     if batch is not None and batch.status != IngestBatch.Status.DONE:
         _batch_process_now(batch)
+
+
+def _run_log_fields(
+    *,
+    token: IngestToken,
+    run_id: Any,
+    metrics: Sequence[MetricValue],
+    params: Sequence[tuple[str, str]],
+    tags: Sequence[tuple[str, str]],
+) -> IngestBatch | None:
+    """mlflow_run_log's params and tags (and the request's metrics), under the run's update
+    lock."""
+    mlflow_run = _mlflow_run_lock(project=token.project, run_id=run_id)
+    new_params = _params_new(mlflow_run, params)
+    changed: list[str] = []
+    if new_params:
+        mlflow_run.params = {**mlflow_run.params, **new_params}
+        changed.append("params")
+        # Shown with the run's config in Chronicle. Read the config again now that the
+        # lock is held: the run row joined when the lock was requested is the version
+        # from before any request that held it meanwhile (transformers logs its params
+        # in concurrent log-batch calls), and merging into it would drop their params.
+        config = Run.objects.values_list("config", flat=True).get(pk=mlflow_run.run_id)
+        telemetry_services.run_upsert(
+            project=token.project,
+            name=mlflow_run.run.name,
+            info={"config": {**config, **new_params}},
+        )
+    if tags:
+        merged = {**mlflow_run.tags, **dict(tags)}
+        if merged != mlflow_run.tags:
+            mlflow_run.tags = merged
+            changed.append("tags")
+            run_labels_sync(mlflow_run=mlflow_run)
+        if merged.get(RUN_NAME_TAG, mlflow_run.run_name) != mlflow_run.run_name:
+            mlflow_run.run_name = merged[RUN_NAME_TAG][:250]
+            changed.append("run_name")
+    if changed:
+        mlflow_run.save(update_fields=changed)
+    if not metrics:
+        return None
+    return _batch_accept(token=token, target=_target(mlflow_run), metrics=metrics)
 
 
 def _params_new(mlflow_run: MlflowRun, params: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -381,41 +424,38 @@ def _params_new(mlflow_run: MlflowRun, params: Sequence[tuple[str, str]]) -> dic
 def _batch_accept(
     *,
     token: IngestToken,
-    mlflow_run: MlflowRun,
+    target: RunTarget,
     metrics: Sequence[MetricValue] = (),
     events: list[dict[str, Any]] | None = None,
     run_info: dict[str, Any] | None = None,
 ) -> IngestBatch:
     """Store an ingest batch for the run's current attempt (call inside the transaction that
-    changes the MLflow rows, so both or neither are stored). The batch id hashes the
-    document: a retried request maps to the stored batch and stores nothing twice."""
-    doc: dict[str, Any] = {
-        "run": mlflow_run.run.name,
-        "attempt": mlflow_run.attempt_number,
-        "metrics": [
-            {"name": key, "step": step, "value": json_float(value), "time": stamp_ms / 1000}
-            for key, value, stamp_ms, step in metrics
-        ],
-        "events": events or [],
-    }
-    # The points as the contract's validator makes them from those metric objects.
-    points = [(key, step, value, stamp_ms / 1000) for key, value, stamp_ms, step in metrics]
-    if run_info:
-        doc["run_info"] = run_info
-    # orjson: the document holds only str, int, float (finite: json_float spells the others)
-    # and nested dicts and lists, all of which it encodes, several times faster than json.
-    canonical = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
-    doc["batch_id"] = f"mlflow:{mlflow_run.run_uuid}:{hashlib.sha256(canonical).hexdigest()}"
-    body = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
-    try:
-        batch_in = _batch_in(doc, points)
-    except BatchError as exc:
-        raise invalid(exc.detail) from exc
-    # Metrics of the run's current attempt are written in this transaction, as the native
-    # API's metric-only batches are (ingest.services.writes_at_once): no queue, no re-parse.
+    changes the MLflow rows, so both or neither are stored). The batch id hashes what the
+    batch stores: a retried request maps to the stored batch and stores nothing twice."""
+    batch_in = None
+    if metrics and not events and not run_info:
+        batch_in = _metrics_batch_in(target, metrics)
+    if batch_in is not None and ingest_services.writes_at_once(batch_in):
+        # Metrics of the run's current attempt are written in this transaction, as the
+        # native API's metric-only batches are: no queue, no re-parse, and no document to
+        # encode (its body would not be kept). The batch id's hash stands for the body's.
+        body, digest = b"", batch_in.batch_id.rpartition(":")[2]
+    else:
+        doc = _document(target, metrics, events or [], run_info)
+        if batch_in is not None:
+            doc["batch_id"] = batch_in.batch_id
+        else:
+            canonical = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+            doc["batch_id"] = f"mlflow:{target.run_uuid}:{hashlib.sha256(canonical).hexdigest()}"
+        body, digest = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS), None
+        if batch_in is None:
+            try:
+                batch_in = _batch_in_checked(doc)
+            except BatchError as exc:
+                raise invalid(exc.detail) from exc
     try:
         acceptance = ingest_services.batch_accept(
-            token=token, batch_in=batch_in, body=body, write_now=True
+            token=token, batch_in=batch_in, body=body, write_now=True, digest=digest
         )
     except BatchError as exc:  # a cap (ingest.caps): MLflow's clients do not retry a 400
         raise invalid(exc.detail) from exc
@@ -426,35 +466,66 @@ def _batch_accept(
     return acceptance.batch
 
 
-def _batch_in(doc: dict[str, Any], points: list[tuple[str, int, float, float]]) -> BatchIn:
-    """The document as `validate_batch` reads it (raises BatchError), with its metrics
-    checked here rather than by validating the objects `_batch_accept` just built from
-    checked values: each name once (MLflow's key check let it through; the contract's may
-    be stricter), each step against the contract's limit, each time converted once. Any
-    point that fails falls back to the whole document's validation for the exact error."""
-    top = validate_batch(
-        {**doc, "metrics": []},
-        max_metrics=settings.INGEST_MAX_METRICS_PER_BATCH,
-        max_events=settings.INGEST_MAX_EVENTS_PER_BATCH,
-    )
-    if len(points) > settings.INGEST_MAX_METRICS_PER_BATCH:
-        return _batch_in_checked(doc)
-    names: set[str] = set()
-    for name in {point[0] for point in points}:
-        try:
-            names.add(check_metric_name(name))
-        except FieldError:
-            return _batch_in_checked(doc)
-    times = BatchTimes()
-    epoch = times.epoch
-    metrics = []
-    for name, step, value, seconds in points:
-        moment = epoch(seconds)
-        if moment is None or step > MAX_STEP:
-            return _batch_in_checked(doc)
-        metrics.append((name, step, value, moment))
-    top.metrics = metrics
-    return top
+def _document(
+    target: RunTarget,
+    metrics: Sequence[MetricValue],
+    events: list[dict[str, Any]],
+    run_info: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The batch as the native API's JSON document: the body a worker parses."""
+    doc: dict[str, Any] = {
+        "run": target.run_name,
+        "attempt": target.attempt_number,
+        "metrics": [
+            {"name": key, "step": step, "value": json_float(value), "time": stamp_ms / 1000}
+            for key, value, stamp_ms, step in metrics
+        ],
+        "events": events,
+    }
+    if run_info:
+        doc["run_info"] = run_info
+    return doc
+
+
+def _metrics_batch_in(target: RunTarget, metrics: Sequence[MetricValue]) -> BatchIn | None:
+    """A metric-only batch as `validate_batch` would read its document, built from the
+    checked values without that document: each name checked once (MLflow's key check let
+    it through; the contract's may be stricter), each step against the contract's limit,
+    each distinct time converted once. None when a point needs the document's validation
+    (for its exact error) or the batch is over the contract's size.
+
+    Its id hashes the run, the attempt and the points (names, then values, times and steps
+    as packed 8-byte numbers): the same request maps to the same batch, at a fraction of
+    the cost of encoding and hashing the JSON document (~1.5 ms of 1,000 points)."""
+    if len(metrics) > settings.INGEST_MAX_METRICS_PER_BATCH:
+        return None
+    keys, values, stamps, steps = zip(*metrics, strict=True)
+    try:
+        for name in set(keys):
+            check_metric_name(name)
+    except FieldError:
+        return None
+    moments = BatchTimes().column([stamp / 1000 for stamp in stamps])
+    if moments is None or max(steps) > MAX_STEP:
+        return None
+    content = hashlib.sha256(orjson.dumps([target.run_name, target.attempt_number, keys]))
+    content.update(array("d", values).tobytes())
+    content.update(array("q", stamps).tobytes())
+    content.update(array("q", steps).tobytes())
+    try:
+        batch_in = validate_batch(
+            {
+                "batch_id": f"mlflow:{target.run_uuid}:{content.hexdigest()}",
+                "run": target.run_name,
+                "attempt": target.attempt_number,
+            },
+            max_metrics=settings.INGEST_MAX_METRICS_PER_BATCH,
+            max_events=settings.INGEST_MAX_EVENTS_PER_BATCH,
+        )
+    except BatchError:
+        return None
+    batch_in.metrics = list(zip(keys, steps, values, moments, strict=True))
+    return batch_in
 
 
 def _batch_in_checked(doc: dict[str, Any]) -> BatchIn:

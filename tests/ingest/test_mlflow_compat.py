@@ -455,6 +455,45 @@ def test_log_batch_metrics_are_written_in_the_request_like_native_ones(
     assert points[0][2] == 2.5 and (points[1][2] is None or math.isnan(points[1][2]))
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("at_once", [True, False])
+def test_log_batch_sent_twice_stores_one_batch_on_both_paths(
+    project, ingest_token, settings, at_once
+):
+    # given a run, with metric batches written in the request or handed to the processor
+    settings.INGEST_WRITE_METRICS_AT_ONCE = at_once
+    token = IngestToken.objects.get(project=project)
+    mlflow_run = mlflow_writes.mlflow_run_create(
+        token=token, experiment_id="0", run_name="twice", start_time_ms=TS_MS
+    )
+    metrics = [
+        mlflow_checks.MetricValue("loss", 2.5, TS_MS, 1),
+        mlflow_checks.MetricValue("loss", math.inf, TS_MS + 1, 2),
+        mlflow_checks.MetricValue("lr", 1e-4, TS_MS, 1),
+    ]
+
+    # when log-batch sends the same points twice, then another value at a new step
+    for _ in range(2):
+        mlflow_writes.mlflow_run_log(token=token, run_id=mlflow_run.run_uuid, metrics=metrics)
+    mlflow_writes.mlflow_run_log(
+        token=token,
+        run_id=mlflow_run.run_uuid,
+        metrics=[mlflow_checks.MetricValue("loss", 2.4, TS_MS + 2, 3)],
+    )
+
+    # then the repeat mapped to the first batch (stored once, done), its id hashing the points
+    batches = IngestBatch.objects.filter(
+        batch_id__startswith=f"mlflow:{mlflow_run.run_uuid}:", event_count=0
+    ).order_by("received_at")
+    assert [b.metric_count for b in batches] == [3, 1]
+    assert {b.status for b in batches} == {IngestBatch.Status.DONE}
+    assert batches[0].batch_id != batches[1].batch_id
+    # the body is kept only for the processor, which parsed it
+    assert (bytes(batches[0].body) == b"") == at_once
+    assert chronicle_points(mlflow_run.run, "loss") == [(1, 1, 2.5), (1, 2, math.inf), (1, 3, 2.4)]
+    assert chronicle_points(mlflow_run.run, "lr") == [(1, 1, 1e-4)]
+
+
 @pytest.mark.django_db
 def test_log_batch_checks_each_metric_as_the_contract_does(client, project, ingest_token):
     # given a run
