@@ -167,3 +167,31 @@ def test_fleet_counts_a_suggested_culprit_only_once_confirmed(client, project, a
         f"/incidents/{interruption.pk}/", {"action": "confirm", "version": interruption.version}
     )
     assert fleet_hosts() == {"h3": 1}
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_accuracy_page_right_aligns_its_numbers_in_chromium(
+    live_server, browser, login_page, project, alice
+):
+    # given a confirmed suggestion
+    confirmed = suggested(project)
+    autotriage_services.suggestion_confirm(
+        interruption=confirmed, user=alice, version=confirmed.version
+    )
+    page = browser.new_page()
+    login_page(page, live_server.url, "alice")
+    page.wait_for_selector("header nav")
+
+    # when alice opens the accuracy page
+    page.goto(f"{live_server.url}/incidents/accuracy/")
+    aligned = page.eval_on_selector_all(
+        "#accuracy th, #accuracy td",
+        "cells => cells.map(c => [c.classList.contains('num'), getComputedStyle(c).textAlign])",
+    )
+    page.close()
+
+    # then every numeric column (head and cells) is right-aligned, the category left
+    assert {align for numeric, align in aligned if numeric} == {"right"}
+    assert {align for numeric, align in aligned if not numeric} == {"left"}
+    assert sum(numeric for numeric, _ in aligned) == 10
