@@ -142,7 +142,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     # Cached as the <script> element itself: a megabyte of figures costs tens of
     # milliseconds to unpickle and encode again on every request, a string almost nothing.
     charts_block = run_cache.cached(
-        f"run-page-charts:v2:{version}:{axis}:{drawn_key}",
+        f"run-page-charts:v3:{version}:{axis}:{drawn_key}",
         lambda: _charts_block(_figures(run, axis, annotations, drawn)),
     )
     live = _liveness(run, latest)

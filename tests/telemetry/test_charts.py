@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from telemetry.metric_charts import metric_figure
@@ -114,17 +115,21 @@ def test_many_attempts_and_marks_are_drawn_as_a_few_traces():
     assert folded.text[0] == "attempt 1"
     # and the restarts are one path shape, under the data, not a shape each; the many
     # interruptions are left to their named ticks (no full-height line each)
-    [restart_lines] = figure.layout.shapes
+    restart_lines = figure.layout.shapes[0]
     assert restart_lines.type == "path" and restart_lines.layer == "below"
     assert restart_lines.path.startswith("M20,0L20,1M30,0L30,1")
     assert restart_lines.path.count("M") == n - 1 and restart_lines.line.dash == "solid"
     assert not any(t.name in ("restarts", "interruption lines") for t in figure.data)
     assert figure.layout.yaxis2.overlaying == "y" and figure.layout.yaxis2.visible is False
-    # and the interruptions' hover markers are one trace of ticks along the top, each named
+    # and the interruptions are ticks along the top, drawn as one path, each named on hover
+    # by a trace that draws nothing
     pins = next(t for t in figure.data if t.name == "interruptions")
-    assert pins.mode == "lines" and pins.yaxis == "y2"
-    assert list(pins.x[:3]) == [12, 12, None] and list(pins.y[:3]) == [0.93, 1.0, None]
-    assert list(pins.text[:3]) == ["GPU", "GPU", None]
+    assert pins.mode == "none" and pins.yaxis == "y2"
+    assert list(pins.x[:2]) == [12, 22] and set(pins.y) == {(0.93 + 1.0) / 2}
+    assert list(pins.text[:2]) == ["GPU", "GPU"]
+    [ticks] = [s for s in figure.layout.shapes if s.path.startswith("M12,")]
+    assert ticks.path.startswith("M12,0.93L12,1.0M22,0.93L22,1.0") and ticks.line.width == 3
+    assert ticks.path.count("M") == 99
 
 
 def test_arrays_of_objects_encode_as_the_lists_they_hold():
@@ -149,3 +154,28 @@ def test_arrays_of_objects_encode_as_the_lists_they_hold():
 
     # then the figure's JSON is the same, byte for byte
     assert as_arrays == as_lists
+
+
+def test_folded_attempts_are_joined_only_where_the_line_shows_no_gap():
+    from telemetry.charts import folded_trace_data
+
+    # given three attempts drawn a point every 100 steps (downsampled), the second resuming
+    # 50 steps before the first ended and the third 5,000 steps after the second ended
+    first = (1, np.arange(0, 1001, 100), np.ones(11))
+    second = (2, np.arange(950, 2051, 100), np.ones(12))
+    third = (3, np.arange(7050, 8051, 100), np.ones(11))
+
+    # when they are folded into one line
+    trace = folded_trace_data([first, second, third], hovertemplate="")
+
+    # then the resume is drawn joined (one SVG path) and the missing steps stay a gap
+    assert trace["x"].count(None) == 1
+    assert trace["x"][trace["x"].index(None) - 1 : trace["x"].index(None) + 2] == [2050, None, 7050]
+    assert trace["text"][10:12] == ["attempt 1", "attempt 2"]
+
+    # and over time, attempts an hour apart on a day's chart stay apart (downtime)
+    hour = np.timedelta64(3600, "s")
+    start = np.datetime64("2026-09-01T00:00:00")
+    timed = [(1, start + np.arange(0, 6) * hour, np.ones(6)),
+             (2, start + np.arange(6, 24) * hour, np.ones(18))]  # fmt: skip
+    assert folded_trace_data(timed, hovertemplate="")["x"].count(None) == 1
