@@ -312,7 +312,9 @@
       if (first && layout.showlegend) {
         // Taller, with room under the x axis title for the page's legend (several rows).
         layout.height = (layout.height || 300) + 90;
-        layout.margin = Object.assign({}, layout.margin, { b: 130 });
+        // Room enough for the legend's three rows and the axis below (144 px drawn): past
+        // the margin, Plotly's automargin would draw the chart a second time.
+        layout.margin = Object.assign({}, layout.margin, { b: 150 });
         layout.legend = Object.assign({}, layout.legend, { y: -0.32, yanchor: "top" });
       }
       // Drawn at the page's view at once: a relayout after drawing redraws the chart.
