@@ -22,6 +22,10 @@ Figure = dict[str, Any]
 GROUP_COLOURS = ["#d62728", *ATTEMPT_COLOURS]
 
 
+# Under the checkpoint charts: the x axis, its title and a legend row (96 px as drawn).
+CHECKPOINT_CHARTS_BOTTOM_PX = 100
+
+
 def layout(**look: Any) -> dict[str, Any]:
     """telemetry.charts.chart_look with the white template built once (plotly validates a
     template given by name on every figure: 10-30 ms a chart)."""
@@ -122,7 +126,10 @@ def save_cost_figure(checkpoints: pd.DataFrame) -> Figure:
             }
         )
     figure_layout = layout(
-        title="Checkpoint save cost over time", x_title="saved at (UTC)", y_title="seconds"
+        title="Checkpoint save cost over time",
+        x_title="saved at (UTC)",
+        y_title="seconds",
+        margin_bottom=CHECKPOINT_CHARTS_BOTTOM_PX,
     )
     figure_layout["xaxis"]["type"] = "date"
     figure_layout["yaxis"]["rangemode"] = "tozero"
@@ -199,6 +206,7 @@ def waste_curve_figure(
         title="Expected waste over candidate intervals",
         x_title="interval between checkpoints τ (min)",
         y_title="expected waste (% of wall time)",
+        margin_bottom=CHECKPOINT_CHARTS_BOTTOM_PX,
     )
     figure_layout["xaxis"]["type"] = "log"
     # Whole numbers at 1-2-5 steps: Plotly's own log ticks read "10 2 3 ... 100 2 3".

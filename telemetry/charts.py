@@ -44,13 +44,16 @@ def chart_look(
     y_title: str = "",
     height: int = 320,
     legend_y: float = -0.3,
+    margin_bottom: int = 40,
 ) -> dict[str, Any]:
     """The look every Chronicle chart shares, as a layout dict: small left-aligned title,
-    white template, legend below the x axis title."""
+    white template, legend below the x axis title. `margin_bottom`: room for the x axis and
+    the legend under it; a chart that needs more than its margins is drawn twice (Plotly's
+    automargin), so a chart that knows what it needs says so."""
     return {
         "title": {"text": title, "x": 0.01, "font": {"size": 14}},
         "height": height,
-        "margin": {"l": 60, "r": 10, "t": 36, "b": 40},
+        "margin": {"l": 60, "r": 10, "t": 36, "b": margin_bottom},
         "xaxis": {"title": {"text": x_title}},
         "yaxis": {"title": {"text": y_title}},
         "legend": {"orientation": "h", "y": legend_y, "yanchor": "top"},

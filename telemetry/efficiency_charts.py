@@ -78,6 +78,8 @@ def mfu_figure_data(
         y_title=f"{label} (%)",
         height=340,
         legend_y=-0.25,
+        # The x axis, its title and the legend's row (92 px as drawn): one draw, not two.
+        margin_bottom=96,
     )
     layout = figure["layout"]
     for key in ("title", "height", "margin", "legend", "hovermode"):
@@ -157,6 +159,8 @@ def goodput_over_time_figure_data(rolling: pd.DataFrame, *, width_s: float) -> d
         y_title="goodput (%)",
         height=340,
         legend_y=-0.25,
+        # The x axis, its title and the legend's row (92 px as drawn): one draw, not two.
+        margin_bottom=96,
     )
     layout["yaxis"]["range"] = [0, 100]
     trace = {

@@ -58,7 +58,7 @@ def run_mfu(request: HttpRequest, run_id: int) -> HttpResponse:
         )
         return [{"id": "chart-mfu", "figure": figure}]
 
-    charts = run_cache.cached(f"{key}:chart:{axis}", draw)
+    charts = run_cache.cached(f"{key}:chart:v2:{axis}", draw)
     per_attempt, attempt_count, bounded = rows_bounded(
         report.per_attempt.to_dict("records"), request.GET
     )
