@@ -4,7 +4,9 @@ browser's own clock navigation-to-load (PerformanceNavigationTiming.loadEventEnd
 times the page's first chart and all its charts were drawn (the "chronicle:first-chart" and
 "chronicle:all-charts" marks static/js/charts.js sets: it draws the first chart at once and
 the run page's others one per frame, so the load event can come before the last is drawn).
-p50/p95 per page over the warm loads.
+p50/p95 per page over the warm loads. Beside them, the server's share (request to the
+response's first byte) and the page's size: the rest of "all" is the browser's (plotly.js,
+the charts' JSON, drawing).
 
 Standalone, against any running Chronicle (the demo, say):
 
@@ -46,6 +48,8 @@ _TIMINGS = """() => {
   const data = document.getElementById("charts-data");
   return {load: nav ? nav.loadEventEnd : null, chart: chart ? chart.startTime : null,
           all: all ? all.startTime : null,
+          server: nav ? nav.responseStart - nav.requestStart : null,
+          html_bytes: nav ? nav.decodedBodySize : null,
           charts: !!data && JSON.parse(data.textContent).length > 0};
 }"""
 
@@ -65,6 +69,10 @@ class BrowserFigure:
     all_p50_ms: float | None
     all_p95_ms: float | None
     errors: list[str]
+    # Where the time goes: the page's answer (request to first byte: the server) and its
+    # size (the transfer); the rest to "all" is the browser's (scripts, drawing).
+    server_p50_ms: float | None = None
+    html_kb: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,6 +142,8 @@ def _figure(
     label: str, path: str, cold: dict[str, Any], loads: list[dict[str, Any]], errors: list[str]
 ) -> BrowserFigure:
     load_ms = sorted(one["load"] for one in loads) or [float("nan")]
+    server_ms = sorted(one["server"] for one in loads if one.get("server") is not None)
+    sizes = [one["html_bytes"] for one in loads if one.get("html_bytes")]
     chart_ms = sorted(one["chart"] for one in loads if one["chart"] is not None)
     all_ms = sorted(one["all"] for one in loads if one["all"] is not None)
 
@@ -160,6 +170,8 @@ def _figure(
         all_p50_ms=p50(all_ms),
         all_p95_ms=p95(all_ms),
         errors=errors,
+        server_p50_ms=p50(server_ms),
+        html_kb=round(sizes[-1] / 1024, 1) if sizes else None,
     )
 
 
@@ -169,7 +181,8 @@ def table(figures: list[dict[str, Any]]) -> list[str]:
         "Pages in Chromium (ms from navigation start; warm p50/p95, cold = first load, "
         "empty cache)",
         f"  {'page':<14} {'load p50':>9} {'load p95':>9} {'chart p50':>10} {'chart p95':>10} "
-        f"{'all p50':>8} {'all p95':>8} {'cold load':>10} {'cold chart':>11} {'cold all':>9}",
+        f"{'all p50':>8} {'all p95':>8} {'cold load':>10} {'cold chart':>11} {'cold all':>9} "
+        f"{'server p50':>11} {'page KB':>8}",
     ]
 
     def ms(value: float | None) -> str:
@@ -181,7 +194,8 @@ def table(figures: list[dict[str, Any]]) -> list[str]:
             f"{ms(f['chart_p50_ms']):>10} {ms(f['chart_p95_ms']):>10} "
             f"{ms(f.get('all_p50_ms')):>8} {ms(f.get('all_p95_ms')):>8} "
             f"{ms(f['cold_load_ms']):>10} {ms(f['cold_chart_ms']):>11} "
-            f"{ms(f.get('cold_all_ms')):>9}" + (f"  ERROR {f['errors'][0]}" if f["errors"] else "")
+            f"{ms(f.get('cold_all_ms')):>9} {ms(f.get('server_p50_ms')):>11} "
+            f"{ms(f.get('html_kb')):>8}" + (f"  ERROR {f['errors'][0]}" if f["errors"] else "")
         )
     return lines
 

@@ -56,5 +56,8 @@ def test_the_browser_phase_times_load_and_the_first_chart(live_server, project, 
     run_page = by_label["run page"]
     assert run_page.all_p50_ms is not None and run_page.all_p50_ms >= run_page.chart_p50_ms
     assert by_label["triage"].all_p50_ms is None
+    # and the server's share of it, and the page's size (its charts' data are in it)
+    assert 0 < run_page.server_p50_ms < run_page.load_p50_ms
+    assert run_page.html_kb > by_label["triage"].html_kb > 0
     lines = browser.table([f.as_dict() for f in figures])
     assert any(line.strip().startswith("run page") for line in lines)
