@@ -11,8 +11,9 @@ What each row reads from the results document (bench/__main__.py writes it):
 3. `dcgm`: `hosts`, `pushes_per_s`, `target_per_s`, `p95_ms`, `backlog`, `failures`,
    `cpu_ms_per_push`, and `fleet_page_p95_ms` (the fleet page read while the fleet pushes).
 4. `browser.llama`: the run page's `all_p50_ms` (warm, every chart drawn) and `cold_all_ms`,
-   every other page with charts' `all_p50_ms`; the baseline is the same page's server p50
-   from the pages phase (`pages`).
+   every other page with charts' `all_p50_ms`; the baseline is the server's share of the
+   same loads and the page's size (`server_p50_ms`, `html_kb`), or the same page's server
+   p50 from the pages phase (`pages`) in results from before those were measured.
 5. `scale_out`: a list of {"web_processes", "workers", "points_per_s"}, for 1, 2 and 4 web
    processes and 1 and 2 workers.
 Issue 27: the pages phase's "triage queue" p95, and `llama_scale.suggestions`.
@@ -162,8 +163,13 @@ def _browser_rows(results: dict[str, Any]) -> list[Headline]:
     run_page = by_label.get("run page")
 
     def server(label: str) -> str:
+        # The same loads' server share (request to first byte) and page size; runs before
+        # the browser phase measured them: the pages phase's p50 under its 8 readers.
+        mine = by_label.get(label) or {}
+        if mine.get("server_p50_ms") is not None:
+            return f"of it server {mine['server_p50_ms']:.0f} ms, {mine['html_kb']:,.0f} KB"
         page = _page(results, label)
-        return f"server p50 {page['p50_ms']:.0f} ms" if page else ""
+        return f"server p50 {page['p50_ms']:.0f} ms (8 readers)" if page else ""
 
     def drawn(name: str, value: float | None, limit: float, label: str) -> Headline:
         wanted = f"<= {limit:,.0f}"
