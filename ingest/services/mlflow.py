@@ -346,16 +346,14 @@ def mlflow_run_log(
     check_batch_limits(metrics=len(metrics), params=len(params), tags=len(tags))
     batch = None
     with transaction.atomic():
-        if not params and not tags:
-            if metrics:  # log-batch's usual request, the hot path
-                target = _mlflow_run_share(project=token.project, run_id=run_id)
-                batch = _batch_accept(token=token, target=target, metrics=metrics)
-            else:
-                _mlflow_run_share(project=token.project, run_id=run_id)  # 404 as MLflow does
-        else:
+        if params or tags:
             batch = _run_log_fields(
                 token=token, run_id=run_id, metrics=metrics, params=params, tags=tags
             )
+        else:  # log-batch's usual request, metrics only: the hot path
+            target = _mlflow_run_share(project=token.project, run_id=run_id)
+            if metrics:
+                batch = _batch_accept(token=token, target=target, metrics=metrics)
     if batch is not None and batch.status != IngestBatch.Status.DONE:
         _batch_process_now(batch)
 
