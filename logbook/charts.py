@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from telemetry.charts import ATTEMPT_COLOURS, chart_look, plain, plotly_white
+from telemetry.downsample import minmax_indices
 
 Figure = dict[str, Any]
 
@@ -99,8 +100,15 @@ def breakdown_figure(rows: pd.DataFrame) -> Figure:
     return {"data": data, "layout": figure_layout}
 
 
+# Points a save-cost line keeps, each bucket's fastest and slowest save (telemetry.downsample):
+# a Llama-scale run's 3,102 saves are 5 a pixel of the chart's width, and each marker is an
+# SVG node Plotly styles one by one (6,204 of them were most of the page's drawing).
+SAVE_COST_MAX_POINTS = 1000
+
+
 def save_cost_figure(checkpoints: pd.DataFrame) -> Figure:
-    """Blocking and asynchronous save time of each checkpoint over wall time.
+    """Blocking and asynchronous save time of each checkpoint over wall time (past
+    SAVE_COST_MAX_POINTS saves, each bucket's fastest and slowest).
 
     checkpoints: columns saved_at, step, blocking_save_s, async_save_s."""
     frame = checkpoints.dropna(subset=["saved_at"]).sort_values("saved_at")
@@ -110,6 +118,7 @@ def save_cost_figure(checkpoints: pd.DataFrame) -> Figure:
         ("async_save_s", "async upload (s)", "#1f77b4"),
     ):
         part = frame.dropna(subset=[column])
+        part = part.iloc[minmax_indices(part[column].to_numpy(float), SAVE_COST_MAX_POINTS)]
         data.append(
             {
                 "type": "scatter",

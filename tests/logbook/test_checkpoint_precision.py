@@ -51,6 +51,33 @@ def test_save_cost_chart_is_dated_when_the_saves_were_made():
     assert figure["data"][0]["y"] == [622.08]
 
 
+def test_save_cost_chart_of_thousands_of_saves_keeps_each_buckets_extremes():
+    # given 3,102 saves (a Llama-scale run's), one of them far slower than the rest
+    count = 3102
+    blocking = [20.0 + (i % 7) for i in range(count)]
+    blocking[1234] = 900.0
+    frame = pd.DataFrame(
+        {
+            "saved_at": pd.Series([SAVED + timedelta(minutes=20 * i) for i in range(count)]),
+            "step": [300 * i for i in range(count)],
+            "blocking_save_s": blocking,
+            "async_save_s": [100.0 + i % 300 for i in range(count)],
+        }
+    )
+
+    # when it is drawn
+    blocking_line, async_line = charts.save_cost_figure(frame)["data"]
+
+    # then each line keeps at most SAVE_COST_MAX_POINTS, in time order, with the slow save
+    # and the fastest, each hover still naming its step
+    assert len(blocking_line["x"]) <= charts.SAVE_COST_MAX_POINTS
+    assert len(async_line["x"]) <= charts.SAVE_COST_MAX_POINTS
+    assert blocking_line["x"] == sorted(blocking_line["x"])
+    assert max(blocking_line["y"]) == 900.0 and min(blocking_line["y"]) == 20.0
+    assert 300 * 1234 in blocking_line["customdata"]
+    assert (min(async_line["y"]), max(async_line["y"])) == (100.0, 399.0)
+
+
 @pytest.mark.django_db
 def test_checkpoint_page_keeps_hundredths_of_a_second(client, alice):
     # given saves 622.08 s apart, each blocking for 622.08 s
