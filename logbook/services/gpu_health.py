@@ -27,7 +27,6 @@ from logbook.services.interruptions import interruption_record
 from telemetry import dcgm
 from telemetry.models import (
     Attempt,
-    Device,
     DeviceEvent,
     Project,
 )
@@ -114,7 +113,7 @@ def _interruptions_open(
     *,
     project: Project,
     events: list[DeviceEvent],
-    devices: dict[str, Device],
+    devices: dict[str, int],
     received_at: datetime,
 ) -> list[Interruption]:
     """One interruption per (running attempt, host) for this push's events on that host."""
@@ -138,7 +137,7 @@ def _interruptions_open(
         .select_related("attempt__run", "host")
         .order_by("attempt_id", "host_id")
     )
-    uuids = {device.pk: device.uuid for device in devices.values()}
+    uuids = {device_id: uuid for uuid, device_id in devices.items()}
     opened: list[Interruption] = []
     for link in using:
         attempt, host = link.attempt, link.host

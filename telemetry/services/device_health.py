@@ -6,14 +6,16 @@ dcgm_readings_record, then opens interruptions from the events it returns."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
+import orjson
 from django.db import connection, transaction
 from django.db.models import F
 
+from config.prepared import Prepared, prepared_execute
 from telemetry import dcgm, device_samples
 from telemetry.models import Device, DeviceEvent, DeviceHealthState, Host, Project
 from telemetry.services import devices_ensure, fleet_version_bump, hosts_ensure
@@ -21,7 +23,7 @@ from telemetry.services import devices_ensure, fleet_version_bump, hosts_ensure
 
 @dataclass(frozen=True)
 class Readings:
-    devices: dict[str, Device]  # by UUID
+    devices: dict[str, int]  # device ids by UUID
     events: list[DeviceEvent]  # the events this push raised (not those seen before)
 
 
@@ -44,43 +46,38 @@ def dcgm_readings_record(
     state) and record the health events they signal. Devices are placed on the host the
     exporter names. Readings without a timestamp are dated `received_at`. Holds a row lock on
     each device's state, so two pushes for the same GPU compare readings one after the
-    other."""
-    known = _known_lock(project=project, gpus=gpus)
-    if known is not None:
-        hosts, devices, states = known
-    else:
-        hosts = {
-            host.name: host
-            for host in hosts_ensure(project=project, names=[gpu.host for gpu in gpus])
-        }
-        devices = {
-            device.uuid: device
-            for device in devices_ensure(project=project, uuids=[gpu.uuid for gpu in gpus])
-        }
-        _devices_place(gpus=gpus, hosts=hosts, devices=devices)
-        states = _states_lock(devices=list(devices.values()), received_at=received_at)
+    other.
+
+    A fleet's steady state (every GPU known, in place, with a state) is two statements: the
+    states locked and read with their devices and hosts, then one that inserts the samples,
+    adds them to the summaries and saves the states. Both are prepared once per connection
+    (config.prepared)."""
+    known = _known_lock(project_id=project.pk, gpus=gpus)
+    if not _in_place(known, gpus):
+        _hardware_ensure(project=project, gpus=gpus, received_at=received_at)
+        known = _known_lock(project_id=project.pk, gpus=gpus)
 
     samples: list[tuple[int, datetime, dict[str, float]]] = []
+    states: list[dict[str, Any]] = []
     events: list[DeviceEvent] = []
     for gpu in gpus:
-        device = devices[gpu.uuid]
-        state = states[device.pk]
+        gpu_known = known[gpu.uuid]
 
         def at(name: str, gpu: dcgm.GpuReadings = gpu) -> datetime:
             stamp = gpu.timestamps.get(name)
             return received_at if stamp is None else _stamp(stamp)
 
-        samples += _samples_by_moment(device.pk, gpu, at)
+        samples += _samples_by_moment(gpu_known.device_id, gpu, at)
         # An empty state is one just created: the device was never seen.
-        previous = state.last_values or None
+        previous = gpu_known.last_values or None
         for found in dcgm.events_detect(previous=previous, current=gpu.values):
             event, created = DeviceEvent.objects.get_or_create(
-                device=device,
+                device_id=gpu_known.device_id,
                 kind=found.kind,
                 occurred_at=at(found.field),
                 defaults={
                     "project": project,
-                    "host": hosts[gpu.host],
+                    "host_id": gpu_known.host_id,
                     "field": found.field,
                     "previous_value": found.previous,
                     "value": found.value,
@@ -91,10 +88,17 @@ def dcgm_readings_record(
             )
             if created:
                 events.append(event)
-        _state_update(state=state, gpu=gpu, received_at=received_at, xid_at=at(dcgm.XID))
-    device_samples.device_samples_record(rows=samples, now=received_at)
-    _states_save(list(states.values()))
-    return Readings(devices=devices, events=events)
+        states.append(
+            _state_row(known=gpu_known, gpu=gpu, received_at=received_at, xid_at=at(dcgm.XID))
+        )
+    with connection.cursor() as cursor:
+        prepared_execute(
+            cursor,
+            _PUSH_WRITE,
+            [*device_samples.device_samples_params(rows=samples, now=received_at),
+             orjson.dumps(states).decode()],
+        )  # fmt: skip
+    return Readings(devices={uuid: row.device_id for uuid, row in known.items()}, events=events)
 
 
 def device_events_interrupted(*, event_ids: list[int]) -> None:
@@ -117,57 +121,103 @@ def _samples_by_moment(
     return [(device_id, moment, values) for moment, values in by_moment.items()]
 
 
-def _known_lock(
-    *, project: Project, gpus: Sequence[dcgm.GpuReadings]
-) -> tuple[dict[str, Host], dict[str, Device], dict[int, DeviceHealthState]] | None:
-    """A fleet's steady state in one query: every GPU of the push already has a device on
-    the host the exporter names, and a health state, which is locked. Returns the hosts by
-    name, devices by UUID and states by device id, or None when anything is new or moved:
-    then the caller takes the path that creates and places them, which locks the states
-    found here again, in the same order. Reading them one table at a time was 15% of a
-    push's web CPU, the lock another query."""
-    uuids = {gpu.uuid: gpu for gpu in gpus}
-    states = list(
-        DeviceHealthState.objects.select_for_update(of=("self",))
-        .filter(device__project=project, device__uuid__in=list(uuids))
-        .select_related("device__host")
-        .order_by("device_id")  # the lock order of _states_lock
+@dataclass(frozen=True)
+class _Known:
+    """A GPU of the push as its locked health state row found it, with its device's place."""
+
+    device_id: int
+    host_id: int | None
+    host_name: str | None
+    index_on_host: int | None
+    accelerator_type: str
+    last_values: dict[str, float]
+    last_xid: int
+    last_xid_message: str
+    last_xid_at: datetime | None
+    model_name: str
+
+
+_STATE = DeviceHealthState._meta.db_table
+_DEVICE = Device._meta.db_table
+_HOST = Host._meta.db_table
+# The push's GPUs that have a health state, with their devices and hosts; the states locked
+# in device order (one lock order for every push: no deadlock between two). Reading them one
+# table at a time through the ORM was 15% of a push's web CPU, and building the ORM's query
+# ~20% more (py-spy).
+_KNOWN_LOCK = Prepared(
+    name="telemetry_dcgm_known_lock",
+    types=("bigint", "text[]"),
+    sql=f"""SELECT d.uuid, d.id, d.host_id, h.name, d.index_on_host, d.accelerator_type,
+        s.last_values, s.last_xid, s.last_xid_message, s.last_xid_at, s.model_name
+    FROM {_STATE} s JOIN {_DEVICE} d ON d.id = s.device_id LEFT JOIN {_HOST} h ON h.id = d.host_id
+    WHERE d.project_id = $1 AND d.uuid = ANY($2)
+    ORDER BY s.device_id FOR UPDATE OF s""",
+)
+# The push's samples and summaries (device_samples.RECORD_CTES, $1-$4), and its states ($5:
+# a JSON document of rows; as a jsonb[] parameter psycopg escaped every quote of every
+# state's JSON with a regular expression substitution, 512 a push).
+_PUSH_WRITE = Prepared(
+    name="telemetry_dcgm_push_write",
+    types=(*device_samples.RECORD_TYPES, "jsonb"),
+    sql=f"""WITH {device_samples.RECORD_CTES}, saved AS (
+        UPDATE {_STATE} AS s SET last_values = u.last_values, fields_sent = u.fields_sent,
+            last_xid = u.last_xid, last_xid_message = u.last_xid_message,
+            last_xid_at = u.last_xid_at, model_name = u.model_name,
+            last_push_at = u.last_push_at
+        FROM jsonb_to_recordset($5) AS u(device_id bigint, last_values jsonb,
+            fields_sent jsonb, last_xid integer, last_xid_message text,
+            last_xid_at timestamptz, model_name text, last_push_at timestamptz)
+        WHERE s.device_id = u.device_id
+        RETURNING 1
     )
-    placed = all(
-        state.device.host is not None and state.device.host.name == uuids[state.device.uuid].host
-        for state in states
-    )
-    if len(states) != len(uuids) or not placed:
-        return None
-    devices = {state.device.uuid: state.device for state in states}
-    hosts = {device.host.name: device.host for device in devices.values()}
+    SELECT (SELECT count(*) FROM rows), (SELECT count(*) FROM summed),
+        (SELECT count(*) FROM saved)""",
+)
+
+
+def _known_lock(*, project_id: int, gpus: Sequence[dcgm.GpuReadings]) -> dict[str, _Known]:
+    """The push's GPUs that have a health state, by UUID, their states locked."""
+    with connection.cursor() as cursor:
+        prepared_execute(cursor, _KNOWN_LOCK, [project_id, [gpu.uuid for gpu in gpus]])
+        # jsonb arrives as text (Django's JSONField parses it; this is not the ORM).
+        return {
+            uuid: _Known(device_id, host_id, host, index, model, orjson.loads(values), *rest)
+            for uuid, device_id, host_id, host, index, model, values, *rest in cursor.fetchall()
+        }
+
+
+def _in_place(known: dict[str, _Known], gpus: Sequence[dcgm.GpuReadings]) -> bool:
+    """Whether every GPU of the push has a state and a device placed as the exporter says:
+    on the host it names, at its index, with its model (the first one seen)."""
+    for gpu in gpus:
+        row = known.get(gpu.uuid)
+        if (
+            row is None
+            or row.host_name != gpu.host
+            or (gpu.gpu_index is not None and row.index_on_host != gpu.gpu_index)
+            or (gpu.model_name and not row.accelerator_type)
+        ):
+            return False
+    return True
+
+
+def _hardware_ensure(
+    *, project: Project, gpus: Sequence[dcgm.GpuReadings], received_at: datetime
+) -> None:
+    """Hosts, devices and health states for the push's GPUs (created on first sight), each
+    device placed where the exporter says it is now."""
+    hosts = {
+        host.name: host for host in hosts_ensure(project=project, names=[gpu.host for gpu in gpus])
+    }
+    devices = {
+        device.uuid: device
+        for device in devices_ensure(project=project, uuids=[gpu.uuid for gpu in gpus])
+    }
     _devices_place(gpus=gpus, hosts=hosts, devices=devices)
-    return hosts, devices, {state.device_id: state for state in states}
-
-
-def _states_lock(*, devices: list[Device], received_at: datetime) -> dict[int, DeviceHealthState]:
-    """The devices' health states, locked (created empty for devices never seen)."""
-
-    def lock() -> dict[int, DeviceHealthState]:
-        rows = (
-            DeviceHealthState.objects.select_for_update()
-            .filter(device__in=devices)
-            .order_by("device_id")  # one lock order for every push: no deadlock between two
-        )
-        return {state.device_id: state for state in rows}
-
-    states = lock()
-    if len(states) < len(devices):
-        DeviceHealthState.objects.bulk_create(
-            [
-                DeviceHealthState(device=device, last_push_at=received_at)
-                for device in devices
-                if device.pk not in states
-            ],
-            ignore_conflicts=True,  # a push racing this one may create them too
-        )
-        states = lock()
-    return states
+    DeviceHealthState.objects.bulk_create(
+        [DeviceHealthState(device=device, last_push_at=received_at) for device in devices.values()],
+        ignore_conflicts=True,  # a state that exists stays; a push racing this one may create it
+    )
 
 
 def _devices_place(
@@ -202,50 +252,29 @@ def _event_message(found: dcgm.HealthEvent, gpu: dcgm.GpuReadings) -> str:
     return text
 
 
-def _state_update(
-    *, state: DeviceHealthState, gpu: dcgm.GpuReadings, received_at: datetime, xid_at: datetime
-) -> None:
+def _state_row(
+    *, known: _Known, gpu: dcgm.GpuReadings, received_at: datetime, xid_at: datetime
+) -> dict[str, Any]:
+    """The device's health state after this push, as _PUSH_WRITE saves it."""
+    last_xid, last_xid_message, last_xid_at = (
+        known.last_xid,
+        known.last_xid_message,
+        known.last_xid_at,
+    )
     xid = gpu.values.get(dcgm.XID)
-    if xid is not None and int(xid) != state.last_xid:
-        state.last_xid = int(xid)
-        state.last_xid_message = (gpu.xid_message or dcgm.xid_message(int(xid)))[:200]
-        state.last_xid_at = xid_at
-    # Fields missing from this push keep their last value: a counter disabled and enabled
-    # again is compared with what it last said.
-    state.last_values = {**state.last_values, **gpu.values}
-    state.fields_sent = sorted(gpu.fields_sent)
-    state.model_name = gpu.model_name or state.model_name
-    state.last_push_at = received_at
-
-
-def _states_save(states: list[DeviceHealthState]) -> None:
-    """One UPDATE for the push's devices: bulk_update's CASE per field and row cost more CPU
-    than the rest of the push together (profile in docs/performance.md, "GPU health at fleet
-    scale").
-    The rows travel as one JSON document: as a jsonb[] parameter, psycopg escaped every quote
-    of every state's JSON with a regular expression substitution (512 a push)."""
-    rows = [
-        {
-            "device_id": state.device_id,
-            "last_values": state.last_values,
-            "fields_sent": state.fields_sent,
-            "last_xid": state.last_xid,
-            "last_xid_message": state.last_xid_message,
-            "last_xid_at": state.last_xid_at and state.last_xid_at.isoformat(),
-            "model_name": state.model_name,
-            "last_push_at": state.last_push_at.isoformat(),
-        }
-        for state in states
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {DeviceHealthState._meta.db_table} AS s SET last_values = u.last_values,"
-            " fields_sent = u.fields_sent, last_xid = u.last_xid,"
-            " last_xid_message = u.last_xid_message, last_xid_at = u.last_xid_at,"
-            " model_name = u.model_name, last_push_at = u.last_push_at"
-            " FROM jsonb_to_recordset(%s::jsonb) AS u(device_id bigint, last_values jsonb,"
-            " fields_sent jsonb, last_xid integer, last_xid_message text,"
-            " last_xid_at timestamptz, model_name text, last_push_at timestamptz)"
-            " WHERE s.device_id = u.device_id",
-            [json.dumps(rows)],
-        )
+    if xid is not None and int(xid) != known.last_xid:
+        last_xid = int(xid)
+        last_xid_message = (gpu.xid_message or dcgm.xid_message(last_xid))[:200]
+        last_xid_at = xid_at
+    return {
+        "device_id": known.device_id,
+        # Fields missing from this push keep their last value: a counter disabled and
+        # enabled again is compared with what it last said.
+        "last_values": {**known.last_values, **gpu.values},
+        "fields_sent": sorted(gpu.fields_sent),
+        "last_xid": last_xid,
+        "last_xid_message": last_xid_message,
+        "last_xid_at": last_xid_at and last_xid_at.isoformat(),
+        "model_name": gpu.model_name or known.model_name,
+        "last_push_at": received_at.isoformat(),
+    }

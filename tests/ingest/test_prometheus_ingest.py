@@ -480,13 +480,24 @@ def test_a_known_fleet_push_reads_its_gpus_in_one_query_and_follows_a_moved_boar
     with CaptureQueriesContext(connection) as again:
         assert push(exposition({(A01_GPU0, "DCGM_FI_DEV_GPU_TEMP"): "70"})).status_code == 200
 
-    # then hosts, devices and states come from one locking query, not one per table
-    tables = [q["sql"] for q in again.captured_queries if "telemetry_devicehealthstate" in q["sql"]]
-    assert len(tables) == 2  # the lock (joined to devices and hosts) and the update
-    assert "FOR UPDATE OF" in tables[0] and "telemetry_host" in tables[0]
-    assert not any(
-        q["sql"].startswith('SELECT "telemetry_device"."id"') for q in again.captured_queries
-    )
+    # then the push is two statements prepared on the connection: hosts, devices and states
+    # read by one locking query (not one per table), then one writing samples, summaries and
+    # states
+    run = [q["sql"] for q in again.captured_queries if "SAVEPOINT" not in q["sql"]]
+    assert [sql.split(" (")[0] for sql in run] == [
+        "EXECUTE telemetry_dcgm_known_lock",
+        "EXECUTE telemetry_dcgm_push_write",
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name, statement FROM pg_prepared_statements")
+        prepared = dict(cursor.fetchall())
+    lock = prepared["telemetry_dcgm_known_lock"]
+    assert "FOR UPDATE OF" in lock and "telemetry_host" in lock
+    assert "telemetry_devicehealthstate" in lock and "telemetry_device " in lock
+    write = prepared["telemetry_dcgm_push_write"]
+    assert "INSERT INTO telemetry_devicesample " in write
+    assert "INSERT INTO telemetry_devicesamplesummary" in write
+    assert "UPDATE telemetry_devicehealthstate" in write
     # when an XID follows, then every column of the state is saved (one UPDATE from JSON)
     assert push(exposition({(A01_GPU0, "DCGM_FI_DEV_XID_ERRORS"): "79"})).status_code == 200
     state = DeviceHealthState.objects.get(device__uuid=A01_GPU0)
