@@ -27,6 +27,7 @@ from bench import (
     pages,
     rank_sustain,
     report,
+    scale_out,
 )
 from stack.chronicle import Chronicle, chronicle_stack
 from stack.processes import ROOT
@@ -61,6 +62,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip-charts", action="store_true")
     parser.add_argument("--skip-dcgm", action="store_true", help="Skip the DCGM fleet phase.")
     parser.add_argument("--dcgm-seconds", type=float, help="Length of the DCGM fleet push run.")
+    parser.add_argument(
+        "--dcgm-hosts", type=int, help="Hosts in the DCGM fleet (12,500; --quick: 2,048)."
+    )
+    parser.add_argument(
+        "--skip-scaleout",
+        action="store_true",
+        help="Skip the scale-out phase (ingest with 1, 2 and 4 web processes, 1 and 2 workers).",
+    )
     parser.add_argument("--skip-pages", action="store_true")
     parser.add_argument(
         "--skip-isolation", action="store_true", help="Skip pages-under-ingest (needs pages)."
@@ -86,6 +95,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.ranks_seconds = args.ranks_seconds or (60 if quick else 600)
     args.ranks_days = args.ranks_days or (3 if quick else 54)
     args.dcgm_seconds = args.dcgm_seconds or (20.0 if quick else 60.0)
+    args.dcgm_hosts = args.dcgm_hosts or (2048 if quick else dcgm_fleet.HOSTS)
     return args
 
 
@@ -174,8 +184,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results["rss_peak_process"] = sampler.peak_process
         results["rss_peak_total"] = sampler.peak_total
 
+        if not args.skip_scaleout:
+            log("scale-out: ingest with 1, 2 and 4 web processes, 1 and 2 workers")
+            _phase(results, "scale_out", lambda: _scale_out(app, token, args, stamp, workload))
         if not args.skip_dcgm:
-            log(f"DCGM fleet: {dcgm_fleet.HOSTS:,} hosts x 8 GPUs, one push each per 30 s")
+            log(f"DCGM fleet: {args.dcgm_hosts:,} hosts x 8 GPUs, one push each per 30 s")
             _phase(results, "dcgm", lambda: _dcgm(app, token, args))
         if not args.skip_charts:
             _phase(results, "charts", lambda: _charts(app, token, args, stamp, server))
@@ -215,9 +228,31 @@ def _phase(results: dict[str, Any], name: str, body: Any) -> None:
 
 
 def _dcgm(app: Chronicle, token: str, args: argparse.Namespace) -> dict[str, Any]:
-    figure = dcgm_fleet.measure(app, token, seconds=args.dcgm_seconds)
-    log(f"DCGM fleet: {figure.pushes_per_s:.1f} pushes/s, p95 {figure.p95_ms:.0f} ms")
+    figure = dcgm_fleet.measure(
+        app, token, pages.reader_cookie(app), hosts=args.dcgm_hosts, seconds=args.dcgm_seconds
+    )
+    log(
+        f"DCGM fleet: {figure.pushes_per_s:.1f} pushes/s, p95 {figure.p95_ms:.0f} ms, "
+        f"{figure.cpu_ms_per_push:.1f} ms CPU a push; fleet page p95 "
+        f"{figure.fleet_page_p95_ms:.0f} ms"
+    )
     return {"dcgm": figure.as_dict()}
+
+
+def _scale_out(
+    app: Chronicle, token: str, args: argparse.Namespace, stamp: str, workload: load.Workload
+) -> dict[str, Any]:
+    # Half the ingest phase's points a shape: six shapes, and the phase must stay short.
+    shapes = scale_out.measure(
+        app, token, load.workload(max(args.points // 2, 10_000)), stamp=stamp,
+        web_now=args.web_workers, workers_now=args.worker_concurrency,
+    )  # fmt: skip
+    for shape in shapes:
+        log(
+            f"scale-out {shape['web_processes']} web x {shape['workers']} worker(s): "
+            f"{shape['points_per_s']:,.0f} points/s"
+        )
+    return {"scale_out": shapes}
 
 
 def _charts(

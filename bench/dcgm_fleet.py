@@ -1,12 +1,17 @@
 """The DCGM fleet phase: dcgm-exporter text from a simulated fleet of 8-GPU hosts, pushed to
-/api/v1/ingest/prometheus at the rate the fleet needs at the exporter's 30 s period (2,048
-hosts, Llama 3's cluster: 68.3 pushes/s), and the disk it takes.
+/api/v1/ingest/prometheus at the rate the fleet needs at the exporter's 30 s period (12,500
+hosts, 100,000 GPUs: 417 pushes/s; issue 31), the fleet page read while it pushes, and the
+disk it takes.
 
 Open loop, as a fleet is: push i is due at i / rate seconds whether or not the server kept
 up, and is sent by whichever of the sender threads is free. A push's latency is from its
 send to its answer; `backlog` is the pushes due but not yet answered when the schedule ends,
 and `drain_s` how long after that the last answer came. Every host pushed once before the
 clock starts (unmeasured), so its devices and health state exist, as in a fleet's steady state.
+
+One reader (bench-reader, on-call in the project) loads /fleet/ every FLEET_PAGE_EVERY_S
+through the measured run: `fleet_page_p95_ms` is the page's latency while the fleet pushes.
+The per-token push rate (INGEST_RATE_LIMIT) stays at its default: the fleet must pass it.
 
 Each push is one host's 8 GPUs x 20 DCGM fields, 16 of which Chronicle keeps (the exporter's
 default counters, the uncorrectable ECC counters and thermal throttling) and 4 it skips
@@ -22,6 +27,7 @@ divided by the readings (raw) or rows (summaries) measured and multiplied by a d
 from __future__ import annotations
 
 import argparse
+import functools
 import http.client
 import json
 import os
@@ -37,9 +43,10 @@ from bench.cpu import CpuMeter
 from bench.load import chronicle_server_pids, percentile, post
 from stack.chronicle import Chronicle
 
-HOSTS = 2048
+HOSTS = 12_500
 PERIOD_S = 30.0
 GPUS_PER_HOST = 8
+FLEET_PAGE_EVERY_S = 0.5
 # Llama 3's 54-day run: what the README's disk figure is for.
 DAYS = 54
 RETENTION_DAYS = 7  # DEVICE_SAMPLE_RETENTION_DAYS's default
@@ -90,11 +97,20 @@ def pushes_per_s(hosts: int = HOSTS) -> float:
 def host_text(host: int, round_no: int) -> bytes:
     """One scrape of host `host`'s 8 GPUs, values moving a little from round to round."""
     name = f"gpu-node-{host:05d}"
+    text = _template(host % 5, round_no).replace("@HOST@", name).replace("@ID@", f"{host:08x}")
+    return text.encode()
+
+
+@functools.lru_cache(maxsize=32)
+def _template(host_class: int, round_no: int) -> str:
+    """host_text with the host's name and id left as @HOST@ and @ID@: a host's values depend
+    on it only through host % 5, and building 417 scrapes a second line by line took a core
+    of the load generator's own."""
     lines: list[str] = []
     for metric, kind, text, form, base in KEPT + SKIPPED:
         lines += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}"]
         for gpu in range(GPUS_PER_HOST):
-            wobble = (host * 7 + gpu * 3 + round_no) % 5
+            wobble = (host_class * 7 + gpu * 3 + round_no) % 5
             if metric == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
                 value = form % (base + round_no * 18_000_000 + gpu)
             elif base and kind == "gauge":
@@ -103,12 +119,12 @@ def host_text(host: int, round_no: int) -> bytes:
                 value = form % base
             extra = ',err_code="0",err_msg="No Error"' if metric.endswith("XID_ERRORS") else ""
             lines.append(
-                f'{metric}{{gpu="{gpu}",UUID="GPU-{host:08x}-{gpu:04x}-4000-8000-0000b3nch000",'
+                f'{metric}{{gpu="{gpu}",UUID="GPU-@ID@-{gpu:04x}-4000-8000-0000b3nch000",'
                 f'pci_bus_id="00000000:{0x18 + gpu * 0x11:02X}:00.0",device="nvidia{gpu}",'
-                f'modelName="NVIDIA H100 80GB HBM3",Hostname="{name}",'
+                f'modelName="NVIDIA H100 80GB HBM3",Hostname="@HOST@",'
                 f'DCGM_FI_DRIVER_VERSION="550.90.07"{extra}}} {value}'
             )
-    return ("\n".join(lines) + "\n").encode()
+    return "\n".join(lines) + "\n"
 
 
 @dataclass
@@ -134,6 +150,11 @@ class FleetFigure:
     cpu_bound_pushes_per_s: float = float("nan")
     web_cpu_ms_per_push: float = float("nan")  # gunicorn's share of it
     db_cpu_ms_per_push: float = float("nan")  # PostgreSQL's
+    # /fleet/ read while the fleet pushes (one reader, FLEET_PAGE_EVERY_S apart).
+    fleet_page_reads: int = 0
+    fleet_page_errors: int = 0
+    fleet_page_p50_ms: float = float("nan")
+    fleet_page_p95_ms: float = float("nan")
     raw_bytes: int = 0
     raw_samples: int = 0  # readings (field values), 16 a GPU a push
     raw_rows: int = 0  # a row per GPU and moment
@@ -144,7 +165,7 @@ class FleetFigure:
     bytes_per_summary: float = float("nan")
     raw_bytes_per_gpu_day: float = float("nan")
     summary_bytes_per_gpu_day: float = float("nan")
-    # 2,048 hosts: the raw window (and today's partition), DAYS of summaries, both.
+    # The fleet's hosts: the raw window (and today's partition), DAYS of summaries, both.
     fleet_raw_gb: float = float("nan")
     fleet_summary_gb: float = float("nan")
     fleet_disk_gb: float = float("nan")
@@ -153,14 +174,18 @@ class FleetFigure:
         return asdict(self)
 
 
+Push = tuple[int, int]  # (host, round)
+
+
 def _send(
-    address: tuple[str, int], token: str, jobs: queue.Queue[tuple[float, bytes] | None],
+    address: tuple[str, int], token: str, jobs: queue.Queue[tuple[float, Push] | None],
     out: dict[str, Any], lock: threading.Lock,
 ) -> None:  # fmt: skip
     conn: http.client.HTTPConnection | None = None
     headers = {"Content-Type": "text/plain; version=0.0.4", "Authorization": f"Bearer {token}"}
     while (job := jobs.get()) is not None:
-        due, body = job
+        due, (host, round_no) = job
+        body = host_text(host, round_no)
         began = time.monotonic()
         conn, status, payload = post(conn, address, PATH, body, headers)
         done = time.monotonic()
@@ -176,11 +201,11 @@ def _send(
 
 
 def _run(
-    app: Chronicle, token: str, bodies: list[bytes], rate: float, senders: int
+    app: Chronicle, token: str, pushes: list[Push], rate: float, senders: int
 ) -> tuple[dict[str, Any], float, float]:
-    """Push `bodies` at `rate` per second. Returns the outcome, the start and the time the
-    schedule ended (monotonic)."""
-    jobs: queue.Queue[tuple[float, bytes] | None] = queue.Queue()
+    """Send `pushes` (host, round) at `rate` per second. Returns the outcome, the start and
+    the time the schedule ended (monotonic)."""
+    jobs: queue.Queue[tuple[float, Push] | None] = queue.Queue()
     out: dict[str, Any] = {"lags": [], "answers": [], "latencies": [], "failures": []}
     lock = threading.Lock()
     threads = [
@@ -190,11 +215,11 @@ def _run(
     for thread in threads:
         thread.start()
     start = time.monotonic()
-    for i, body in enumerate(bodies):
+    for i, push in enumerate(pushes):
         due = start + i / rate
         time.sleep(max(0.0, due - time.monotonic()))
-        jobs.put((due, body))
-    end = start + len(bodies) / rate
+        jobs.put((due, push))
+    end = start + len(pushes) / rate
     for _ in threads:
         jobs.put(None)
     for thread in threads:
@@ -203,20 +228,35 @@ def _run(
 
 
 def measure(
-    app: Chronicle, token: str, *, hosts: int = HOSTS, seconds: float = 60.0, senders: int = 24
+    app: Chronicle,
+    token: str,
+    cookie: str,
+    *,
+    hosts: int = HOSTS,
+    seconds: float = 60.0,
+    senders: int = 48,
 ) -> FleetFigure:
+    """`cookie`: a reader of the token's project, logged in (bench.pages.reader_cookie)."""
     rate = pushes_per_s(hosts)
     # Warm-up: every host once, its devices created (not measured).
-    _run(app, token, [host_text(h, 0) for h in range(hosts)], rate=rate * 4, senders=senders)
+    _run(app, token, [(h, 0) for h in range(hosts)], rate=rate * 4, senders=senders)
     app.manage("shell", "-c", _SQL_SHELL % "TRUNCATE telemetry_devicesample")
     count = int(seconds * rate)
-    bodies = [host_text(i % hosts, 1 + i // hosts) for i in range(count)]
+    pushes = [(i % hosts, 1 + i // hosts) for i in range(count)]
+    stop = threading.Event()
+    page: dict[str, Any] = {"ms": [], "errors": 0}
+    reader = threading.Thread(target=_read_fleet_page, args=(app, cookie, stop, page))
     with (
         CpuMeter(lambda: chronicle_server_pids(app)) as cpu,
         CpuMeter(lambda: [pool.pid for pool in app.pools if pool.alive()]) as web_cpu,
         CpuMeter(lambda: [app.pg.pid]) as db_cpu,
     ):
-        out, start, end = _run(app, token, bodies, rate=rate, senders=senders)
+        reader.start()
+        try:
+            out, start, end = _run(app, token, pushes, rate=rate, senders=senders)
+        finally:
+            stop.set()
+            reader.join()
     backlog = sum(1 for t in out["answers"] if t > end + 1.0 / rate)
     last = max(out["answers"], default=end)
     ms = [s * 1000 for s in out["latencies"]]
@@ -235,6 +275,10 @@ def measure(
         drain_s=round(max(0.0, last - end), 2),
         failures=out["failures"][:5],
         server_cpu_s=round(cpu.seconds, 1),
+        fleet_page_reads=len(page["ms"]),
+        fleet_page_errors=page["errors"],
+        fleet_page_p50_ms=round(statistics.median(page["ms"]), 1) if page["ms"] else float("nan"),
+        fleet_page_p95_ms=round(percentile(page["ms"], 95), 1),
     )
     cores = os.cpu_count() or 1
     figure.server_cpu_share = round(cpu.seconds / (max(last, end) - start) / cores, 3)
@@ -245,6 +289,29 @@ def measure(
         figure.db_cpu_ms_per_push = round(db_cpu.seconds / len(ms) * 1000, 1)
     _sizes(app, figure)
     return figure
+
+
+def _read_fleet_page(
+    app: Chronicle, cookie: str, stop: threading.Event, page: dict[str, Any]
+) -> None:
+    """GET /fleet/ every FLEET_PAGE_EVERY_S until `stop`: each answer's milliseconds in
+    page["ms"], anything but a 200 counted in page["errors"]."""
+    while not stop.is_set():
+        conn = http.client.HTTPConnection(*app.base_url, timeout=60)
+        began = time.monotonic()
+        try:
+            conn.request("GET", "/fleet/", headers={"Cookie": cookie})
+            answer = conn.getresponse()
+            answer.read()
+            if answer.status == 200:
+                page["ms"].append((time.monotonic() - began) * 1000)
+            else:
+                page["errors"] += 1
+        except OSError:
+            page["errors"] += 1
+        finally:
+            conn.close()
+        stop.wait(FLEET_PAGE_EVERY_S)
 
 
 # Run through `manage.py shell` on the stack: the bench process does not import Django.
@@ -279,7 +346,7 @@ def _sizes(app: Chronicle, figure: FleetFigure) -> None:
         figure.bytes_per_summary = round(summary_bytes / summaries, 1)
         figure.raw_bytes_per_gpu_day = round(figure.bytes_per_sample * SAMPLES_PER_GPU_DAY)
         figure.summary_bytes_per_gpu_day = round(figure.bytes_per_summary * SUMMARIES_PER_GPU_DAY)
-        gpus = HOSTS * GPUS_PER_HOST
+        gpus = figure.hosts * GPUS_PER_HOST
         figure.fleet_raw_gb = round(
             gpus * figure.raw_bytes_per_gpu_day * (RETENTION_DAYS + 1) / 1e9, 1
         )
@@ -288,17 +355,21 @@ def _sizes(app: Chronicle, figure: FleetFigure) -> None:
 
 
 def main(argv: list[str] | None = None) -> FleetFigure:
+    from bench.pages import reader_cookie
     from stack.chronicle import chronicle_stack
 
     parser = argparse.ArgumentParser(prog="python -m bench.dcgm_fleet", description=__doc__)
     parser.add_argument("--hosts", type=int, default=HOSTS)
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--senders", type=int, default=24)
+    parser.add_argument("--senders", type=int, default=48)
     parser.add_argument("--web-workers", type=int, default=4)
     args = parser.parse_args(argv)
     with chronicle_stack(web_workers=args.web_workers) as app:
         token = app.create_token("bench-dcgm")
-        figure = measure(app, token, hosts=args.hosts, seconds=args.seconds, senders=args.senders)
+        figure = measure(
+            app, token, reader_cookie(app), hosts=args.hosts, seconds=args.seconds,
+            senders=args.senders,
+        )  # fmt: skip
     print(json.dumps(figure.as_dict(), indent=2), file=sys.stdout)
     return figure
 

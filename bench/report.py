@@ -260,14 +260,35 @@ def _dcgm_lines(fleet: dict[str, Any]) -> list[str]:
         f"{_fmt(fleet['cpu_ms_per_push'])} ms a push (web {_fmt(fleet.get('web_cpu_ms_per_push'))}"
         f", PostgreSQL {_fmt(fleet.get('db_cpu_ms_per_push'))}): all cores would serve "
         f"{_fmt(fleet['cpu_bound_pushes_per_s'])} pushes/s",
+        f"  fleet page while it pushes: {fleet.get('fleet_page_reads', 0)} reads, p50 "
+        f"{_fmt(fleet.get('fleet_page_p50_ms'))} ms, p95 {_fmt(fleet.get('fleet_page_p95_ms'))} "
+        f"ms, {fleet.get('fleet_page_errors', 0)} errors",
         f"  storage: {_fmt(fleet['bytes_per_sample'])} B per raw reading "
         f"({_fmt(fleet.get('bytes_per_row'))} B per GPU's row), "
         f"{_fmt(fleet['bytes_per_summary'])} B per 5-minute summary row; per GPU per day "
         f"{fleet['raw_bytes_per_gpu_day'] / 1e6:.2f} MB raw + "
-        f"{fleet['summary_bytes_per_gpu_day'] / 1e6:.3f} MB summaries; 2,048 hosts for 54 "
-        f"days: {fleet['fleet_disk_gb']:,.0f} GB ({fleet['fleet_raw_gb']:,.0f} GB raw window + "
-        f"{fleet['fleet_summary_gb']:,.0f} GB summaries)",
+        f"{fleet['summary_bytes_per_gpu_day'] / 1e6:.3f} MB summaries; {fleet['hosts']:,} hosts "
+        f"for 54 days: {fleet['fleet_disk_gb']:,.0f} GB ({fleet['fleet_raw_gb']:,.0f} GB raw "
+        f"window + {fleet['fleet_summary_gb']:,.0f} GB summaries)",
     ]
+
+
+def _scale_out_lines(shapes: list[dict[str, Any]]) -> list[str]:
+    """Each shape's throughput beside the 1-web-process figure of the same worker count."""
+    lines = [
+        "",
+        "Scale-out (native ingest, columns, 4 clients; web processes x Celery worker processes)",
+        f"  {'web':>4} {'workers':>8} {'points/s':>10} {'x 1 web':>8} {'pts/CPU-s':>10}",
+    ]
+    for shape in shapes:
+        one = next((f for f in shapes if f["web_processes"] == 1
+                    and f["workers"] == shape["workers"]), None)  # fmt: skip
+        ratio = shape["points_per_s"] / one["points_per_s"] if one and one["points_per_s"] else None
+        lines.append(
+            f"  {shape['web_processes']:>4} {shape['workers']:>8} {shape['points_per_s']:>10,.0f} "
+            f"{_fmt(ratio):>8} {_fmt(shape.get('points_per_cpu_s')):>10}"
+        )
+    return lines
 
 
 def _fmt(value: float | None) -> str:
@@ -373,6 +394,8 @@ def table(results: dict[str, Any]) -> str:
                   "  rank buckets per level (s: rows): " + ", ".join(
                       f"{level}: {rows:,}" for level, rows in
                       stored["rankbucket_rows_per_level"].items())]  # fmt: skip
+    if results.get("scale_out"):
+        lines += _scale_out_lines(results["scale_out"])
     if results.get("dcgm"):
         lines += _dcgm_lines(results["dcgm"])
     for name, figures in (results.get("browser") or {}).items():

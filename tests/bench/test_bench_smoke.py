@@ -252,7 +252,9 @@ def test_dcgm_fleet_push_is_8_gpus_of_16_kept_and_4_skipped_fields(client, inges
     body = response.json()
     assert (body["devices"], body["samples"], body["skipped_samples"]) == (8, 128, 32)
     assert body["events"] == []
-    assert dcgm_fleet.pushes_per_s() == pytest.approx(68.27, abs=0.01)
+    assert dcgm_fleet.pushes_per_s(2048) == pytest.approx(68.27, abs=0.01)
+    # and the bench's fleet is issue 31's: 12,500 hosts, 417 pushes a second
+    assert dcgm_fleet.pushes_per_s() == pytest.approx(416.67, abs=0.01)
 
 
 def test_dcgm_fleet_targets_and_storage_line():
@@ -265,7 +267,8 @@ def test_dcgm_fleet_targets_and_storage_line():
         "cpu_ms_per_push": 74.2, "cpu_bound_pushes_per_s": 27.0, "bytes_per_sample": 161.6,
         "bytes_per_summary": 514.2, "raw_bytes_per_gpu_day": 7446528,
         "summary_bytes_per_gpu_day": 148090, "fleet_raw_gb": 976.0,
-        "fleet_summary_gb": 131.0, "fleet_disk_gb": 1107.0,
+        "fleet_summary_gb": 131.0, "fleet_disk_gb": 1107.0, "fleet_page_reads": 60,
+        "fleet_page_errors": 0, "fleet_page_p50_ms": 95.0, "fleet_page_p95_ms": 240.5,
     }  # fmt: skip
     results = {"machine": report.machine(), "dcgm": fleet}
 
@@ -278,6 +281,26 @@ def test_dcgm_fleet_targets_and_storage_line():
     assert verdicts["DCGM fleet backlog at the end (pushes)"] == "MISS"
     table = report.table(results)
     assert "2,048 hosts for 54 days: 1,107 GB (976 GB raw window + 131 GB summaries)" in table
+    assert "fleet page while it pushes: 60 reads, p50 95.0 ms, p95 240.5 ms, 0 errors" in table
     # and a run that kept up passes
     fleet.update(pushes_per_s=68.0, p95_ms=180.0, backlog=0)
     assert {t.verdict for t in report.targets(results) if t.name.startswith("DCGM")} == {"pass"}
+
+
+def test_scale_out_section_lists_each_shape_against_one_web_process():
+    # given six shapes: throughput doubling with web processes up to 2, then flat (2 cores)
+    shapes = [
+        {"web_processes": web, "workers": workers, "points_per_s": 30_000.0 * min(web, 2),
+         "points_per_cpu_s": 40_000.0}
+        for workers in (1, 2) for web in (1, 2, 4)
+    ]  # fmt: skip
+
+    # when
+    table = report.table({"machine": report.machine(), "scale_out": shapes})
+
+    # then each shape is a row with its points/s and its ratio to one web process
+    section = table[table.index("Scale-out") :].splitlines()
+    assert section[2].split() == ["1", "1", "30,000", "1.00", "40,000"]
+    assert section[3].split() == ["2", "1", "60,000", "2.00", "40,000"]
+    assert section[4].split() == ["4", "1", "60,000", "2.00", "40,000"]
+    assert section[7].split()[:4] == ["4", "2", "60,000", "2.00"]
