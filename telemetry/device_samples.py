@@ -19,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 
+from config.prepared import array_literal
 from telemetry.dcgm import FIELDS
 from telemetry.partitions import PartitionedTable, partitions_ensure, partitions_maintain
 
@@ -118,9 +119,9 @@ def device_samples_params(
     kept = [(device_id, at, readings_array(values)) for device_id, at, values in rows]
     kept = [row for row in kept if row[1] >= cutoff and any(v is not None for v in row[2])]
     return [
-        [device_id for device_id, _, _ in kept],
-        [at for _, at, _ in kept],
-        [readings_literal(readings) for _, _, readings in kept],
+        array_literal(device_id for device_id, _, _ in kept),
+        array_literal(at for _, at, _ in kept),
+        array_literal(readings_literal(readings) for _, _, readings in kept),
         SUMMARY_BUCKET_S,
     ]
 

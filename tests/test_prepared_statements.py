@@ -7,7 +7,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from config.prepared import Prepared, prepared_execute
+from config.prepared import Prepared, array_literal, prepared_execute
 
 PLUS_ONE = Prepared(name="test_plus_one", types=("integer",), sql="SELECT $1 + 1")
 
@@ -47,3 +47,20 @@ def test_prepared_once_per_connection_through_a_rollback_and_again_after_a_recon
 def test_a_statement_run_with_the_wrong_number_of_parameters_is_refused():
     with connection.cursor() as cursor, pytest.raises(ValueError, match="takes 1 parameters"):
         prepared_execute(cursor, PLUS_ONE, [1, 2])
+
+
+@pytest.mark.django_db
+def test_an_array_literal_reads_back_as_the_values_it_was_made_of():
+    # given values with every character an array literal must escape
+    values = ["GPU-1", "a,b", 'q"uote', "back\\slash", "{1.0,NULL}", " space ", "NULL", ""]
+
+    # when PostgreSQL reads the literal as a text[] and a bigint[]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT %s::text[], %s::bigint[]", [array_literal(values), array_literal([1, 2**40])]
+        )
+        texts, numbers = cursor.fetchone()
+
+    # then it has them back, one for one
+    assert texts == values
+    assert numbers == [1, 2**40]

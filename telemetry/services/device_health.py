@@ -15,7 +15,7 @@ import orjson
 from django.db import connection, transaction
 from django.db.models import F
 
-from config.prepared import Prepared, prepared_execute
+from config.prepared import Prepared, array_literal, prepared_execute
 from telemetry import dcgm, device_samples
 from telemetry.models import Device, DeviceEvent, DeviceHealthState, Host, Project
 from telemetry.services import devices_ensure, fleet_version_bump, hosts_ensure
@@ -178,7 +178,7 @@ _PUSH_WRITE = Prepared(
 def _known_lock(*, project_id: int, gpus: Sequence[dcgm.GpuReadings]) -> dict[str, _Known]:
     """The push's GPUs that have a health state, by UUID, their states locked."""
     with connection.cursor() as cursor:
-        prepared_execute(cursor, _KNOWN_LOCK, [project_id, [gpu.uuid for gpu in gpus]])
+        prepared_execute(cursor, _KNOWN_LOCK, [project_id, array_literal(g.uuid for g in gpus)])
         # jsonb arrives as text (Django's JSONField parses it; this is not the ORM).
         return {
             uuid: _Known(device_id, host_id, host, index, model, orjson.loads(values), *rest)
