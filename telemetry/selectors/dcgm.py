@@ -58,7 +58,7 @@ class DeviceHealth:
 
 def dcgm_device_health(*, host: Host) -> list[DeviceHealth]:
     """The host's GPUs that dcgm-exporter reported, by index, each with its newest readings
-    (the known fields, in telemetry.dcgm.FIELDS order) and last XID. One query."""
+    (the known fields but the XID, in telemetry.dcgm.FIELDS order) and last XID. One query."""
     states = (
         DeviceHealthState.objects.filter(device__host=host)
         .select_related("device")
@@ -71,7 +71,8 @@ def dcgm_device_health(*, host: Host) -> list[DeviceHealth]:
             readings=[
                 DeviceReading(name, spec.label, spec.unit, float(state.last_values[name]))
                 for name, spec in FIELDS.items()
-                if name in state.last_values
+                # The last XID is a code, not a reading: the page gives it its own column.
+                if name in state.last_values and spec.group != "xid"
             ],
         )
         for state in states

@@ -302,6 +302,8 @@ def test_push_stores_devices_samples_and_state(push):
     health = dcgm_device_health(host=Host.objects.get(name="node-a01"))
     assert [one.device.uuid for one in health] == [A01_GPU0, A01_GPU1]
     temp = next(r for r in health[1].readings if r.name == "DCGM_FI_DEV_GPU_TEMP")
+    # the last XID is its own column ("Last XID error 79code" read as a measurement)
+    assert all(r.name != "DCGM_FI_DEV_XID_ERRORS" for one in health for r in one.readings)
     assert (temp.value, temp.unit) == (71.0, "°C")
 
 
