@@ -33,6 +33,19 @@ WINDOW_AFTER = timedelta(minutes=5)
 # An SDC suspicion is usually found after the fact (a replay, a scanner): hours back.
 SDC_WINDOW_BEFORE = timedelta(hours=6)
 HANG_KEY_PREFIX = "hang:"
+
+
+def shifted(at: datetime, delta: timedelta) -> datetime:
+    """`at + delta`, held at the first or last moment a datetime has: the ingest contract
+    accepts any time a datetime holds (year 1 to 9999), and a window around one at either end
+    overflowed (OverflowError, a failed batch)."""
+    try:
+        return at + delta
+    except OverflowError:
+        edge = datetime.min if delta < timedelta(0) else datetime.max
+        return edge.replace(tzinfo=at.tzinfo)
+
+
 DECIDED = (TriageSuggestion.Outcome.CONFIRMED, TriageSuggestion.Outcome.OVERRIDDEN)
 FIRST_SILENT_WORDS = "Ranks that stopped reporting first:"
 
@@ -61,8 +74,8 @@ def evidence_for(*, interruption: Interruption) -> list[EvidenceFact]:
     events = health_selectors.health_events_near(
         project_id=run.project_id,
         host_ids=sorted(set(own) | set(attempt_hosts)),
-        since=at - WINDOW_BEFORE,
-        until=at + WINDOW_AFTER,
+        since=shifted(at, -WINDOW_BEFORE),
+        until=shifted(at, WINDOW_AFTER),
     )
     facts = [_event_fact(event, own_host=event.host_id in own) for event in events]
     if interruption.attempt_id:
@@ -132,8 +145,8 @@ def _sdc_facts(interruption: Interruption) -> list[EvidenceFact]:
     records = (
         SdcReplay.objects.filter(
             run_id=interruption.run_id,
-            detected_at__gte=at - SDC_WINDOW_BEFORE,
-            detected_at__lte=at + WINDOW_AFTER,
+            detected_at__gte=shifted(at, -SDC_WINDOW_BEFORE),
+            detected_at__lte=shifted(at, WINDOW_AFTER),
         )
         .exclude(verdict=SdcReplay.Verdict.NOT_REPRODUCED)
         .select_related("host", "device")
@@ -187,8 +200,8 @@ def interruptions_near_events(*, events: Sequence[HealthEventRow]) -> list[int]:
         Interruption.objects.filter(
             planned=False,
             status=Interruption.Status.OPEN,
-            occurred_at__gte=min(moments) - WINDOW_AFTER,
-            occurred_at__lte=max(moments) + WINDOW_BEFORE,
+            occurred_at__gte=shifted(min(moments), -WINDOW_AFTER),
+            occurred_at__lte=shifted(max(moments), WINDOW_BEFORE),
         )
         .filter(Q(hosts__in=host_ids) | Q(attempt__hosts__in=host_ids))
         .exclude(suggestion__outcome__in=DECIDED)

@@ -53,8 +53,8 @@ def sdc_record(
     # Interruptions up to SDC_WINDOW_BEFORE after the detection read it as evidence.
     autotriage.run_evidence_arrived(
         run_id=run.pk,
-        since=detected_at - triage_selectors.WINDOW_AFTER,
-        until=detected_at + triage_selectors.SDC_WINDOW_BEFORE,
+        since=triage_selectors.shifted(detected_at, -triage_selectors.WINDOW_AFTER),
+        until=triage_selectors.shifted(detected_at, triage_selectors.SDC_WINDOW_BEFORE),
     )
     return SdcReplay.objects.create(
         run=run,

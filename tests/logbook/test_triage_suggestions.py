@@ -275,3 +275,21 @@ def test_an_sdc_record_stored_later_remakes_the_suggestion(
     assert remade.root_cause.slug == "silent-data-corruption"
     assert remade.hosts == ["h2"]
     assert remade.devices == ["GPU-h2"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "detected_at",
+    [datetime(1, 1, 1, 0, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, tzinfo=UTC)],
+    ids=["year 1", "year 9999"],
+)
+def test_an_sdc_record_at_either_end_of_time_is_stored(run: Any, detected_at: datetime) -> None:
+    # given an SDC suspicion at a time the ingest contract accepts, minutes from the first or
+    # last moment a datetime holds (hypothesis found year 1: OverflowError, a failed batch)
+    # when it is recorded (its evidence window reaches past that moment)
+    record = sdc_services.sdc_record(
+        run=run, source_key="edge", step=1, detected_at=detected_at, detection="other"
+    )
+
+    # then it is stored, and the window held at the edge
+    assert record.pk is not None and record.detected_at == detected_at
