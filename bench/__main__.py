@@ -228,9 +228,13 @@ def _phase(results: dict[str, Any], name: str, body: Any) -> None:
 
 
 def _dcgm(app: Chronicle, token: str, args: argparse.Namespace) -> dict[str, Any]:
-    figure = dcgm_fleet.measure(
-        app, token, pages.reader_cookie(app), hosts=args.dcgm_hosts, seconds=args.dcgm_seconds
-    )
+    # Every rate limit is off for the other phases (stack.chronicle.RATE_LIMITS_OFF); a
+    # fleet must pass the per-token push rate, so this phase pushes through its default.
+    with app.production_push_rate():
+        figure = dcgm_fleet.measure(
+            app, token, pages.reader_cookie(app), hosts=args.dcgm_hosts,
+            seconds=args.dcgm_seconds,
+        )  # fmt: skip
     log(
         f"DCGM fleet: {figure.pushes_per_s:.1f} pushes/s, p95 {figure.p95_ms:.0f} ms, "
         f"{figure.cpu_ms_per_push:.1f} ms CPU a push; fleet page p95 "

@@ -11,7 +11,9 @@ clock starts (unmeasured), so its devices and health state exist, as in a fleet'
 
 One reader (bench-reader, on-call in the project) loads /fleet/ every FLEET_PAGE_EVERY_S
 through the measured run: `fleet_page_p95_ms` is the page's latency while the fleet pushes.
-The per-token push rate (INGEST_RATE_LIMIT) stays at its default: the fleet must pass it.
+The per-token push rate (INGEST_RATE_LIMIT) is at its production default for this phase
+(`Chronicle.production_push_rate`; the stack turns every rate limit off for the others): the
+fleet must pass it.
 
 Each push is one host's 8 GPUs x 20 DCGM fields, 16 of which Chronicle keeps (the exporter's
 default counters, the uncorrectable ECC counters and thermal throttling) and 4 it skips
@@ -364,7 +366,7 @@ def main(argv: list[str] | None = None) -> FleetFigure:
     parser.add_argument("--senders", type=int, default=48)
     parser.add_argument("--web-workers", type=int, default=4)
     args = parser.parse_args(argv)
-    with chronicle_stack(web_workers=args.web_workers) as app:
+    with chronicle_stack(web_workers=args.web_workers) as app, app.production_push_rate():
         token = app.create_token("bench-dcgm")
         figure = measure(
             app, token, reader_cookie(app), hosts=args.hosts, seconds=args.seconds,

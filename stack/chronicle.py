@@ -44,6 +44,20 @@ PG_SETTINGS = {"max_connections": "200", "client_connection_check_interval": "10
 MAX_PROCESS_ATTEMPTS = 5
 SWEEP_AFTER_S = 5
 
+# The bench and chaos loads measure and stress the server, not the per-token and per-project
+# rate limits (whose defaults are below one client's full speed): every one of them is off,
+# for every ingest path alike (native's token and project buckets; the per-token push rate
+# the MLflow and Prometheus endpoints keep), so the bench's native and /mlflow figures are
+# measured the same way. The DCGM fleet phase turns the push rate back to its production
+# default (`Chronicle.production_push_rate`): a fleet must pass it.
+RATE_LIMITS_OFF = {
+    "INGEST_TOKEN_POINTS_PER_S": "0",
+    "INGEST_TOKEN_REQUESTS_PER_S": "0",
+    "INGEST_PROJECT_POINTS_PER_S": "0",
+    "INGEST_PROJECT_REQUESTS_PER_S": "0",
+    "INGEST_RATE_LIMIT": "0",
+}
+
 
 class Chronicle:
     """Chronicle's processes (migrate, gunicorn, Celery worker and beat) on the private servers."""
@@ -63,8 +77,14 @@ class Chronicle:
         self.replica: PostgresServer | None = None
         self.worker_starts = 0
         self._sweeper_app: Any = None
+        self._web_workers = 2
+        # Settings every process started from now on gets on top of env()'s: a value of None
+        # leaves the setting to its default (production_push_rate).
+        self.overrides: dict[str, str | None] = {}
 
-    def env(self, **extra: str) -> dict[str, str]:
+    def env(self, **extra: str | None) -> dict[str, str]:
+        """The environment of the stack's processes; an `extra` (or `overrides`) value of
+        None removes the variable, so the setting takes its default."""
         env = {
             key: value
             for key, value in os.environ.items()
@@ -84,16 +104,15 @@ class Chronicle:
             CELERY_TASK_ALWAYS_EAGER="0",
             INGEST_SWEEP_AFTER_S=str(SWEEP_AFTER_S),
             INGEST_MAX_PROCESS_ATTEMPTS=str(MAX_PROCESS_ATTEMPTS),
-            # The bench and chaos loads measure and stress the server, not the per-token and
-            # per-project rate limits (whose defaults are below one client's full speed).
-            INGEST_TOKEN_POINTS_PER_S="0",
-            INGEST_TOKEN_REQUESTS_PER_S="0",
-            INGEST_PROJECT_POINTS_PER_S="0",
-            INGEST_PROJECT_REQUESTS_PER_S="0",
             LOG_LEVEL="INFO",
             PYTHONUNBUFFERED="1",
+            **RATE_LIMITS_OFF,
         )
-        env.update(extra)
+        for key, value in {**self.overrides, **extra}.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
         return env
 
     def manage(self, *args: str, timeout_s: float | None = 300, **extra_env: str) -> str:
@@ -120,7 +139,29 @@ class Chronicle:
 
     # -- web
     def start_web(self, workers: int = 2) -> None:
+        self._web_workers = workers
         self.web = self.start_pool("gunicorn", self.web_port, workers=workers)
+
+    def restart_web(self) -> None:
+        """The stack's own gunicorn pool stopped and started again on its port (with the
+        current `overrides`)."""
+        if self.web is not None:
+            self.web.stop()
+            self.pools.remove(self.web)
+        self.start_web(workers=self._web_workers)
+
+    @contextlib.contextmanager
+    def production_push_rate(self) -> Iterator[None]:
+        """The web pool with the per-token push rate (INGEST_RATE_LIMIT) at its production
+        default for the block, and off again after it: the DCGM fleet phase measures a fleet
+        pushing through it, as one must in production."""
+        self.overrides["INGEST_RATE_LIMIT"] = None
+        self.restart_web()
+        try:
+            yield
+        finally:
+            del self.overrides["INGEST_RATE_LIMIT"]
+            self.restart_web()
 
     def start_pool(
         self, name: str, port: int, *, workers: int, nice: int = 0, **extra_env: str
