@@ -39,7 +39,8 @@ from ingest.mlflow_checks import (
     MAX_EXPERIMENT_NAME_LENGTH,
     RUN_NAME_TAG,
     TERMINAL_STATUSES,
-    MetricValue,
+    MetricColumns,
+    Metrics,
     MlflowError,
     check_batch_limits,
     check_int,
@@ -335,7 +336,7 @@ def mlflow_run_log(
     *,
     token: IngestToken,
     run_id: Any,
-    metrics: Sequence[MetricValue] = (),
+    metrics: Metrics = (),
     params: Sequence[tuple[str, str]] = (),
     tags: Sequence[tuple[str, str]] = (),
 ) -> None:
@@ -362,7 +363,7 @@ def _run_log_fields(
     *,
     token: IngestToken,
     run_id: Any,
-    metrics: Sequence[MetricValue],
+    metrics: Metrics,
     params: Sequence[tuple[str, str]],
     tags: Sequence[tuple[str, str]],
 ) -> IngestBatch | None:
@@ -423,7 +424,7 @@ def _batch_accept(
     *,
     token: IngestToken,
     target: RunTarget,
-    metrics: Sequence[MetricValue] = (),
+    metrics: Metrics = (),
     events: list[dict[str, Any]] | None = None,
     run_info: dict[str, Any] | None = None,
 ) -> IngestBatch:
@@ -466,7 +467,7 @@ def _batch_accept(
 
 def _document(
     target: RunTarget,
-    metrics: Sequence[MetricValue],
+    metrics: Metrics,
     events: list[dict[str, Any]],
     run_info: dict[str, Any] | None,
 ) -> dict[str, Any]:
@@ -485,7 +486,7 @@ def _document(
     return doc
 
 
-def _metrics_batch_in(target: RunTarget, metrics: Sequence[MetricValue]) -> BatchIn | None:
+def _metrics_batch_in(target: RunTarget, metrics: Metrics) -> BatchIn | None:
     """A metric-only batch as `validate_batch` would read its document, built from the
     checked values without that document: each name checked once (MLflow's key check let
     it through; the contract's may be stricter), each step against the contract's limit,
@@ -497,15 +498,21 @@ def _metrics_batch_in(target: RunTarget, metrics: Sequence[MetricValue]) -> Batc
     the cost of encoding and hashing the JSON document (~1.5 ms of 1,000 points)."""
     if len(metrics) > settings.INGEST_MAX_METRICS_PER_BATCH:
         return None
-    keys, values, stamps, steps = zip(*metrics, strict=True)
+    columns = metrics if isinstance(metrics, MetricColumns) else MetricColumns.of(metrics)
+    keys, values, stamps, steps = columns.keys, columns.values, columns.stamps, columns.steps
     try:
         for name in set(keys):
             check_metric_name(name)
     except FieldError:
         return None
-    moments = BatchTimes().column([stamp / 1000 for stamp in stamps])
-    if moments is None or max(steps) > MAX_STEP:
+    if max(steps) > MAX_STEP:
         return None
+    # Each distinct time converted once (a step's metrics share one), then looked up.
+    distinct = list(set(stamps))
+    converted = BatchTimes().column([stamp / 1000 for stamp in distinct])
+    if converted is None:
+        return None
+    moments = list(map(dict(zip(distinct, converted, strict=True)).__getitem__, stamps))
     content = hashlib.sha256(orjson.dumps([target.run_name, target.attempt_number, keys]))
     content.update(array("d", values).tobytes())
     content.update(array("q", stamps).tobytes())
