@@ -314,7 +314,9 @@ def test_the_migration_and_the_reader_agree_on_the_widths():
     assert migration.WIDTHS == ROLLUP_WIDTHS
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_trigger WHERE tgname = 'telemetry_metricpoint_rollup'"
+            "SELECT count(*) FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid "
+            "WHERE t.tgname = 'telemetry_metricpoint_added' "
+            "AND p.prosrc LIKE '%%INSERT INTO telemetry_metricrollup%%'"
         )
         assert cursor.fetchone()[0] == 1
 
