@@ -162,14 +162,15 @@ def _mlflow_run_share(*, project: Project, run_id: Any) -> RunTarget:
     """The run, share-locked: concurrent metric-only requests for one run go in together
     (training loops log from several threads), while a status change, which holds the row's
     update lock, waits for them and they for it; the attempt number is read under the lock.
-    The run is found and locked in one statement without the ORM's model instances (the
-    Chronicle run's name is a second, small read: that table is telemetry's)."""
+    The run is found, locked and its Chronicle run's name read in one statement, without
+    the ORM's model instances: only the MLflow run's row is locked (`OF m`)."""
     if not isinstance(run_id, str) or not run_id:
         raise invalid("Missing value for required parameter 'run_id'.")
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT m.run_id, m.attempt_number FROM {MlflowRun._meta.db_table} m "
+            f"SELECT r.name, m.attempt_number FROM {MlflowRun._meta.db_table} m "
             f"JOIN {MlflowExperiment._meta.db_table} e ON e.id = m.experiment_id "
+            f"JOIN {Run._meta.db_table} r ON r.id = m.run_id "
             "WHERE m.run_uuid = %s AND e.project_id = %s FOR SHARE OF m",
             [run_id, project.pk],
         )
@@ -177,8 +178,7 @@ def _mlflow_run_share(*, project: Project, run_id: Any) -> RunTarget:
     if row is None:
         # Another project's run does not exist for this token (never a 403).
         raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"Run with id={run_id} not found")
-    run_name = Run.objects.values_list("name", flat=True).get(pk=row[0])
-    return RunTarget(run_id, run_name, row[1])
+    return RunTarget(run_id, row[0], row[1])
 
 
 def mlflow_run_create(

@@ -540,6 +540,41 @@ def test_log_batch_checks_each_metric_as_the_contract_does(client, project, inge
     assert stored.wall_time.timestamp() * 1000 == TS_MS + 1000
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_metric_only_log_batch_finds_locks_and_names_its_run_in_one_statement(
+    client, project, ingest_token
+):
+    # given a run that has logged a batch already (its ids remembered by this process)
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    token = IngestToken.objects.get(project=project)
+    mlflow_run = mlflow_writes.mlflow_run_create(
+        token=token, experiment_id="0", run_name="one-read", start_time_ms=TS_MS
+    )
+
+    def log_batch(step: int) -> Any:
+        metrics = [{"key": "loss", "value": 2.5, "timestamp": TS_MS, "step": step}]
+        return client.post(
+            f"{API}/runs/log-batch",
+            data=json.dumps({"run_id": mlflow_run.run_uuid, "metrics": metrics}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {ingest_token}",
+        )
+
+    assert log_batch(1).status_code == 200
+    # when it logs the next one
+    with CaptureQueriesContext(connection) as captured:
+        assert log_batch(2).status_code == 200
+    # then one statement finds the MLflow run, share-locks it and reads the Chronicle run's
+    # name; the Chronicle run is not read again on its own
+    reads = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")]
+    locks = [sql for sql in reads if "FOR SHARE" in sql]
+    assert len(locks) == 1 and "telemetry_run" in locks[0]
+    assert not [sql for sql in reads if 'FROM "telemetry_run"' in sql]
+    assert [step for _, step, _ in chronicle_points(mlflow_run.run, "loss")] == [1, 2]
+
+
 def _run_with_points(project: Any, token: Any, *, metrics: int, steps: int) -> MlflowRun:
     mlflow_run = mlflow_writes.mlflow_run_create(
         token=token, experiment_id="0", run_name=f"big-{metrics}-{steps}", start_time_ms=TS_MS
