@@ -95,6 +95,10 @@ class Demo:
         self.port = port
         self.var_dir = var_dir.resolve()
         self.env = demo_env(host)
+        # Everything of this demo's in its var directory, static files included: two demos
+        # (or a demo and a `make web`) collecting into one directory at once race on its
+        # files (collectstatic's chmod of a file the other just replaced).
+        self.env.setdefault("STATIC_ROOT", str(self.var_dir / "staticfiles"))
         url_host = f"[{host}]" if ":" in host else host
         self.bind = f"{url_host}:{port}"
         self.url = f"http://{self.bind}/"

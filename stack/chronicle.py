@@ -106,6 +106,8 @@ class Chronicle:
             INGEST_MAX_PROCESS_ATTEMPTS=str(MAX_PROCESS_ATTEMPTS),
             LOG_LEVEL="INFO",
             PYTHONUNBUFFERED="1",
+            # Its own static files: the checkout's var/ may be collected into at the same time.
+            STATIC_ROOT=str(self.root / "staticfiles"),
             **RATE_LIMITS_OFF,
         )
         for key, value in {**self.overrides, **extra}.items():

@@ -31,6 +31,7 @@ from urllib.parse import urljoin, urlsplit
 import psycopg
 import pytest
 
+from config.demo import Demo as DemoProcesses
 from stack import free_port, postgres
 from stack.processes import children_of, pid_alive
 
@@ -453,3 +454,12 @@ def _readme_curl() -> dict[str, str]:
     block = re.search(r"curl -X POST (\S+).*?-d '(.*?)'", readme, re.DOTALL)
     assert block, "the README has no curl example"
     return {"url": block[1], "body": block[2]}
+
+
+def test_the_demo_keeps_its_static_files_in_its_own_var_directory(tmp_path, monkeypatch):
+    # A fresh clone's make test failed both demo tests: the demo collected static files into
+    # the checkout's var/ while the production-path test's `make web` collected there too,
+    # and collectstatic chmod-ed a file the other had just replaced.
+    monkeypatch.delenv("STATIC_ROOT", raising=False)
+    demo = DemoProcesses("127.0.0.1", 8000, tmp_path / "var")
+    assert demo.env["STATIC_ROOT"] == str((tmp_path / "var" / "staticfiles").resolve())

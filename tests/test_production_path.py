@@ -57,7 +57,7 @@ def _admin_connection(url: str) -> psycopg.Connection[Any]:
 
 
 @pytest.fixture
-def production_env() -> Iterator[dict[str, str]]:
+def production_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     """The README's environment, on a fresh database and a Redis database of its own."""
     database_url = _database_url()
     name = urllib.parse.urlsplit(database_url).path.strip("/")
@@ -78,6 +78,9 @@ def production_env() -> Iterator[dict[str, str]]:
         DATABASE_URL=database_url,
         REDIS_URL=own_redis,
         DEBUG="0",
+        # `make web` collects static files; into its own directory, not the checkout's var/,
+        # where the demo tests may be collecting at the same time (a fresh clone raced there).
+        STATIC_ROOT=str(tmp_path / "staticfiles"),
     )
     import redis
 
