@@ -366,7 +366,11 @@ def main(argv: list[str] | None = None) -> FleetFigure:
     parser.add_argument("--senders", type=int, default=48)
     parser.add_argument("--web-workers", type=int, default=4)
     args = parser.parse_args(argv)
-    with chronicle_stack(web_workers=args.web_workers) as app, app.production_push_rate():
+    # pages: the fleet page is read while the fleet pushes (its static files collected).
+    with (
+        chronicle_stack(web_workers=args.web_workers, pages=True) as app,
+        app.production_push_rate(),
+    ):
         token = app.create_token("bench-dcgm")
         figure = measure(
             app, token, reader_cookie(app), hosts=args.hosts, seconds=args.seconds,

@@ -65,14 +65,15 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
     gpus: dict[tuple[str, str], GpuReadings] = {}
     skipped: dict[str, int] = {}
     sample_lines = 0
-    # An exporter repeats each GPU's labels on every field's line: parse them, check them and
-    # find their GPU once per label text (parsing 0.75 -> 0.4 ms a push).
-    label_sets: dict[str, dict[str, str] | None] = {}
+    # An exporter repeats each GPU's labels on every field's line, and each field's name on
+    # every GPU's: parse and check a label text, find its GPU, and map a name to its field
+    # once per push (parsing 0.75 -> 0.4 ms a push with the label sets alone).
+    memo = _Memo()
     targets: dict[int, _Target] = {}
     future_limit_s = (datetime.now(UTC) + MAX_FUTURE_SKEW).timestamp()
     for number, line in enumerate(text.split("\n"), start=1):
         stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
+        if not stripped or stripped[0] == "#":
             continue
         sample_lines += 1
         if sample_lines > MAX_SAMPLE_LINES:
@@ -80,8 +81,10 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
                 413, f"More than {MAX_SAMPLE_LINES} samples in one push; the limit is "
                 f"{MAX_SAMPLE_LINES}. Split the push (e.g. one per host)."
             )  # fmt: skip
-        (name, labels, value, timestamp_s), shared = _sample_parse(number, stripped, label_sets)
-        field_name = _field_name(name)
+        (name, labels, value, timestamp_s), shared = _sample_parse(number, stripped, memo)
+        field_name = memo.fields.get(name, _UNSEEN)
+        if field_name is _UNSEEN:
+            field_name = memo.fields[name] = _field_name(name)
         if field_name is None:
             skipped[name] = skipped.get(name, 0) + 1
             continue
@@ -91,25 +94,27 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
             target = _target(number, name, labels, default_host, gpus)
             if shared:
                 targets[id(labels)] = target
-        if timestamp_s is not None and not 0 <= timestamp_s <= MAX_TIMESTAMP_S:
-            raise ExpositionError(
-                400, f"line {number}: the timestamp is not milliseconds since 1970 in a year "
-                "before 10000."
-            )  # fmt: skip
-        if timestamp_s is not None and timestamp_s > future_limit_s:
-            # As JSON ingest: a reading from the future would pass for the latest one.
-            raise ExpositionError(
-                400, f"line {number}: the timestamp is more than "
-                f"{MAX_FUTURE_SKEW.days} day in the future."
-            )  # fmt: skip
-        if field_name == XID and is_reading(value) and not _is_code(value):
+        if timestamp_s is not None:
+            if not 0 <= timestamp_s <= MAX_TIMESTAMP_S:
+                raise ExpositionError(
+                    400, f"line {number}: the timestamp is not milliseconds since 1970 in a "
+                    "year before 10000."
+                )  # fmt: skip
+            if timestamp_s > future_limit_s:
+                # As JSON ingest: a reading from the future would pass for the latest one.
+                raise ExpositionError(
+                    400, f"line {number}: the timestamp is more than "
+                    f"{MAX_FUTURE_SKEW.days} day in the future."
+                )  # fmt: skip
+        reading = is_reading(value)
+        if field_name == XID and reading and not _is_code(value):
             raise ExpositionError(
                 400, f"line {number}: {XID} must be an XID code (an integer from 0 to "
                 f"{MAX_XID}), got {value!r}."
             )  # fmt: skip
         gpu = target.gpu
         gpu.fields_sent.add(field_name)
-        if not is_reading(value):
+        if not reading:
             continue
         if field_name == XID:
             gpu.xid_message = _printable(labels.get("err_msg", ""))[:200]
@@ -161,55 +166,79 @@ def _target(
 
 
 # dcgm-exporter's own rendering, `name{label="value",...} value [timestamp_ms]` with plain
-# label values, is read with one regular expression: building prometheus_client's metric
-# family for each line was 60% of a push's CPU (docs/performance.md, "GPU health at fleet
-# scale"). Any other line (escapes, spaces, other number forms, duplicate or reserved labels) goes
-# through prometheus_client's parser, which also words the errors.
+# label values, is read without prometheus_client: building its metric family for each line
+# was 60% of a push's CPU (docs/performance.md, "GPU health at fleet scale"). The line is cut
+# at its first `{` and last `}` (a value or timestamp has neither), and each part checked:
+# the name and the label text once per push (they repeat on every line), the value and
+# timestamp by a short pattern. Any other line (escapes, spaces, other number forms,
+# duplicate or reserved labels) goes through prometheus_client's parser, which also words
+# the errors. A line read here reads as the one pattern of the whole line read it before
+# (`name\{(labels)\} value( timestamp)?`; tests/ingest/test_prometheus_ingest.py compares them).
 _LABEL = r'[A-Za-z_][A-Za-z0-9_]*="[^"\\\n]*"'
-_PLAIN_LINE = re.compile(
-    rf"([A-Za-z_:][A-Za-z0-9_:]*)\{{((?:{_LABEL}(?:,{_LABEL})*,?)?)\}}"
+_PLAIN_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+_PLAIN_LABEL_TEXT = re.compile(rf"(?:{_LABEL}(?:,{_LABEL})*,?)?")
+_PLAIN_VALUE = re.compile(
     r" ([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|NaN|Inf))(?: (-?[0-9]+))?"
 )
 _PLAIN_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"')
+_UNSEEN = object()
+
+
+class _Memo:
+    """What one push's parse has already worked out, by the text it came from: names that
+    are (or are not) plain, label texts (their labels; None when not plain), fields by
+    sample name (None: not kept). The label dicts are shared between lines and must not be
+    changed."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, bool] = {}
+        self.label_sets: dict[str, dict[str, str] | None] = {}
+        self.fields: dict[str, str | None] = {}
 
 
 Sample = tuple[str, dict[str, str], float, float | None]
 
 
-def _sample_parse(
-    number: int, line: str, label_sets: dict[str, dict[str, str] | None]
-) -> tuple[Sample, bool]:
+def _sample_parse(number: int, line: str, memo: _Memo) -> tuple[Sample, bool]:
     """The line's sample, and whether its labels dict is the one shared by every line of the
-    same label text (kept in `label_sets` for the whole push)."""
-    plain = _plain_sample_parse(line, label_sets)
+    same label text (kept in `memo` for the whole push)."""
+    plain = _plain_sample_parse(line, memo)
     if plain is not None:
         return plain, True
     return _library_sample_parse(number, line), False
 
 
-def _plain_sample_parse(
-    line: str, label_sets: dict[str, dict[str, str] | None] | None = None
-) -> Sample | None:
-    """The sample of a line in the exporter's plain rendering; None for any other line.
-    `label_sets` remembers the labels of each label text seen (None: not plain); the dicts
-    are shared between lines and must not be changed."""
-    plain = _PLAIN_LINE.fullmatch(line)
-    if plain is None:
+def _plain_sample_parse(line: str, memo: _Memo | None = None) -> Sample | None:
+    """The sample of a line in the exporter's plain rendering; None for any other line."""
+    memo = _Memo() if memo is None else memo
+    opening = line.find("{")
+    closing = line.rfind("}")
+    if opening < 0 or closing < opening:
         return None
-    name, label_text, value, timestamp = plain.groups()
-    memo = {} if label_sets is None else label_sets
-    if label_text in memo:
-        labels = memo[label_text]
-    else:
-        labels = memo[label_text] = _plain_labels(label_text)
+    name = line[:opening]
+    plain_name = memo.names.get(name)
+    if plain_name is None:
+        plain_name = memo.names[name] = _PLAIN_NAME.fullmatch(name) is not None
+    if not plain_name:
+        return None
+    number = _PLAIN_VALUE.fullmatch(line, closing + 1)
+    if number is None:
+        return None
+    label_text = line[opening + 1 : closing]
+    labels = memo.label_sets.get(label_text, _UNSEEN)
+    if labels is _UNSEEN:
+        labels = memo.label_sets[label_text] = _plain_labels(label_text)
     if labels is None:
         return None
+    value, timestamp = number.groups()
     # float(), not int(): a timestamp of 4,301 digits or past 1e309 becomes a float (inf at
     # worst) that the range check refuses, where int() raises; exact for any real one.
     return name, labels, float(value), float(timestamp) / 1000 if timestamp else None
 
 
 def _plain_labels(label_text: str) -> dict[str, str] | None:
+    if _PLAIN_LABEL_TEXT.fullmatch(label_text) is None:
+        return None
     pairs = _PLAIN_LABEL.findall(label_text)
     labels = dict(pairs)
     if len(labels) != len(pairs) or any(key.startswith("__") for key in labels):

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ingest import prometheus
 from ingest.prometheus import ExpositionError, exposition_parse, grouping_path_parse
@@ -127,6 +129,9 @@ EDGE_LINES = [
     'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-x"} 1_000',
     'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-x"} 0x10',
     'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-x"} 12 1.5',
+    'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-x",err_msg="a} 3"} 4',  # a brace and a value in a label
+    'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-{x}"} 5 6',
+    'DCGM_FI_DEV_SM_CLOCK{UUID="GPU-x"} 7 }',
 ]
 
 
@@ -150,6 +155,45 @@ def test_the_plain_line_reader_agrees_with_prometheus_client():
         "DCGM_FI_DEV_SM_CLOCK", {"gpu": "0", "UUID": "GPU-x", "Hostname": "n1"}, 1410.0,
         1763700000.0,
     )  # fmt: skip
+
+
+# The plain-line reader before it cut lines at their braces: one pattern for the whole line.
+_WHOLE_LINE_LABEL = r'[A-Za-z_][A-Za-z0-9_]*="[^"\\\n]*"'
+_WHOLE_LINE = re.compile(
+    rf"([A-Za-z_:][A-Za-z0-9_:]*)\{{((?:{_WHOLE_LINE_LABEL}(?:,{_WHOLE_LINE_LABEL})*,?)?)\}}"
+    r" ([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|NaN|Inf))(?: (-?[0-9]+))?"
+)
+
+
+def _whole_line_read(line: str) -> tuple[Any, ...] | None:
+    plain = _WHOLE_LINE.fullmatch(line)
+    if plain is None:
+        return None
+    name, label_text, value, timestamp = plain.groups()
+    pairs = re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"', label_text)
+    labels = dict(pairs)
+    if len(labels) != len(pairs) or any(key.startswith("__") for key in labels):
+        return None
+    return name, labels, float(value), float(timestamp) / 1000 if timestamp else None
+
+
+_PIECES = st.sampled_from([
+    "DCGM_FI_DEV_SM_CLOCK", "a:b", "9x", "{", "}", "} ", '"', "\\", ",", "=", " ", "_",
+    'UUID="GPU-x"', 'gpu="0"', 'err_msg="a}b"', 'x="{"', 'x="} 1"', "__name__", "1", "-2.5e3",
+    "NaN", "+Inf", " 17", " 1763700000000", "0x10", "1_0", "\n", "\t",
+])  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(_PIECES, max_size=12))
+def test_the_plain_line_reader_reads_as_the_whole_line_pattern(pieces: list[str]) -> None:
+    # given any line, most of them shaped like a sample (a name, braces, labels, a value)
+    line = "".join(pieces)
+    for candidate in (line, f"DCGM_FI_DEV_SM_CLOCK{{{line}}} 1", f'M{{UUID="{line}"}} 2 3'):
+        # then the reader that cuts it at its braces reads it as the one pattern did
+        assert repr(prometheus._plain_sample_parse(candidate)) == repr(
+            _whole_line_read(candidate)
+        ), candidate
 
 
 FLIT = "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
