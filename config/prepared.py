@@ -37,9 +37,18 @@ class Prepared:
 _done: WeakKeyDictionary[Any, set[str]] = WeakKeyDictionary()
 
 
-def prepared_execute(cursor: CursorWrapper, statement: Prepared, params: Sequence[Any]) -> None:
+def prepared_execute(
+    cursor: CursorWrapper,
+    statement: Prepared,
+    params: Sequence[Any],
+    *,
+    before: str = "",
+    after: str = "",
+) -> None:
     """Run `statement` with `params` on the cursor's connection, preparing it first if this
-    connection has not yet."""
+    connection has not yet. `before` and `after`: statements sent in the same query string
+    (`BEGIN`, `COMMIT`), so one round trip runs them all; the cursor's first result is then
+    `before`'s (cursor.nextset() for the statement's)."""
     if len(params) != len(statement.types):
         raise ValueError(f"{statement.name} takes {len(statement.types)} parameters")
     done = _done.setdefault(cursor.db.connection, set())
@@ -48,7 +57,9 @@ def prepared_execute(cursor: CursorWrapper, statement: Prepared, params: Sequenc
             f"PREPARE {statement.name} ({', '.join(statement.types)}) AS {statement.sql}"
         )
         done.add(statement.name)
-    cursor.execute(f"EXECUTE {statement.name} ({', '.join(['%s'] * len(params))})", params)
+    placeholders = ", ".join(["%s"] * len(params))
+    sql = f"EXECUTE {statement.name} ({placeholders})"
+    cursor.execute("; ".join(part for part in (before, sql, after) if part), params)
 
 
 def array_literal(values: Iterable[object]) -> str:
