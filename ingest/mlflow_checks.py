@@ -184,7 +184,7 @@ class MetricColumns:
 # What the MLflow writes take: log-batch's columns, or a few rows (log-metric, tests).
 Metrics = MetricColumns | Sequence[MetricValue]
 
-_METRIC_FIELDS = itemgetter("key", "value", "timestamp", "step")
+_METRIC_FIELDS = tuple(map(itemgetter, ("key", "value", "timestamp", "step")))
 _DICTS = frozenset({dict})
 _STRS = frozenset({str})
 _INTS = frozenset({int})
@@ -233,10 +233,10 @@ def _metric_columns(items: list[Any]) -> MetricColumns | None:
     if not items or not _DICTS.issuperset(map(type, items)):
         return None
     try:
-        rows = list(map(_METRIC_FIELDS, items))
+        # A pass per field: cheaper than a tuple per metric transposed into columns.
+        keys, values, stamps, steps = (tuple(map(field, items)) for field in _METRIC_FIELDS)
     except KeyError:  # a field missing (a step defaults to 0): one at a time
         return None
-    keys, values, stamps, steps = zip(*rows, strict=True)
     if not _STRS.issuperset(map(type, keys)):
         return None
     for column in (stamps, steps):
