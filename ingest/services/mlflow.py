@@ -52,6 +52,7 @@ from ingest.mlflow_tags import run_labels_sync
 from ingest.models import IngestBatch, IngestToken, MlflowExperiment, MlflowRun
 from ingest.schema import BatchError, BatchIn, validate_batch
 from ingest.selectors.mlflow import mlflow_run_find
+from telemetry import selectors as telemetry_selectors
 from telemetry import services as telemetry_services
 from telemetry.models import Project, Run
 
@@ -162,15 +163,15 @@ def _mlflow_run_share(*, project: Project, run_id: Any) -> RunTarget:
     """The run, share-locked: concurrent metric-only requests for one run go in together
     (training loops log from several threads), while a status change, which holds the row's
     update lock, waits for them and they for it; the attempt number is read under the lock.
-    The run is found, locked and its Chronicle run's name read in one statement, without
-    the ORM's model instances: only the MLflow run's row is locked (`OF m`)."""
+    The run is found and locked in one statement without the ORM's model instances; the
+    Chronicle run's name is a second, small read through telemetry's selector (that table is
+    telemetry's: ingest's SQL names only its own)."""
     if not isinstance(run_id, str) or not run_id:
         raise invalid("Missing value for required parameter 'run_id'.")
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT r.name, m.attempt_number FROM {MlflowRun._meta.db_table} m "
+            f"SELECT m.run_id, m.attempt_number FROM {MlflowRun._meta.db_table} m "
             f"JOIN {MlflowExperiment._meta.db_table} e ON e.id = m.experiment_id "
-            f"JOIN {Run._meta.db_table} r ON r.id = m.run_id "
             "WHERE m.run_uuid = %s AND e.project_id = %s FOR SHARE OF m",
             [run_id, project.pk],
         )
@@ -178,7 +179,7 @@ def _mlflow_run_share(*, project: Project, run_id: Any) -> RunTarget:
     if row is None:
         # Another project's run does not exist for this token (never a 403).
         raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"Run with id={run_id} not found")
-    return RunTarget(run_id, row[0], row[1])
+    return RunTarget(run_id, telemetry_selectors.run_name(run_id=row[0]), row[1])
 
 
 def mlflow_run_create(

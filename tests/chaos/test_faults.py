@@ -39,9 +39,15 @@ def test_points_and_side_effects_survive_every_fault_exactly_once(
     report = run_scenario(points=QUICK_POINTS, quick=True, points_per_batch=100, app=chaos_stack)
     print(summary_table(report))
 
-    # then: each fault kind really happened, and the pipeline noticed (the client retried)
+    # then: each fault kind really happened, and the pipeline noticed: the client retried, or
+    # a worker processed a batch again. Which one depends on timing: at load 9-13 a 3 s
+    # PostgreSQL restart fell between requests (gunicorn reconnected) and no request failed,
+    # while killed workers' batches were processed twice.
     assert set(report.as_dict()["faults"]) == ALL_FAULT_KINDS
-    assert sum(report.client.retries.values()) > 0, "no fault reached the client"
+    client_retries = sum(report.client.retries.values())
+    assert client_retries > 0 or report.stored.max_process_attempts > 1, (
+        "no fault reached the client or made a worker process a batch again"
+    )
     # and: every point, incident, checkpoint and logbook entry is stored exactly once
     expected = report.expected
     assert expected.points == QUICK_POINTS

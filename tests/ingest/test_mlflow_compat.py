@@ -541,7 +541,7 @@ def test_log_batch_checks_each_metric_as_the_contract_does(client, project, inge
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_metric_only_log_batch_finds_locks_and_names_its_run_in_one_statement(
+def test_a_metric_only_log_batch_locks_its_run_in_one_statement_and_reads_its_name_once(
     client, project, ingest_token
 ):
     # given a run that has logged a batch already (its ids remembered by this process)
@@ -566,12 +566,14 @@ def test_a_metric_only_log_batch_finds_locks_and_names_its_run_in_one_statement(
     # when it logs the next one
     with CaptureQueriesContext(connection) as captured:
         assert log_batch(2).status_code == 200
-    # then one statement finds the MLflow run, share-locks it and reads the Chronicle run's
-    # name; the Chronicle run is not read again on its own
+    # then one statement finds the MLflow run and share-locks it (ingest's tables only), and
+    # one small statement reads the Chronicle run's name
     reads = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")]
     locks = [sql for sql in reads if "FOR SHARE" in sql]
-    assert len(locks) == 1 and "telemetry_run" in locks[0]
-    assert not [sql for sql in reads if 'FROM "telemetry_run"' in sql]
+    assert len(locks) == 1 and "telemetry_" not in locks[0]
+    assert [sql for sql in reads if "telemetry_run" in sql] == [
+        f"SELECT name FROM telemetry_run WHERE id = {mlflow_run.run_id}"
+    ]
     assert [step for _, step, _ in chronicle_points(mlflow_run.run, "loss")] == [1, 2]
 
 
