@@ -42,13 +42,13 @@ def prepared_execute(
     statement: Prepared,
     params: Sequence[Any],
     *,
-    before: str = "",
-    after: str = "",
+    before: Sequence[str] = (),
+    after: Sequence[str] = (),
 ) -> None:
     """Run `statement` with `params` on the cursor's connection, preparing it first if this
     connection has not yet. `before` and `after`: statements sent in the same query string
-    (`BEGIN`, `COMMIT`), so one round trip runs them all; the cursor's first result is then
-    `before`'s (cursor.nextset() for the statement's)."""
+    (`BEGIN`, `COMMIT`...), so one round trip runs them all; the cursor is left on the
+    statement's result."""
     if len(params) != len(statement.types):
         raise ValueError(f"{statement.name} takes {len(statement.types)} parameters")
     done = _done.setdefault(cursor.db.connection, set())
@@ -59,7 +59,9 @@ def prepared_execute(
         done.add(statement.name)
     placeholders = ", ".join(["%s"] * len(params))
     sql = f"EXECUTE {statement.name} ({placeholders})"
-    cursor.execute("; ".join(part for part in (before, sql, after) if part), params)
+    cursor.execute("; ".join([*before, sql, *after]), params)
+    for _ in before:
+        cursor.nextset()
 
 
 def array_literal(values: Iterable[object]) -> str:

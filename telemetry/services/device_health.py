@@ -105,7 +105,7 @@ def dcgm_readings_record_quiet(
             ):
                 return None
             prepared_execute(
-                cursor, _PUSH_WRITE, _push_write_params(known, gpus, received_at), after="COMMIT"
+                cursor, _PUSH_WRITE, _push_write_params(known, gpus, received_at), after=["COMMIT"]
             )
             committed = True
         finally:
@@ -250,9 +250,13 @@ def _known_lock(
     transaction begun by the same round trip, on `cursor`)."""
     with contextlib.nullcontext(cursor) if cursor else connection.cursor() as cursor:
         params = [project_id, array_literal(g.uuid for g in gpus)]
-        prepared_execute(cursor, _KNOWN_LOCK, params, before="BEGIN" if begin else "")
-        if begin:
-            cursor.nextset()
+        # The generic plan, planned once per connection: PostgreSQL otherwise often keeps
+        # planning the lock afresh for its `uuid = ANY($2)` (800 plans in 800 pushes, 0.4 ms
+        # each, in one in-process run; 0.27 ms in make bench's). Only for the transaction.
+        generic = "SET LOCAL plan_cache_mode = force_generic_plan"
+        prepared_execute(
+            cursor, _KNOWN_LOCK, params, before=["BEGIN", generic] if begin else [generic]
+        )
         # jsonb arrives as text (Django's JSONField parses it; this is not the ORM).
         return {
             uuid: _Known(device_id, host_id, host, index, model, orjson.loads(values), *rest)

@@ -30,6 +30,7 @@ FIXTURE = (Path(__file__).parents[1] / "ingest" / "fixtures" / "dcgm_exposition.
 START = datetime(2026, 11, 27, 6, 0, 3, tzinfo=UTC)
 TEMP = "DCGM_FI_DEV_GPU_TEMP"
 XID = "DCGM_FI_DEV_XID_ERRORS"
+GENERIC = "SET LOCAL plan_cache_mode = force_generic_plan"
 # After PUSHES, the same day (its partition made).
 LATER = START + timedelta(minutes=10)
 
@@ -155,7 +156,11 @@ def test_the_quiet_path_stores_what_the_full_path_stores(project: Any) -> None:
     assert quiet_outcomes == full_outcomes
     assert full["events"] and len(full["samples"]) > 4 * len(PUSHES) // 2
     # and every push but the first (GPUs made) and the XID's (events) took the quiet path
-    quiet = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("BEGIN; EXECUTE")]
+    quiet = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith(f"BEGIN; {GENERIC}; EXECUTE")
+    ]
     assert len(quiet) == len(PUSHES)  # the two that went on tried it first
 
 
@@ -172,11 +177,19 @@ def test_a_steady_push_is_two_round_trips_and_leaves_the_connection_idle(project
 
     # then the push is the lock with its BEGIN, and the write with its COMMIT
     assert [q["sql"].split(" (")[0] for q in queries.captured_queries] == [
-        "BEGIN; EXECUTE telemetry_dcgm_known_lock",
+        f"BEGIN; {GENERIC}; EXECUTE telemetry_dcgm_known_lock",
         "EXECUTE telemetry_dcgm_push_write",
     ]
     assert queries.captured_queries[1]["sql"].endswith("; COMMIT")
     assert (outcome.devices, outcome.events) == (4, [])
+    # the lock planned once for the connection, never afresh for a push's UUIDs
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE name = 'telemetry_dcgm_known_lock'"
+        )
+        generic_plans, custom_plans = cursor.fetchone()
+    assert generic_plans >= len(PUSHES) and custom_plans == 0
     # committed: the connection is out of any transaction, the rows are there
     assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     assert DeviceSample.objects.filter(sampled_at=LATER).count() == 4
@@ -198,7 +211,7 @@ def test_a_failed_quiet_push_stores_nothing_and_holds_no_lock(project: Any, monk
     with CaptureQueriesContext(connection) as queries, pytest.raises(RuntimeError, match="write"):
         dcgm_push_record(project=project, gpus=gpus, received_at=LATER)
     assert [q["sql"].split(" (")[0] for q in queries.captured_queries] == [
-        "BEGIN; EXECUTE telemetry_dcgm_known_lock",
+        f"BEGIN; {GENERIC}; EXECUTE telemetry_dcgm_known_lock",
         "ROLLBACK",
     ]
 
