@@ -237,6 +237,7 @@ def measure(
     hosts: int = HOSTS,
     seconds: float = 60.0,
     senders: int = 48,
+    read_page: bool = True,
 ) -> FleetFigure:
     """`cookie`: a reader of the token's project, logged in (bench.pages.reader_cookie)."""
     rate = pushes_per_s(hosts)
@@ -253,12 +254,14 @@ def measure(
         CpuMeter(lambda: [pool.pid for pool in app.pools if pool.alive()]) as web_cpu,
         CpuMeter(lambda: [app.pg.pid]) as db_cpu,
     ):
-        reader.start()
+        if read_page:
+            reader.start()
         try:
             out, start, end = _run(app, token, pushes, rate=rate, senders=senders)
         finally:
             stop.set()
-            reader.join()
+            if read_page:
+                reader.join()
     backlog = sum(1 for t in out["answers"] if t > end + 1.0 / rate)
     last = max(out["answers"], default=end)
     ms = [s * 1000 for s in out["latencies"]]
@@ -365,6 +368,12 @@ def main(argv: list[str] | None = None) -> FleetFigure:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--senders", type=int, default=48)
     parser.add_argument("--web-workers", type=int, default=4)
+    parser.add_argument(
+        "--no-page",
+        action="store_true",
+        help="Push without reading /fleet/ meanwhile: the server CPU a push is the push path's "
+        "alone (each page re-draw costs PostgreSQL CPU, and faster pages are read more often).",
+    )
     args = parser.parse_args(argv)
     # pages: the fleet page is read while the fleet pushes (its static files collected).
     with (
@@ -374,7 +383,7 @@ def main(argv: list[str] | None = None) -> FleetFigure:
         token = app.create_token("bench-dcgm")
         figure = measure(
             app, token, reader_cookie(app), hosts=args.hosts, seconds=args.seconds,
-            senders=args.senders,
+            senders=args.senders, read_page=not args.no_page,
         )  # fmt: skip
     print(json.dumps(figure.as_dict(), indent=2), file=sys.stdout)
     return figure
