@@ -10,7 +10,6 @@ from typing import Any
 
 import pandas as pd
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Q, Sum
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -23,7 +22,7 @@ from dashboard.selectors import runs as run_selectors
 from logbook.selectors import fleet as fleet_selectors
 from telemetry import charts, liveness, metric_charts, run_cache, selectors
 from telemetry.liveness import RUN_STALL_AFTER
-from telemetry.models import Attempt, Membership, Project, Run
+from telemetry.models import Attempt, Membership, Run
 from telemetry.paging import table_page
 from telemetry.selectors import series as series_selectors
 
@@ -48,6 +47,7 @@ _STATUS_LABELS = dict(Attempt.Status.choices)
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
     error = ""
+    live_version = selectors.projects_live_version(user=request.user)  # before the data
     try:
         query = run_selectors.RunListQuery.parse(request.GET)
     except run_selectors.RunListError as exc:
@@ -65,6 +65,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         request,
         "dashboard/run_list.html",
         {
+            "live_version": live_version,
             "page": page,
             "runs": page.rows,
             "query": query,
@@ -314,17 +315,5 @@ def _live_version(run: Run, live: liveness.Liveness) -> str:
 
 @login_required
 def projects_version(request: HttpRequest) -> JsonResponse:
-    """What the run list, triage queue and fleet health poll: one figure that changes when any
-    run or the fleet of the user's projects changes (a new run adds to the count)."""
-    projects = selectors.projects_for_user(user=request.user).values("pk")
-    fleet = Project.objects.filter(pk__in=projects).aggregate(v=Sum("fleet_version"))["v"]
-    # Runs that went silent change what the lists show without any write: counted, so an
-    # open list redraws when one crosses the stall threshold.
-    quiet_before = timezone.now() - RUN_STALL_AFTER
-    runs = Run.objects.filter(project__in=projects).aggregate(
-        n=Count("pk"),
-        v=Sum("data_version"),
-        silent=Count("pk", filter=Q(last_seen_at__lt=quiet_before)),
-    )
-    version = f"{fleet or 0}.{runs['n']}.{runs['v'] or 0}.{runs['silent']}"
-    return JsonResponse({"version": version})
+    """What the run list, triage queue and fleet health poll (selectors.projects_live_version)."""
+    return JsonResponse({"version": selectors.projects_live_version(user=request.user)})

@@ -28,7 +28,7 @@ from telemetry import rank_charts, run_cache
 from telemetry.charts import as_payload, charts_script
 from telemetry.models import Device, Host, Membership, Run
 from telemetry.paging import table_page
-from telemetry.selectors import user_has_role
+from telemetry.selectors import projects_live_version, user_has_role
 from telemetry.selectors.dcgm import (
     dcgm_device_health,
     dcgm_missing_counters,
@@ -64,6 +64,7 @@ def hosts_frame(hosts: list[fleet_selectors.HardwareHealth]) -> pd.DataFrame:
 
 @login_required
 def fleet_health(request: HttpRequest) -> HttpResponse:
+    live_version = projects_live_version(user=request.user)  # before the data
     filters, rule, error = _filters(request)
     # Everything below the filters is drawn once per state of the fleet's data, filters and
     # offender window (to the minute): at Llama scale reading, counting and drawing 2,000
@@ -77,6 +78,7 @@ def fleet_health(request: HttpRequest) -> HttpResponse:
         request,
         "logbook/fleet.html",
         {
+            "live_version": live_version,
             "filters": filters,
             "rule": rule,
             "error": error,

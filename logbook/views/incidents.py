@@ -31,7 +31,7 @@ from telemetry import display, metric_charts, run_cache
 from telemetry.charts import charts_script
 from telemetry.models import Membership
 from telemetry.paging import table_page
-from telemetry.selectors import projects_for_user, user_has_role
+from telemetry.selectors import projects_for_user, projects_live_version, user_has_role
 from telemetry.selectors import series as series_selectors
 
 FIELD_LABELS = {
@@ -179,6 +179,7 @@ QUEUE_PAGE_SIZE = 100
 @login_required
 def incident_queue(request: HttpRequest) -> HttpResponse:
     error = ""
+    live_version = projects_live_version(user=request.user)  # before the data
     try:
         filters = selectors.filters_parse(user=request.user, params=request.GET)
     except FilterError as exc:
@@ -205,6 +206,7 @@ def incident_queue(request: HttpRequest) -> HttpResponse:
         request,
         "logbook/incidents.html",
         {
+            "live_version": live_version,
             "filters": filters,
             "error": error,
             "table": run_cache.cached_html(

@@ -9,9 +9,11 @@ import math
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
+from django.utils import timezone
 
+from telemetry.liveness import RUN_STALL_AFTER
 from telemetry.models import Membership, Project, Run
 
 User = AbstractBaseUser | AnonymousUser
@@ -83,6 +85,25 @@ def run_name(*, run_id: int) -> str:
     if row is None:
         raise Run.DoesNotExist(f"no run {run_id}")
     return str(row[0])
+
+
+def projects_live_version(*, user: User) -> str:
+    """What the run list, triage queue and fleet health poll: one figure that changes when any
+    run or the fleet of the user's projects changes (a new run adds to the count). Pages put
+    it in their HTML, read before their data: a change committed between the page's drawing
+    and its first poll then still moves it (the first poll used to take its figure as the
+    starting point, and such a change was never shown)."""
+    projects = projects_for_user(user=user).values("pk")
+    fleet = Project.objects.filter(pk__in=projects).aggregate(v=Sum("fleet_version"))["v"]
+    # Runs that went silent change what the lists show without any write: counted, so an
+    # open list redraws when one crosses the stall threshold.
+    quiet_before = timezone.now() - RUN_STALL_AFTER
+    runs = Run.objects.filter(project__in=projects).aggregate(
+        n=Count("pk"),
+        v=Sum("data_version"),
+        silent=Count("pk", filter=Q(last_seen_at__lt=quiet_before)),
+    )
+    return f"{fleet or 0}.{runs['n']}.{runs['v'] or 0}.{runs['silent']}"
 
 
 def json_number(value: float) -> float | str:

@@ -286,3 +286,21 @@ def test_a_run_going_silent_moves_what_the_open_pages_poll(client, alice, run):
     # and the run page's first answer is the one its poll compares against
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert f'data-live-version="{silent[0]}"' in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/", "/incidents/?status=all", "/fleet/"])
+def test_the_lists_start_from_the_version_they_were_drawn_at(client, alice, run, path):
+    """The run list, triage queue and fleet health carry the polled figure in their HTML,
+    read before their data. Without it the first poll took its answer as the starting point,
+    and a change committed between the drawing and that poll was never shown (CI: an
+    incident recorded right after the triage queue loaded never appeared)."""
+    client.force_login(alice)
+    page = client.get(path).content.decode()
+    drawn_at = client.get("/runs/version/").json()["version"]
+    assert f'data-live-version="{drawn_at}"' in page
+    # a change after the drawing moves what the poll answers away from it
+    interruptions.interruption_record(
+        run=run, source_key="after-drawing", occurred_at=T0, category="nic"
+    )
+    assert client.get("/runs/version/").json()["version"] != drawn_at
