@@ -180,12 +180,13 @@ def test_backlog_above_high_water_answers_429_and_below_accepts(post_batch, sett
 def test_database_outage_answers_503_with_retry_after(post_batch, monkeypatch):
     from django.db import OperationalError
 
-    from ingest import services
+    from ingest.services import batches
 
     def unreachable(**kwargs: Any) -> None:
         raise OperationalError("connection refused")
 
-    monkeypatch.setattr(services, "batch_accept", unreachable)
+    # batch_submit calls it by its module's name for it.
+    monkeypatch.setattr(batches, "batch_accept", unreachable)
 
     response = post_batch(doc("down"))
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from ingest import services
 from ingest.models import IngestBatch
+from ingest.services import batches, processing
 from logbook.models import (
     Checkpoint,
     CheckpointRestore,
@@ -467,7 +468,7 @@ def test_poison_batch_is_parked_as_dead_after_max_attempts(token, monkeypatch):
     def explode(batch: IngestBatch, batch_in: Any) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(services, "_apply", explode)
+    monkeypatch.setattr(processing, "_apply", explode)
     limit = settings.INGEST_MAX_PROCESS_ATTEMPTS
     assert limit >= 1
 
@@ -494,19 +495,19 @@ def test_poison_batch_is_parked_as_dead_after_max_attempts(token, monkeypatch):
 def test_failed_processing_leaves_nothing_behind(token, monkeypatch):
     # given a batch whose processing fails after its points were written
     batch = submit(token, full_batch())
-    real_apply = services._apply
+    real_apply = processing._apply
 
     def apply_then_fail(batch: IngestBatch, batch_in: Any) -> None:
         real_apply(batch, batch_in)
         raise RuntimeError("killed half-way")
 
-    monkeypatch.setattr(services, "_apply", apply_then_fail)
+    monkeypatch.setattr(processing, "_apply", apply_then_fail)
     with pytest.raises(RuntimeError):
         services.batch_process(batch_pk=batch.pk)
 
     # then the transaction rolled everything back, and a later attempt stores it once
     assert counts()["points"] == 0 and not Run.objects.exists()
-    monkeypatch.setattr(services, "_apply", real_apply)
+    monkeypatch.setattr(processing, "_apply", real_apply)
     assert services.batch_process(batch_pk=batch.pk) == "done"
     batch.refresh_from_db()
     assert (batch.status, batch.process_attempts, batch.last_error) == ("done", 2, "")
@@ -519,16 +520,16 @@ def test_failed_processing_leaves_nothing_behind(token, monkeypatch):
 @pytest.mark.django_db(transaction=True)
 def test_sweeper_recovers_a_batch_whose_message_was_lost(celery_worker, token, monkeypatch, wait):
     # given a batch accepted while publishing was broken (no message ever reached Redis)
-    real_enqueue = services.batch_enqueue
+    real_enqueue = batches.batch_enqueue
     lost: list[int] = []
-    monkeypatch.setattr(services, "batch_enqueue", lambda *, batch_pk: lost.append(batch_pk))
+    monkeypatch.setattr(batches, "batch_enqueue", lambda *, batch_pk: lost.append(batch_pk))
     with transaction.atomic():
         batch = submit(token, _points("lost", 1, (1, 1.0), (2, 0.9)))
     assert lost == [batch.pk]
     IngestBatch.objects.filter(pk=batch.pk).update(
         received_at=timezone.now() - timedelta(minutes=5)
     )
-    monkeypatch.setattr(services, "batch_enqueue", real_enqueue)
+    monkeypatch.setattr(batches, "batch_enqueue", real_enqueue)
 
     # when a later batch is published normally and the worker processes it
     marker = submit(token, _points("marker", 1, (100, 0.5)))

@@ -118,7 +118,7 @@ def test_a_failed_write_stores_no_batch(post_batch, monkeypatch):
     def broken(**kwargs: Any) -> None:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("ingest.services.sdc_services.sdc_divergence_check", broken)
+    monkeypatch.setattr("logbook.services.sdc.sdc_divergence_check", broken)
     # when a batch is posted
     with pytest.raises(RuntimeError):
         post_batch(doc("broken"))
