@@ -115,6 +115,7 @@ INSTALLED_APPS = [
     "logbook",
     "ingest",
     "dashboard",
+    "diagnosis",
 ]
 
 MIDDLEWARE = [
