@@ -161,8 +161,12 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
     _rule("cuda-unknown", "faulty-gpu", "CUDA unknown error", 0.6, CUDA_ERRORS,
           r"CUDA error: unknown error|cudaErrorUnknown"),
     _rule("launch-failure", "faulty-gpu", "CUDA kernel failed on the device", 0.4, CUDA_ERRORS,
-          r"unspecified launch failure|cudaErrorLaunchFailure|CUBLAS_STATUS_EXECUTION_FAILED"
-          r"|CUDNN_STATUS_EXECUTION_FAILED"),
+          r"unspecified launch failure|cudaErrorLaunchFailure|CUDNN_STATUS_EXECUTION_FAILED"),
+    # cuBLAS reports a kernel it could not run (no kernel image for the GPU's architecture, a
+    # toolkit older than the GPU) as EXECUTION_FAILED: most often the build, not the device
+    # (cuBLAS docs; the threads of DPT#4 and mmdetection#6549 in tests/data).
+    _rule("cublas-execution", "dependency", "cuBLAS kernel could not run", 0.45, CUDA_ERRORS,
+          r"CUBLAS_STATUS_EXECUTION_FAILED|CUBLAS failure 13"),
     _rule("gsp", "gpu-system-processor", "GPU System Processor (GSP)", 0.85, XID_CATALOG,
           r"\bgsp\b.{0,60}(?:timeout|timed out|error|fail|crash)"
           r"|timeout waiting for rpc from gsp|gsp firmware"),
@@ -220,15 +224,17 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"|unhandled system error"),
     # --- Storage: SSDs and filesystems --------------------------------------------------------
     _rule("nvme", "ssd", "NVMe SSD", 0.75, KERNEL_NVME,
-          r"\bnvme\d*(?:n\d+)?\b.{0,80}(?:error|fail|timeout|reset|abort|down|dead)"
+          r"\bnvme\d*(?:n\d+)?(?:p\d+)?\b.{0,80}(?:error|fail|timeout|reset|abort|down|dead)"
           r"|i/o error,? dev nvme|nvme.{0,20}controller|ssd.{0,40}(?:fail|error|wear|dead)"
-          r"|smart.{0,30}(?:fail|critical)|media error"),
+          r"|smart.{0,30}(?:fail|critical)|media error|medium error,? dev nvme"),
     _rule("filesystem", "storage", "Storage or filesystem", 0.55, KERNEL_RAS,
           r"(?:ext4|xfs|lustre|nfs|gpfs|beegfs|weka|fuse)[-\w]*.{0,60}(?:error|fail|timeout"
           r"|corrupt|stale)|stale file handle|no space left on device|disk quota exceeded"
           r"|read-only file system|input/output error|blk_update_request|buffer i/o error"
           r"|checkpoint.{0,60}(?:save|load|upload|write|read).{0,40}(?:fail|error|timeout)"
-          r"|s3.{0,40}(?:error|timeout|slowdown)"),
+          r"|s3.{0,40}(?:error|timeout|slowdown)"
+          # torch.save's writer when the filesystem under the checkpoint refuses a write.
+          r"|PytorchStreamWriter failed writing|file write failed"),
     # --- Host: CPU, memory, power, chassis, PCIe ------------------------------------------------
     _rule("mce-memory", "system-memory", "System memory (DIMM)", 0.75, KERNEL_RAS,
           r"edac.{0,80}(?:ue|uncorrect|error)|dimm.{0,40}(?:error|fail)|memory (?:controller"
@@ -271,7 +277,9 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"\bloss[_ ]scale\b|gradient overflow|overflow.{0,40}(?:skipping|reducing)"),
     _rule("data-pipeline-stack", "data-pipeline", "Data loader", 0.5, LLAMA3,
           r"torch/utils/data/|dataloader\.py|_MultiProcessingDataLoaderIter"
-          r"|worker timed out after \d+ ?s|slower data loading"),
+          r"|worker timed out after \d+ ?s|slower data loading"
+          # Pillow's errors for a broken sample (a truncated or unreadable image in a shard).
+          r"|image file is truncated|cannot identify image file"),
     _rule("data-pipeline", "data-pipeline", "Data pipeline", 0.6, LLAMA3,
           r"dataloader worker.{0,60}(?:killed|exited|died|crash)|data ?loader.{0,40}(?:error"
           r"|timeout|fail)|tokeniz.{0,40}(?:error|fail)|corrupt(?:ed)? (?:sample|shard"
