@@ -18,7 +18,7 @@ XDIST := $(filter-out 0 1,$(TEST_PROCESSES))
 FUZZ_TESTS := tests/test_fuzz.py
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-run demo web web-ingest worker beat migrate test chaos bench lint format check-deploy clean
+.PHONY: help install install-run demo web web-ingest worker beat migrate browser test chaos bench lint format check-deploy clean
 
 help: ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -69,8 +69,11 @@ beat: $(RUN_STAMP) ## Run the Celery beat scheduler (the sweeper of pending batc
 	@mkdir -p var
 	$(BIN)/celery -A config beat --loglevel INFO --schedule var/celerybeat-schedule
 
+browser: $(RUN_STAMP) ## Find a Chromium for the page tests and the bench, or install Debian's (as root with apt)
+	@$(BIN)/python -m stack.browser
+
 # stack.pytest_plugin starts an embedded PostgreSQL and a redis-server when these do not answer.
-test: $(STAMP) ## Run the tests on real PostgreSQL, Redis, Celery worker and Chromium
+test: $(STAMP) browser ## Run the tests on real PostgreSQL, Redis, Celery worker and Chromium
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest \
 		$(if $(XDIST),-n $(TEST_PROCESSES) --ignore=$(FUZZ_TESTS)) $(PYTEST_ARGS)
 	@# The fuzz tests run each API operation as a subtest, which pytest-xdist loses (a failing
@@ -84,7 +87,7 @@ chaos: $(STAMP) ## Fault run (100,000 points through worker/web kills, Redis wip
 		INPUT_SWEEP=1 SWEEP_EACH_PARAM=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz.py tests/test_input_sweep.py
 	@$(BIN)/python -m chaos.fuzz_summary
 
-bench: $(STAMP) ## Ingest, chart and page speed against MLflow in the same run (writes bench/results/)
+bench: $(STAMP) browser ## Ingest, chart and page speed against MLflow in the same run (writes bench/results/)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 lint: $(STAMP) ## ruff (lint and format check) and a check for missing migrations

@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench.load import percentile
+from stack import browser as stack_browser
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 # (label, path); {run} is the run measured.
@@ -105,7 +105,9 @@ def measure(
 
     figures = []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(
+            executable_path=stack_browser.path(), args=CHROMIUM_ARGS
+        )
         try:
             for label, template in pages:
                 path = template.format(run=run_id)

@@ -25,11 +25,11 @@ from urllib.parse import quote
 import pytest
 from django.conf import settings
 
+from stack import browser as stack_browser
 from stack.processes import spawn
 from stack.redis_urls import redis_cache_url
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
 WORKER_READY_TIMEOUT_S = 60
 
 
@@ -403,12 +403,12 @@ def mlflow_tracking(
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
-    """Debian's chromium driven by Playwright (never a downloaded browser)."""
-    if not CHROMIUM.exists():
-        pytest.fail(
-            "The page tests drive Debian's chromium at /usr/bin/chromium: "
-            "apt-get install chromium (.ci/run does this)."
-        )
+    """Debian's chromium (or $CHROMIUM) driven by Playwright, as stack.browser finds it;
+    `make test` runs its setup step (`python -m stack.browser`) first, which installs one."""
+    try:
+        chromium = stack_browser.path()
+    except stack_browser.NoBrowser as error:
+        pytest.fail(str(error))
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API keeps an event loop running in this thread; Django's ORM would
@@ -417,7 +417,7 @@ def browser() -> Iterator[Any]:
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
+            executable_path=chromium,
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
         )
         yield browser
