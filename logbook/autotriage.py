@@ -2,300 +2,65 @@
 about its root cause. Pure functions over plain data (no ORM, no network): the selectors
 gather the evidence, `suggest` weighs it, the worker stores the result.
 
-How it weighs:
-- Each message rule that matches adds its weight to its category; weights of one category
-  combine as a noisy-OR (1 - prod(1 - w)), so two independent signals for the same cause
-  make it surer than either, and never past 1.
-- XID lines are read by number (NVIDIA's XID catalog, `XID_RULES`), from the message and
-  from DCGM events on the interruption's hosts (full weight) or its attempt's other hosts
-  (EVIDENCE_ELSEWHERE times the weight).
-- "Evidence beats words": a symptom category (an NCCL watchdog timeout, a suspected hang)
-  says *that* a collective stalled, not why. It wins only when nothing else reaches
-  EXPLAINS; otherwise the cause wins and the suggestion notes that the message alone read
-  as the symptom (an NCCL timeout plus an XID 79 on one of its hosts is a Faulty GPU).
-- Confidence is the winner's score, discounted by the runner-up's: two causes that both
-  fit make neither certain.
+How it weighs (logbook.triage_combine says it in full):
+- Each message rule that matches (RE2 patterns, logbook.safe_patterns: linear in the message,
+  and a whole suggestion has a budget, `Reading`) is a signal for its category with no place:
+  the job's words. XID lines are read by number (`XID_RULES`), from the message and from DCGM
+  events, which name a host and device; stragglers and a hang's first-silent ranks name a
+  stall's culprit and weigh nothing.
+- Signals are combined per culprit (device, then host, then the job) and per family of
+  causes, so that one family's signals about one GPU corroborate; another host's evidence
+  counts EVIDENCE_ELSEWHERE of its weight and at most ELSEWHERE_CAP all told.
+- "Evidence beats words": a symptom (an NCCL watchdog timeout, a suspected hang) says *that*
+  a collective stalled, not why; it wins only when no cause reaches EXPLAINS, and the note
+  says when the message alone read otherwise.
+- Confidence is the winner's score discounted by the best cause of another family: agreeing
+  evidence never lowers it, and other hosts never move an own-host signal's culprit.
 
+The rules are data (RuleBook): the built-in catalogue (logbook.triage_catalogue) seeded as
+rows, which a project's admins disable, re-weight or extend.
 Sources for the rules are named per rule (`source`); the runbooks cite theirs.
 """
 
 from __future__ import annotations
 
-import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 
-from logbook.taxonomy import ROOT_CAUSE_SEEDS
-
-XID_CATALOG = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
-TORCH_NCCL = "https://pytorch.org/docs/stable/torch_nccl_environment_variables.html"
-NCCL_TROUBLESHOOTING = (
-    "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+from diagnosis.evidence import Cause, Evidence
+from logbook import safe_patterns
+from logbook import triage_combine as combine
+from logbook.safe_patterns import PatternError
+from logbook.taxonomy import FAMILY_GPU, FAMILY_OF, FAMILY_SYMPTOM, ROOT_CAUSE_SEEDS
+from logbook.triage_catalogue import (
+    BUILTIN_RULES,
+    DCGM_KIND_RULES,
+    GPU_UUID,
+    SDC_VERDICT_WEIGHTS,
+    XID_CATALOG,
+    XID_LINE,
+    XID_RULES,
+    MessageRule,
+    XidRule,
 )
-CUDA_ERRORS = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
-KERNEL_RAS = "https://docs.kernel.org/admin-guide/ras.html"
-KERNEL_NVME = "https://docs.kernel.org/admin-guide/abi-testing.html"
-LLAMA3 = "https://arxiv.org/abs/2407.21783"
-DCGM = "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/feature-overview.html"
-MEGASCALE = "https://arxiv.org/abs/2402.15627"
-PYTHON_ERRORS = "https://docs.python.org/3/library/exceptions.html"
-IB = NCCL_TROUBLESHOOTING
+from logbook.triage_combine import Category
 
-# A symptom category wins only when no cause reaches this score.
-EXPLAINS = 0.3
+# A symptom category wins only when no cause reaches this score (triage_combine).
+EXPLAINS = combine.EXPLAINS
 # Evidence on the attempt's other hosts counts less than on the interruption's own.
 EVIDENCE_ELSEWHERE = 0.8
 # Longest message read: admins' patterns run on it, and a pasted log can be megabytes.
 MESSAGE_MAX_CHARS = 64_000
+# A suggestion reads at most this many message rules (built-in and a project's own) and
+# starts none after its time budget (Reading).
+MAX_RULES_READ = 400
+SUGGESTION_BUDGET_S = 2.0
 # How much of a matched line an evidence item quotes.
 QUOTE_MAX_CHARS = 160
 QUOTE_CONTEXT_CHARS = 40
-SYMPTOM_CATEGORIES = frozenset({"nccl-watchdog-timeout"})
-HARDWARE_CATEGORIES = frozenset(seed.slug for seed in ROOT_CAUSE_SEEDS if seed.is_hardware)
-GPU_CATEGORIES = frozenset(
-    seed.slug for seed in ROOT_CAUSE_SEEDS if seed.group == "GPU" and seed.is_hardware
-)
 CATEGORY_NAMES = {seed.slug: seed.name for seed in ROOT_CAUSE_SEEDS}
-
-
-@dataclass(frozen=True)
-class MessageRule:
-    """A regular expression (case-insensitive, searched in the message) pointing at a
-    taxonomy slug. Admins add rules of the same shape in the admin (TriagePattern)."""
-
-    name: str
-    pattern: str
-    category: str
-    component: str
-    weight: float
-    source: str = ""
-
-
-@dataclass(frozen=True)
-class XidRule:
-    category: str
-    component: str
-    weight: float
-
-
-# NVIDIA's XID catalog (see XID_CATALOG): what each code most often means for a training job.
-# 13 and 31 are most often the application's own bug; 45 only follows another XID (a
-# preemptive cleanup), so it says little alone; 63 records a row remap that succeeded.
-XID_RULES: dict[int, XidRule] = {
-    8: XidRule("faulty-gpu", "GPU stopped processing (XID 8)", 0.5),
-    13: XidRule("software-bug", "Graphics engine exception (XID 13)", 0.45),
-    31: XidRule("software-bug", "GPU memory page fault (XID 31)", 0.45),
-    32: XidRule("faulty-gpu", "Corrupted push buffer stream (XID 32)", 0.5),
-    38: XidRule("dependency", "Driver firmware error (XID 38)", 0.5),
-    43: XidRule("software-bug", "GPU stopped processing (XID 43)", 0.35),
-    45: XidRule("faulty-gpu", "Preemptive cleanup (XID 45)", 0.1),
-    46: XidRule("faulty-gpu", "GPU stopped processing (XID 46)", 0.7),
-    48: XidRule("gpu-hbm3-memory", "Double-bit ECC error (XID 48)", 0.9),
-    61: XidRule("gpu-system-processor", "Internal micro-controller breakpoint (XID 61)", 0.6),
-    62: XidRule("gpu-system-processor", "Internal micro-controller halt (XID 62)", 0.7),
-    63: XidRule("gpu-hbm3-memory", "Row remapping recorded (XID 63)", 0.55),
-    64: XidRule("gpu-hbm3-memory", "Row remapping failure (XID 64)", 0.85),
-    69: XidRule("faulty-gpu", "Graphics engine class error (XID 69)", 0.5),
-    74: XidRule("faulty-gpu", "NVLink error (XID 74)", 0.8),
-    79: XidRule("faulty-gpu", "GPU has fallen off the bus (XID 79)", 0.95),
-    92: XidRule("gpu-hbm3-memory", "High single-bit ECC error rate (XID 92)", 0.5),
-    94: XidRule("gpu-hbm3-memory", "Contained ECC error (XID 94)", 0.8),
-    95: XidRule("gpu-hbm3-memory", "Uncontained ECC error (XID 95)", 0.9),
-    119: XidRule("gpu-system-processor", "GSP RPC timeout (XID 119)", 0.9),
-    120: XidRule("gpu-system-processor", "GSP error (XID 120)", 0.9),
-    140: XidRule("gpu-hbm3-memory", "Unrecovered ECC error (XID 140)", 0.85),
-    143: XidRule("faulty-gpu", "GPU initialization failure (XID 143)", 0.8),
-    144: XidRule("faulty-gpu", "NVLink SAW error (XID 144)", 0.75),
-    145: XidRule("faulty-gpu", "NVLink RLW error (XID 145)", 0.75),
-    149: XidRule("faulty-gpu", "NVLink NETIR error (XID 149)", 0.75),
-}
-# "NVRM: Xid (PCI:0000:18:00): 79, pid=...", "Xid 79", "XID error 79", "Xid (43, pid: 5678)".
-XID_LINE = re.compile(
-    r"\bxid(?:s|\s+errors?)?\b\s*(?:\(\s*pci:[0-9a-f:.]+\s*\)\s*)?[:=(#]?\s*(\d{1,3})\b",
-    re.IGNORECASE,
-)
-GPU_UUID = re.compile(r"\bGPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
-
-
-def _rule(
-    name: str, category: str, component: str, weight: float, source: str, pattern: str
-) -> MessageRule:
-    return MessageRule(name, pattern, category, component, weight, source)
-
-
-# The built-in message rules, by family. Weights say how sure the words alone make the cause;
-# a symptom (the watchdog) stays low so that any real cause outranks it.
-# fmt: off
-BUILTIN_RULES: tuple[MessageRule, ...] = (
-    # --- NCCL and the PyTorch watchdog: symptoms ------------------------------------------
-    _rule("nccl-watchdog", "nccl-watchdog-timeout", "NCCL watchdog timeout", 0.5, TORCH_NCCL,
-          r"watchdog caught collective operation timeout|collective operation timeout"
-          r"|nccl (?:watchdog|communicator).{0,40}(?:time ?out|timed out|abort)"
-          r"|workNCCL\(.{0,200}\) ran for \d+ milliseconds before timing out"
-          r"|some nccl operations have failed or timed out|nccl.{0,20}timed? ?out"
-          r"|watchdog thread terminated|heartbeat monitor timed out|watchdog got stuck"),
-    _rule("hang", "nccl-watchdog-timeout", "Hang", 0.4, MEGASCALE,
-          r"hang suspected|step stuck at|job (?:is )?hang(?:ing)?\b"),
-    # --- CUDA errors as the job sees them --------------------------------------------------
-    _rule("cuda-ecc", "gpu-hbm3-memory", "GPU HBM uncorrectable ECC error", 0.75, CUDA_ERRORS,
-          r"uncorrectable ecc error|cudaErrorECCUncorrectable|double[- ]bit ecc"
-          r"|ecc error.{0,40}(?:hbm|dram|device memory)|hbm.{0,40}(?:ecc|error)"),
-    _rule("sram-ecc", "gpu-sram-memory", "GPU SRAM ECC error", 0.85, XID_CATALOG,
-          r"sram.{0,40}(?:ecc|parity|error|uncorrectable)|(?:ecc|parity).{0,40}sram|(?:l2 cache"
-          r"|register file|shared memory).{0,30}(?:ecc|parity)"),
-    _rule("row-remap", "gpu-hbm3-memory", "GPU HBM row remapping", 0.7, XID_CATALOG,
-          r"row remap(?:ping)?.{0,30}(?:fail|pending|error)|remapped rows|page retirement"
-          r"|retired pages|remappings? (?:are )?pending|uncorrectable memory errors?"),
-    _rule("gpu-lost", "faulty-gpu", "GPU lost", 0.85, CUDA_ERRORS,
-          r"fallen off the bus|gpu is lost|gpu has been lost"
-          r"|unable to determine the device handle|no cuda-capable device"
-          r"|cudaErrorDevicesUnavailable|all cuda-capable devices are busy or unavailable"
-          r"|cudaErrorNoDevice|nvml.{0,30}gpu.{0,10}lost"
-          r"|device .{0,30} has failed to respond"),
-    _rule("gpu-hardware", "faulty-gpu", "GPU hardware error", 0.7, CUDA_ERRORS,
-          r"cudaErrorHardwareStackError|hardware stack error|uncorrectable nvlink"
-          r"|nvlink.{0,40}(?:error|fatal|down|fail)|gpu.{0,20}(?:hardware|board) (?:failure"
-          r"|fault|error)|faulty gpu|bad gpu|gpu.{0,30}requires? (?:a )?reset|reset required"),
-    _rule("cuda-unknown", "faulty-gpu", "CUDA unknown error", 0.6, CUDA_ERRORS,
-          r"CUDA error: unknown error|cudaErrorUnknown"),
-    _rule("launch-failure", "faulty-gpu", "CUDA kernel failed on the device", 0.4, CUDA_ERRORS,
-          r"unspecified launch failure|cudaErrorLaunchFailure|CUDNN_STATUS_EXECUTION_FAILED"),
-    # cuBLAS reports a kernel it could not run (no kernel image for the GPU's architecture, a
-    # toolkit older than the GPU) as EXECUTION_FAILED: most often the build, not the device
-    # (cuBLAS docs; the threads of DPT#4 and mmdetection#6549 in tests/data).
-    _rule("cublas-execution", "dependency", "cuBLAS kernel could not run", 0.45, CUDA_ERRORS,
-          r"CUBLAS_STATUS_EXECUTION_FAILED|CUBLAS failure 13"),
-    _rule("gsp", "gpu-system-processor", "GPU System Processor (GSP)", 0.85, XID_CATALOG,
-          r"\bgsp\b.{0,60}(?:timeout|timed out|error|fail|crash)"
-          r"|timeout waiting for rpc from gsp|gsp firmware"),
-    _rule("illegal-access", "software-bug", "CUDA kernel bug", 0.5, CUDA_ERRORS,
-          r"illegal memory access|cudaErrorIllegalAddress|misaligned address"
-          r"|illegal instruction was encountered|device-side assert|cudaErrorAssert"
-          r"|index out of bounds|CUBLAS_STATUS_NOT_SUPPORTED|invalid configuration argument"),
-    _rule("gpu-oom", "software-bug", "GPU out of memory", 0.65, CUDA_ERRORS,
-          r"cuda out of memory|OutOfMemoryError|cudaErrorMemoryAllocation"
-          r"|out of memory.{0,40}(?:gpu|cuda|device)|CUBLAS_STATUS_ALLOC_FAILED"),
-    # --- Framework bugs: Python tracebacks and crashes ---------------------------------------
-    _rule("traceback", "software-bug", "Python exception", 0.3, PYTHON_ERRORS,
-          r"traceback \(most recent call last\)"),
-    _rule("python-error", "software-bug", "Python exception", 0.55, PYTHON_ERRORS,
-          r"\b(?:AttributeError|TypeError|KeyError|IndexError|NameError|AssertionError"
-          r"|ZeroDivisionError|UnboundLocalError|NotImplementedError|RecursionError)\b"
-          r"|RuntimeError: (?:shape|size|expected|mat1 and mat2|the size|Expected"
-          r"|Trying to backward|one of the variables|element \d+ of tensors)|ValueError:"),
-    _rule("segfault", "software-bug", "Crash (segfault/abort)", 0.45, LLAMA3,
-          r"segmentation fault|SIGSEGV|signal 11\b|core dumped|double free|free\(\): invalid"
-          r"|stack smashing|SIGABRT|terminate called"),
-    _rule("deadlock", "software-bug", "Collective mismatch", 0.45, TORCH_NCCL,
-          r"deadlock|mismatched collective|collective.{0,30}mismatch|desync"
-          r"|different (?:number of|order)"),
-    # --- Dependencies: versions, libraries, drivers ------------------------------------------
-    _rule("dependency", "dependency", "Dependency or version", 0.6, NCCL_TROUBLESHOOTING,
-          r"ModuleNotFoundError|ImportError|undefined symbol|cannot open shared object file"
-          r"|GLIBC_\d|version mismatch|incompatible version|requires? (?:a )?(?:newer"
-          r"|older) version|driver version is insufficient|cudaErrorInsufficientDriver"
-          r"|CUDA driver version|libnccl|no kernel image is available"
-          r"|unsupported (?:cuda|gpu) architecture"),
-    # --- Network: InfiniBand, RoCE, NICs ------------------------------------------------------
-    _rule("ib-retry", "network-switch-cable", "InfiniBand/RoCE transport errors", 0.55, IB,
-          r"transport retry count(?:er)? exceeded|IBV_WC_RETRY_EXC_ERR|retry exc|ibv_poll_cq"
-          r"|local (?:catastrophic|protection) error|wc status|completion with error"
-          r"|IBV_WC_\w+|got completion from peer.{0,120}(?:status|error)"),
-    _rule("link-flap", "network-switch-cable", "Network link or switch", 0.6, IB,
-          r"link (?:is )?(?:down|flap|flapping|went down)|port .{0,30}(?:down|flap|errors?)"
-          r"|symbol errors?|link_downed|link error recovery|lost carrier"
-          r"|switch.{0,30}(?:fail|down|reboot|error)|\bcable\b|\boptics?\b|transceiver"
-          r"|(?:leaf|spine|tor) switch|\bNET/Socket\b.{0,80}error"
-          r"|call to recv from .{0,80}failed\s*:\s*connection timed out"),
-    # NCCL's ncclUnhandledCudaError: a CUDA call failed under NCCL, most often a CUDA/NCCL
-    # build mismatch (NCCL troubleshooting).
-    _rule("nccl-cuda", "dependency", "NCCL/CUDA mismatch", 0.4, NCCL_TROUBLESHOOTING,
-          r"unhandled cuda error"),
-    _rule("nic-port", "nic", "Host adapter port down", 0.6, NCCL_TROUBLESHOOTING,
-          r"physical state:\s*(?:disabled|polling)|\bstate:\s*down\b"
-          r"|ibv_(?:modify_qp|create_qp|reg_mr|open_device) failed"),
-    _rule("nic", "nic", "NIC / host network adapter", 0.45, NCCL_TROUBLESHOOTING,
-          r"\bNET/IB\b.{0,80}(?:error|fail|abort)|mlx5.{0,60}(?:error|fail|fatal|health"
-          r"|timeout|syndrome)|\bNIC\b|\bHCA\b|ConnectX|network adapter|ib(?:_"
-          r"| )?port.{0,20}(?:fail|error)|\bip link\b|eth\d.{0,20}(?:down|reset)"
-          r"|remote process exited or there was a network error"
-          r"|unhandled system error"),
-    # --- Storage: SSDs and filesystems --------------------------------------------------------
-    _rule("nvme", "ssd", "NVMe SSD", 0.75, KERNEL_NVME,
-          r"\bnvme\d*(?:n\d+)?(?:p\d+)?\b.{0,80}(?:error|fail|timeout|reset|abort|down|dead)"
-          r"|i/o error,? dev nvme|nvme.{0,20}controller|ssd.{0,40}(?:fail|error|wear|dead)"
-          r"|smart.{0,30}(?:fail|critical)|media error|medium error,? dev nvme"),
-    _rule("filesystem", "storage", "Storage or filesystem", 0.55, KERNEL_RAS,
-          r"(?:ext4|xfs|lustre|nfs|gpfs|beegfs|weka|fuse)[-\w]*.{0,60}(?:error|fail|timeout"
-          r"|corrupt|stale)|stale file handle|no space left on device|disk quota exceeded"
-          r"|read-only file system|input/output error|blk_update_request|buffer i/o error"
-          r"|checkpoint.{0,60}(?:save|load|upload|write|read).{0,40}(?:fail|error|timeout)"
-          r"|s3.{0,40}(?:error|timeout|slowdown)"
-          # torch.save's writer when the filesystem under the checkpoint refuses a write.
-          r"|PytorchStreamWriter failed writing|file write failed"),
-    # --- Host: CPU, memory, power, chassis, PCIe ------------------------------------------------
-    _rule("mce-memory", "system-memory", "System memory (DIMM)", 0.75, KERNEL_RAS,
-          r"edac.{0,80}(?:ue|uncorrect|error)|dimm.{0,40}(?:error|fail)|memory (?:controller"
-          r"|error).{0,40}(?:uncorrect|fatal)|uncorrected .{0,30}memory"
-          r"|machine check.{0,80}memory|system memory|host memory.{0,30}(?:error|fail)"
-          r"|\bECC\b.{0,30}\bDIMM\b"),
-    _rule("memory-controller", "system-memory", "System memory (DIMM)", 0.75, KERNEL_RAS,
-          r"memory controller.{0,60}err|memory read error|memory scrub"),
-    _rule("dimm", "system-memory", "System memory (DIMM)", 0.6, KERNEL_RAS,
-          r"\bDIMM[\w#-]*|\[hardware error\].{0,100}\b(?:dram|memory)\b"),
-    _rule("mce-cpu", "cpu", "CPU (machine check)", 0.55, KERNEL_RAS,
-          r"machine check(?: exception| events?)?|\bmce\b|hardware error.{0,40}cpu"
-          r"|cpu.{0,40}(?:hardware error|fault|failure)|processor.{0,30}(?:error|fault)"
-          r"|cpu \d+.{0,30}(?:stuck|lockup)|soft lockup|hard lockup"),
-    _rule("power", "power-supply", "Power supply", 0.7, DCGM,
-          r"power supply|\bpsu\b|power (?:loss|failure|fault|outage|brake)|lost power"
-          r"|power (?:good|rail)|voltage.{0,30}(?:fault|out of range)|\bpdu\b"),
-    _rule("gpu-thermal", "gpu-thermal-interface-sensor", "GPU thermal", 0.65, DCGM,
-          r"(?:gpu|hbm|memory).{0,40}(?:over ?temp|temperature|thermal)|(?:thermal"
-          r"|temperature).{0,40}(?:gpu|slowdown|throttl|shutdown|limit|sensor)"
-          r"|hw thermal slowdown|thermal interface|heatsink|thermal paste"),
-    _rule("chassis", "server-chassis", "Server chassis / baseboard", 0.55, LLAMA3,
-          r"\bfan\b.{0,30}(?:fail|fault|error|speed)|chassis|\bbmc\b|baseboard|motherboard"
-          r"|backplane|\bipmi\b.{0,40}(?:error|fault)|\bsel\b.{0,40}(?:error|fault)"),
-    _rule("pcie", "io-expansion-board", "PCIe / IO expansion board", 0.55, KERNEL_RAS,
-          r"pcie? bus error|\baer\b.{0,60}(?:error|uncorrect|fatal)|pcie? link.{0,30}(?:down"
-          r"|degraded|fail|error)|pcie switch|\bplx\b|retimer|riser|io expansion"
-          r"|i/o expansion|surprise (?:link )?down"),
-    # --- Silent data corruption, divergence, data, operations ---------------------------------
-    _rule("sdc", "silent-data-corruption", "Silent data corruption", 0.75, LLAMA3,
-          r"silent data corruption|\bsdc\b|checksum mismatch|bit ?flip|(?:replica"
-          r"|rank)s? (?:disagree|diverge|mismatch)|mismatch between (?:replicas|ranks)"
-          r"|non-?deterministic.{0,30}(?:mismatch|result)|silently (?:return|produc|comput)\w*"
-          r"|(?:incorrect|wrong) (?:\w+ ){0,3}(?:output|results?)\b|corrupted data"),
-    _rule("loss-divergence", "loss-divergence", "Loss divergence", 0.6, LLAMA3,
-          r"loss (?:is |became |went )?(?:nan|inf)|nan loss|loss spike"
-          r"|(?:grad(?:ient)?[ _]norm|loss).{0,30}(?:nan|inf|explod|diverg|spike)|diverged"
-          r"|divergence"),
-    _rule("loss-scale", "loss-divergence", "Loss scale collapsing (fp16 overflow)", 0.45, LLAMA3,
-          r"\bloss[_ ]scale\b|gradient overflow|overflow.{0,40}(?:skipping|reducing)"),
-    _rule("data-pipeline-stack", "data-pipeline", "Data loader", 0.5, LLAMA3,
-          r"torch/utils/data/|dataloader\.py|_MultiProcessingDataLoaderIter"
-          r"|worker timed out after \d+ ?s|slower data loading"
-          # Pillow's errors for a broken sample (a truncated or unreadable image in a shard).
-          r"|image file is truncated|cannot identify image file"),
-    _rule("data-pipeline", "data-pipeline", "Data pipeline", 0.6, LLAMA3,
-          r"dataloader worker.{0,60}(?:killed|exited|died|crash)|data ?loader.{0,40}(?:error"
-          r"|timeout|fail)|tokeniz.{0,40}(?:error|fail)|corrupt(?:ed)? (?:sample|shard"
-          r"|record)|dataset.{0,40}(?:error|not found|fail)"),
-    _rule("preemption", "scheduler-preemption", "Scheduler preemption", 0.7, LLAMA3,
-          r"\bpreempted\b|preemption(?! ?cleanup)|spot instance|\bevicted\b"),
-    # torchrun's "closing signal SIGTERM" is it stopping the other workers: not a scheduler's.
-    _rule("sigterm", "scheduler-preemption", "Stopped by the scheduler (SIGTERM)", 0.35, LLAMA3,
-          r"(?<!closing signal )(?<!Sending process )\bSIGTERM\b|received signal 15"
-          r"|signal 15\b|requested to terminate"),
-    _rule("host-maintenance", "host-maintenance", "Host maintenance", 0.5, LLAMA3,
-          r"host maintenance|node (?:was )?(?:drained|rebooted|reboot|down|failure"
-          r"|not responding)|NODE_FAIL|unscheduled reboot|kernel panic|host (?:unreachable"
-          r"|down|rebooted)|maintenance event|hypervisor"),
-)
-# fmt: on
 
 
 def rules_merge(extra: Iterable[MessageRule]) -> tuple[MessageRule, ...]:
@@ -304,24 +69,10 @@ def rules_merge(extra: Iterable[MessageRule]) -> tuple[MessageRule, ...]:
     return BUILTIN_RULES + tuple(extra)
 
 
-@lru_cache(maxsize=512)
-def _compiled(pattern: str) -> re.Pattern[str] | None:
-    """None for a pattern that does not compile: an admin's typo skips that rule only."""
-    try:
-        return re.compile(pattern, re.IGNORECASE)
-    except re.error:
-        return None
-
-
 def pattern_problem(pattern: str) -> str:
-    """Why an admin's pattern cannot be used ("" when it can)."""
-    if not pattern.strip():
-        return "A pattern is required."
-    try:
-        re.compile(pattern, re.IGNORECASE)
-    except re.error as error:
-        return f"Not a regular expression: {error}."
-    return ""
+    """Why an admin's pattern cannot be used ("" when it can): RE2 must compile it, so that
+    it runs in time linear in the message (logbook.safe_patterns)."""
+    return safe_patterns.pattern_problem(pattern)
 
 
 # --- Inputs: the interruption and the evidence the selectors found ----------------------------
@@ -358,19 +109,6 @@ class EvidenceFact:
     own_host: bool = True
 
 
-# DCGM health events other than XIDs (telemetry.models.DeviceEvent.Kind values).
-DCGM_KIND_RULES: dict[str, XidRule] = {
-    "ecc_uncorrectable": XidRule("gpu-hbm3-memory", "Uncorrectable ECC error (DCGM)", 0.85),
-    "row_remap": XidRule("gpu-hbm3-memory", "Row remapped (DCGM)", 0.55),
-    "row_remap_failure": XidRule("gpu-hbm3-memory", "Row remapping failure (DCGM)", 0.85),
-    "thermal": XidRule("gpu-thermal-interface-sensor", "Thermal limit (DCGM)", 0.6),
-}
-# An SDC record's verdict: how strongly it names silent data corruption.
-SDC_VERDICT_WEIGHTS = {"confirmed": 0.9, "pending": 0.5, "inconclusive": 0.3}
-# A rank that stayed slow points at its hardware, weakly: it may be the GPU, its NIC or host.
-STRAGGLER_WEIGHT = 0.2
-
-
 # --- Output ------------------------------------------------------------------------------------
 
 
@@ -385,6 +123,7 @@ class EvidenceItem:
     host: str = ""
     device: str = ""
     component: str = ""
+    own: bool = True  # on one of the interruption's hosts (or no host: the job's words)
 
     def as_json(self) -> dict[str, str | None]:
         return {
@@ -407,6 +146,9 @@ class Suggestion:
     # What the message alone pointed at ("" when it matched nothing).
     message_category: str = ""
     scores: dict[str, float] = field(default_factory=dict)
+    reading: Reading | None = None
+    # Each family's best explanation, best first, in diagnosis's shared evidence model.
+    causes: list[Cause] = field(default_factory=list)
 
 
 def safe_url(url: str) -> str:
@@ -434,19 +176,55 @@ def _quote(text: str, start: int, end: int) -> str:
 
 def xids_in(text: str) -> list[tuple[int, int, int]]:
     """(code, start, end) of each XID line in the text."""
-    return [(int(m.group(1)), m.start(), m.end()) for m in XID_LINE.finditer(text)]
+    return [
+        (int(m.group(1)), m.start(), m.end()) for m in safe_patterns.all_matches(XID_LINE, text)
+    ]
+
+
+@dataclass
+class Reading:
+    """What reading one message cost, and where it stopped. RE2 makes each rule linear in
+    the message; the budget bounds the whole suggestion (a project may hold many patterns):
+    at most MAX_RULES_READ rules are read, and none is started after `budget_s` of wall
+    time. Rules left unread are counted, and the suggestion's note says so."""
+
+    budget_s: float = SUGGESTION_BUDGET_S
+    max_rules: int = 0
+    started: float = field(default_factory=time.monotonic)
+    rules_read: int = 0
+    rules_unread: int = 0
+    chars_scanned: int = 0
+    refused: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.max_rules = self.max_rules or MAX_RULES_READ
+
+    def may_read(self) -> bool:
+        spent = time.monotonic() - self.started
+        return self.rules_read < self.max_rules and spent < self.budget_s
+
+    @property
+    def complete(self) -> bool:
+        return self.rules_unread == 0
 
 
 def message_evidence(
-    facts: IncidentFacts, rules: Sequence[MessageRule] = BUILTIN_RULES
+    facts: IncidentFacts,
+    rules: Sequence[MessageRule] = BUILTIN_RULES,
+    reading: Reading | None = None,
+    *,
+    xid_rules: Mapping[int, XidRule] | None = None,
 ) -> list[EvidenceItem]:
     """An evidence item per rule that matches the message (its first match), and per
-    distinct XID code in it."""
+    distinct XID code in it. Rules past the budget are not read (counted in `reading`); a
+    rule whose pattern RE2 refuses (saved before patterns were checked) is skipped."""
+    reading = reading if reading is not None else Reading()
     text = facts.message[:MESSAGE_MAX_CHARS]
     items: list[EvidenceItem] = []
     seen_xids: set[int] = set()
+    xid_rules = XID_RULES if xid_rules is None else xid_rules
     for code, start, end in xids_in(text):
-        rule = XID_RULES.get(code)
+        rule = xid_rules.get(code)
         if rule is None or code in seen_xids:
             continue
         seen_xids.add(code)
@@ -461,10 +239,20 @@ def message_evidence(
                 component=rule.component,
             )
         )
-    for rule in rules:
-        compiled = _compiled(rule.pattern)
-        match = compiled.search(text) if compiled else None
-        if match is None or rule.weight <= 0:
+    for index, rule in enumerate(rules):
+        if not reading.may_read():
+            reading.rules_unread = len(rules) - index
+            break
+        reading.rules_read += 1
+        if rule.weight <= 0:
+            continue
+        try:
+            match = safe_patterns.first_match(rule.pattern, text)
+        except PatternError:
+            reading.refused.append(rule.name)
+            continue
+        reading.chars_scanned += len(text)
+        if match is None:
             continue
         items.append(
             EvidenceItem(
@@ -480,19 +268,47 @@ def message_evidence(
     return items
 
 
-def fact_evidence(fact: EvidenceFact) -> EvidenceItem:
-    """The evidence item a stored record makes, with the category it points at (if any)."""
+@dataclass(frozen=True)
+class RuleBook:
+    """Everything the weighing reads besides the evidence: the message rules, the XID and
+    DCGM-kind rules and the taxonomy's categories (family, hardware, name). The built-in
+    book is `builtin_rules()`; the worker reads a project's from the database
+    (logbook.selectors.triage_rules: the seeded rows with the project's changes)."""
+
+    message_rules: tuple[MessageRule, ...]
+    xid_rules: Mapping[int, XidRule]
+    dcgm_rules: Mapping[str, XidRule]
+    categories: Mapping[str, Category]
+
+    def names(self) -> dict[str, str]:
+        return {slug: category.name for slug, category in self.categories.items()}
+
+
+def builtin_categories() -> dict[str, Category]:
+    return {
+        seed.slug: Category(seed.slug, seed.name, FAMILY_OF.get(seed.slug, ""), seed.is_hardware)
+        for seed in ROOT_CAUSE_SEEDS
+    }
+
+
+def builtin_rules(extra: Iterable[MessageRule] = ()) -> RuleBook:
+    return RuleBook(rules_merge(extra), XID_RULES, DCGM_KIND_RULES, builtin_categories())
+
+
+def fact_evidence(fact: EvidenceFact, book: RuleBook | None = None) -> EvidenceItem:
+    """The evidence item a stored record makes, with the category it points at (if any).
+    Stragglers and first-silent ranks point at none: they name a stall's culprit (a slow
+    rank explains no crash), and weigh nothing."""
+    book = book or builtin_rules()
     rule: XidRule | None = None
     if fact.kind == "dcgm":
-        rule = XID_RULES.get(fact.xid or -1) if fact.event_kind == "xid" else None
-        rule = rule or DCGM_KIND_RULES.get(fact.event_kind)
-        if fact.event_kind == "xid" and rule is None:
+        rule = book.xid_rules.get(fact.xid or -1) if fact.event_kind == "xid" else None
+        rule = rule or book.dcgm_rules.get(fact.event_kind)
+        if fact.event_kind == "xid" and rule is None and (fact.xid or -1) not in book.xid_rules:
             rule = XidRule("faulty-gpu", f"XID {fact.xid}", 0.5)  # a code the table lacks
     elif fact.kind == "sdc":
         weight = SDC_VERDICT_WEIGHTS.get(fact.verdict, 0.0)
         rule = XidRule("silent-data-corruption", "Silent data corruption", weight)
-    elif fact.kind == "straggler":
-        rule = XidRule("faulty-gpu", "", STRAGGLER_WEIGHT)
     category, weight = (rule.category, rule.weight) if rule else ("", 0.0)
     if not fact.own_host:
         weight *= EVIDENCE_ELSEWHERE
@@ -506,37 +322,34 @@ def fact_evidence(fact: EvidenceFact) -> EvidenceItem:
         fact.host,
         fact.device,
         component=rule.component if rule else "",
+        own=fact.own_host,
     )
 
 
-def _noisy_or(weights: Iterable[float]) -> float:
-    miss = 1.0
-    for weight in weights:
-        miss *= 1.0 - min(max(weight, 0.0), 1.0)
-    return 1.0 - miss
+def scores_of(items: Iterable[EvidenceItem], book: RuleBook | None = None) -> dict[str, float]:
+    """Per category, the best figure one candidate place gives it (for the pages' debugging
+    and the tests: the weighing itself is per family, triage_combine)."""
+    book = book or builtin_rules()
+    signals = _signals(list(items))
+    best: dict[str, float] = {}
+    for candidate in combine.candidates(signals, book.categories):
+        by_category: dict[str, list[float]] = {}
+        for signal in candidate.signals:
+            by_category.setdefault(signal.category, []).append(signal.weight)
+        for category, weights in by_category.items():
+            figure = combine.noisy_or(weights)
+            if candidate.host and not candidate.own:
+                figure = min(figure, combine.ELSEWHERE_CAP)
+            best[category] = max(best.get(category, 0.0), figure)
+    return best
 
 
-def scores_of(items: Iterable[EvidenceItem]) -> dict[str, float]:
-    by_category: dict[str, list[float]] = {}
-    for item in items:
-        if item.category and item.weight > 0:
-            by_category.setdefault(item.category, []).append(item.weight)
-    return {category: _noisy_or(weights) for category, weights in by_category.items()}
-
-
-def _winner(scores: Mapping[str, float]) -> tuple[str, float, float]:
-    """(category, score, runner-up score). Symptoms step aside when a cause explains them."""
-    causes = {c: s for c, s in scores.items() if c not in SYMPTOM_CATEGORIES}
-    explained = any(score >= EXPLAINS for score in causes.values())
-    pool = causes if explained else dict(scores)
-    # Ties go to hardware (as on-call would: replace the part, then look at the code), then
-    # to the slug, so the same evidence always gives the same answer.
-    ranked = sorted(
-        pool.items(), key=lambda kv: (-round(kv[1], 6), kv[0] not in HARDWARE_CATEGORIES, kv[0])
-    )
-    category, score = ranked[0]
-    runner_up = ranked[1][1] if len(ranked) > 1 else 0.0
-    return category, score, runner_up
+def _signals(items: Sequence[EvidenceItem]) -> list[combine.Signal]:
+    return [
+        combine.Signal(item.category, item.weight, item.host, item.device, item.own, index)
+        for index, item in enumerate(items)
+        if item.category and item.weight > 0
+    ]
 
 
 def suggest(
@@ -545,85 +358,133 @@ def suggest(
     *,
     extra_rules: Sequence[MessageRule] = (),
     names: Mapping[str, str] | None = None,
+    rules: RuleBook | None = None,
+    reading: Reading | None = None,
 ) -> Suggestion | None:
     """The suggested root cause of one interruption, or None when neither its message nor
-    any evidence points anywhere. `names` maps slugs to the taxonomy's names (for the note)."""
-    said = message_evidence(facts, rules_merge(extra_rules))
-    seen = [fact_evidence(fact) for fact in evidence]
+    any evidence points anywhere. `rules` is the project's rule book (the built-ins when
+    None; `extra_rules` are added to it); `names` maps slugs to the taxonomy's names."""
+    book = rules or builtin_rules()
+    if extra_rules:
+        book = RuleBook(
+            book.message_rules + tuple(extra_rules),
+            book.xid_rules,
+            book.dcgm_rules,
+            book.categories,
+        )
+    names = {**book.names(), **(names or {})}
+    reading = reading if reading is not None else Reading()
+    said = message_evidence(facts, book.message_rules, reading, xid_rules=book.xid_rules)
+    seen = [fact_evidence(fact, book) for fact in evidence]
     items = said + seen
-    scores = scores_of(items)
-    culprit_facts = [item for item in seen if item.kind in ("first_silent", "straggler")]
-    if not scores:
-        if not culprit_facts:
+    hints = [
+        (item.kind, item.host, item.device)
+        for item in seen
+        if item.kind in ("first_silent", "straggler") and item.host
+    ]
+    verdict = combine.weigh(_signals(items), book.categories, own_hosts=facts.hosts, hints=hints)
+    if verdict is None:
+        if not hints:
             return None
-        scores = {}
-    message_scores = scores_of(said)
-    message_category = _winner(message_scores)[0] if message_scores else ""
-    if scores:
-        category, score, runner_up = _winner(scores)
-    else:  # only culprit hints: a stall nobody explained yet
-        category, score, runner_up = "nccl-watchdog-timeout", 0.25, 0.0
-    confidence = round(score * (1.0 - runner_up / 2.0), 2)
-    supporting = sorted(
-        (item for item in items if item.category == category),
+        # Only culprit hints: a stall nobody explained yet.
+        verdict = combine.weigh(
+            [combine.Signal(STALL_CATEGORY, STALL_WEIGHT)],
+            {**book.categories, STALL_CATEGORY: _stall_category(book)},
+            own_hosts=facts.hosts,
+            hints=hints,
+        )
+        assert verdict is not None
+        stalled = True
+    else:
+        stalled = False
+    category = verdict.category
+    message_verdict = combine.weigh(_signals(said), book.categories) if said else None
+    message_category = message_verdict.category if message_verdict else ""
+    keys = [] if stalled else [signal.key for signal in verdict.supporting]
+    supporting = [items[key] for key in keys]
+    component = _component(category, supporting, names)
+    hosts, devices = verdict.hosts, verdict.devices
+    info = book.categories.get(category)
+    if not devices and info is not None and info.family == FAMILY_GPU and info.is_hardware:
+        # A GPU cause with no device named by its evidence: the UUIDs its message quotes,
+        # else the interruption's own devices.
+        devices = _unique(
+            match.group(0)
+            for match in safe_patterns.all_matches(GPU_UUID, facts.message[:MESSAGE_MAX_CHARS])
+        ) or list(facts.devices)
+    note = _note(message_category, category, supporting, names)
+    if not reading.complete:
+        note = " ".join(
+            part
+            for part in (note, f"Time budget reached: {reading.rules_unread} rules not read.")
+            if part
+        )
+    # The evidence list: what supports the winner first, then everything else, heaviest first.
+    chosen = set(keys)
+    ordered = supporting + sorted(
+        (item for index, item in enumerate(items) if index not in chosen),
         key=lambda item: -item.weight,
     )
-    component = _component(category, supporting)
-    hosts, devices = _culprits(category, supporting, culprit_facts, facts)
-    note = _note(message_category, category, supporting, names)
-    # The evidence list: what supports the winner first, then everything else, heaviest first.
-    ordered = supporting + sorted(
-        (item for item in items if item.category != category), key=lambda item: -item.weight
-    )
+    scores = scores_of(items, book)
+    causes = _causes(_signals(items), items, book)
     return Suggestion(
         category=category,
         component=component,
         hosts=hosts,
         devices=devices,
-        confidence=min(max(confidence, 0.0), 1.0),
+        confidence=verdict.confidence,
         evidence=ordered,
         note=note,
         message_category=message_category,
-        scores={c: round(s, 3) for c, s in scores.items()},
+        scores={c: round(value, 3) for c, value in scores.items()},
+        reading=reading,
+        causes=causes,
     )
 
 
-def _component(category: str, supporting: Sequence[EvidenceItem]) -> str:
+def _causes(
+    signals: Sequence[combine.Signal], items: Sequence[EvidenceItem], book: RuleBook
+) -> list[Cause]:
+    causes = []
+    for candidate in combine.best_per_family(signals, book.categories):
+        slug = combine.category_of(candidate, book.categories)
+        causes.append(
+            Cause(
+                kind=slug,
+                detail=category_name(slug, book.names()),
+                confidence=round(min(max(candidate.score, 0.0), 1.0), 4),
+                hosts=(candidate.host,) if candidate.host else (),
+                devices=(candidate.device,) if candidate.device else (),
+                evidence=tuple(
+                    Evidence(
+                        source=items[s.key].kind,
+                        detail=items[s.key].text,
+                        weight=min(max(s.weight, 0.0), 1.0),
+                        host=s.host or None,
+                        device=s.device or None,
+                    )
+                    for s in candidate.signals
+                ),
+            )
+        )
+    return causes
+
+
+STALL_CATEGORY = "nccl-watchdog-timeout"
+STALL_WEIGHT = 0.25
+
+
+def _stall_category(book: RuleBook) -> Category:
+    return book.categories.get(STALL_CATEGORY) or Category(
+        STALL_CATEGORY, "NCCL Watchdog Timeouts", FAMILY_SYMPTOM, False
+    )
+
+
+def _component(category: str, supporting: Sequence[EvidenceItem], names: Mapping[str, str]) -> str:
     """The component the heaviest supporting item names (the XID's or the rule's)."""
     if not supporting:
-        return category_name(category)
-    lead = supporting[0]
-    return lead.component or category_name(category)
-
-
-def _culprits(
-    category: str,
-    supporting: Sequence[EvidenceItem],
-    hints: Sequence[EvidenceItem],
-    facts: IncidentFacts,
-) -> tuple[list[str], list[str]]:
-    """Hosts and devices to blame: those the supporting evidence names; for a hardware cause
-    or a stall with none, the hang's first-silent hosts, then stragglers', then the
-    interruption's own hosts. Software causes blame no hardware."""
-    hosts = _unique(item.host for item in supporting if item.host)
-    devices = _unique(item.device for item in supporting if item.device)
-    if category not in HARDWARE_CATEGORIES and category not in SYMPTOM_CATEGORIES:
-        return hosts, devices
-    if not hosts:
-        for kind in ("first_silent", "straggler"):
-            hosts = _unique(item.host for item in hints if item.kind == kind and item.host)
-            if hosts:
-                devices = devices or _unique(
-                    item.device for item in hints if item.kind == kind and item.device
-                )
-                break
-    if not hosts and category in HARDWARE_CATEGORIES:
-        hosts = list(facts.hosts)
-    if not devices and category in GPU_CATEGORIES:
-        devices = _unique(m.group(0) for m in GPU_UUID.finditer(facts.message)) or list(
-            facts.devices
-        )
-    return hosts, devices
+        return category_name(category, names)
+    return supporting[0].component or category_name(category, names)
 
 
 def _unique(values: Iterable[str]) -> list[str]:

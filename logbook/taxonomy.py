@@ -57,3 +57,49 @@ EXTRA_CATEGORIES: list[RootCauseSeed] = [
 ]
 
 ROOT_CAUSE_SEEDS: list[RootCauseSeed] = TABLE5_COMPONENTS + EXTRA_CATEGORIES
+
+# Families of causes (auto-triage weighs evidence per family and culprit: logbook
+# .triage_combine): the GPU's own faults, the host's, the network's, software, the job's data
+# and config, and symptoms that say *that* the job stopped, not why. Seeded into
+# RootCause.family (migration 0014); a category admins add names its own.
+FAMILY_GPU = "gpu"
+FAMILY_HOST = "host"
+FAMILY_NETWORK = "network"
+FAMILY_SOFTWARE = "software"
+FAMILY_JOB = "job"
+FAMILY_SYMPTOM = "symptom"
+FAMILIES: list[tuple[str, str]] = [
+    (FAMILY_GPU, "The GPU's own faults"),
+    (FAMILY_HOST, "The host's faults"),
+    (FAMILY_NETWORK, "The network's faults"),
+    (FAMILY_SOFTWARE, "Software"),
+    (FAMILY_JOB, "The job's data, config and operations"),
+    (FAMILY_SYMPTOM, "Symptoms (a stall nobody explained)"),
+]
+FAMILY_OF: dict[str, str] = {
+    "faulty-gpu": FAMILY_GPU,
+    "gpu-hbm3-memory": FAMILY_GPU,
+    "gpu-sram-memory": FAMILY_GPU,
+    "gpu-system-processor": FAMILY_GPU,
+    "silent-data-corruption": FAMILY_GPU,
+    "gpu-thermal-interface-sensor": FAMILY_GPU,
+    "ssd": FAMILY_HOST,
+    "power-supply": FAMILY_HOST,
+    "server-chassis": FAMILY_HOST,
+    "io-expansion-board": FAMILY_HOST,
+    "cpu": FAMILY_HOST,
+    "system-memory": FAMILY_HOST,
+    "host-maintenance": FAMILY_HOST,
+    "network-switch-cable": FAMILY_NETWORK,
+    "nic": FAMILY_NETWORK,
+    "software-bug": FAMILY_SOFTWARE,
+    "dependency": FAMILY_SOFTWARE,
+    "planned-maintenance": FAMILY_JOB,
+    "config-change": FAMILY_JOB,
+    "loss-divergence": FAMILY_JOB,
+    "data-pipeline": FAMILY_JOB,
+    "storage": FAMILY_JOB,
+    "scheduler-preemption": FAMILY_JOB,
+    "nccl-watchdog-timeout": FAMILY_SYMPTOM,
+    UNKNOWN_SLUG: FAMILY_SYMPTOM,
+}

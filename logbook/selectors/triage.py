@@ -79,7 +79,7 @@ def evidence_for(*, interruption: Interruption) -> list[EvidenceFact]:
     )
     facts = [_event_fact(event, own_host=event.host_id in own) for event in events]
     if interruption.attempt_id:
-        facts += _straggler_facts(interruption)
+        facts += _straggler_facts(interruption, own=set(own.values()))
         facts += _first_silent_facts(interruption)
     facts += _sdc_facts(interruption)
     return facts
@@ -100,7 +100,7 @@ def _event_fact(event: HealthEventRow, *, own_host: bool) -> EvidenceFact:
     )
 
 
-def _straggler_facts(interruption: Interruption) -> list[EvidenceFact]:
+def _straggler_facts(interruption: Interruption, *, own: set[str]) -> list[EvidenceFact]:
     records = StragglerRecord.objects.filter(attempt_id=interruption.attempt_id).select_related(
         "host", "device"
     )
@@ -117,6 +117,7 @@ def _straggler_facts(interruption: Interruption) -> list[EvidenceFact]:
             url=url,
             host=record.host.name if record.host else "",
             device=record.device.uuid if record.device else "",
+            own_host=bool(record.host and record.host.name in own),
         )
         for record in records.order_by("relative_score", "rank")[:8]
     ]

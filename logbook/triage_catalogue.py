@@ -1,0 +1,275 @@
+"""Auto-triage's built-in rules, the catalogue the migrations seeded as TriageRule rows
+(logbook/migrations/0014_triage_rules_as_data.py and later): message patterns by family,
+XID codes by number (NVIDIA's XID catalog), DCGM event kinds, each citing its source. The
+engine (logbook.autotriage) reads a project's rows from the database; DB-free tests and the
+labelled sets read this catalogue, and tests/logbook/test_triage_rules.py checks that the
+seeded rows and this catalogue agree (docs/triage.md: how a rule change is shipped).
+
+Patterns are RE2 (logbook.safe_patterns): no look-around; a named group `unless` marks a
+match that does not count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+XID_CATALOG = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+TORCH_NCCL = "https://pytorch.org/docs/stable/torch_nccl_environment_variables.html"
+NCCL_TROUBLESHOOTING = (
+    "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+)
+CUDA_ERRORS = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
+KERNEL_RAS = "https://docs.kernel.org/admin-guide/ras.html"
+KERNEL_NVME = "https://docs.kernel.org/admin-guide/abi-testing.html"
+LLAMA3 = "https://arxiv.org/abs/2407.21783"
+DCGM = "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/feature-overview.html"
+MEGASCALE = "https://arxiv.org/abs/2402.15627"
+PYTHON_ERRORS = "https://docs.python.org/3/library/exceptions.html"
+IB = NCCL_TROUBLESHOOTING
+
+
+@dataclass(frozen=True)
+class MessageRule:
+    """A regular expression (case-insensitive, searched in the message) pointing at a
+    taxonomy slug. Admins add rules of the same shape in the admin (TriagePattern)."""
+
+    name: str
+    pattern: str
+    category: str
+    component: str
+    weight: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class XidRule:
+    category: str
+    component: str
+    weight: float
+
+
+# NVIDIA's XID catalog (see XID_CATALOG): what each code most often means for a training job.
+# 13 and 31 are most often the application's own bug; 45 only follows another XID (a
+# preemptive cleanup), so it says little alone; 63 records a row remap that succeeded.
+XID_RULES: dict[int, XidRule] = {
+    8: XidRule("faulty-gpu", "GPU stopped processing (XID 8)", 0.5),
+    13: XidRule("software-bug", "Graphics engine exception (XID 13)", 0.45),
+    31: XidRule("software-bug", "GPU memory page fault (XID 31)", 0.45),
+    32: XidRule("faulty-gpu", "Corrupted push buffer stream (XID 32)", 0.5),
+    38: XidRule("dependency", "Driver firmware error (XID 38)", 0.5),
+    43: XidRule("software-bug", "GPU stopped processing (XID 43)", 0.35),
+    45: XidRule("faulty-gpu", "Preemptive cleanup (XID 45)", 0.1),
+    46: XidRule("faulty-gpu", "GPU stopped processing (XID 46)", 0.7),
+    48: XidRule("gpu-hbm3-memory", "Double-bit ECC error (XID 48)", 0.9),
+    61: XidRule("gpu-system-processor", "Internal micro-controller breakpoint (XID 61)", 0.6),
+    62: XidRule("gpu-system-processor", "Internal micro-controller halt (XID 62)", 0.7),
+    63: XidRule("gpu-hbm3-memory", "Row remapping recorded (XID 63)", 0.55),
+    64: XidRule("gpu-hbm3-memory", "Row remapping failure (XID 64)", 0.85),
+    69: XidRule("faulty-gpu", "Graphics engine class error (XID 69)", 0.5),
+    74: XidRule("faulty-gpu", "NVLink error (XID 74)", 0.8),
+    79: XidRule("faulty-gpu", "GPU has fallen off the bus (XID 79)", 0.95),
+    92: XidRule("gpu-hbm3-memory", "High single-bit ECC error rate (XID 92)", 0.5),
+    94: XidRule("gpu-hbm3-memory", "Contained ECC error (XID 94)", 0.8),
+    95: XidRule("gpu-hbm3-memory", "Uncontained ECC error (XID 95)", 0.9),
+    119: XidRule("gpu-system-processor", "GSP RPC timeout (XID 119)", 0.9),
+    120: XidRule("gpu-system-processor", "GSP error (XID 120)", 0.9),
+    140: XidRule("gpu-hbm3-memory", "Unrecovered ECC error (XID 140)", 0.85),
+    143: XidRule("faulty-gpu", "GPU initialization failure (XID 143)", 0.8),
+    144: XidRule("faulty-gpu", "NVLink SAW error (XID 144)", 0.75),
+    145: XidRule("faulty-gpu", "NVLink RLW error (XID 145)", 0.75),
+    149: XidRule("faulty-gpu", "NVLink NETIR error (XID 149)", 0.75),
+}
+# "NVRM: Xid (PCI:0000:18:00): 79, pid=...", "Xid 79", "XID error 79", "Xid (43, pid: 5678)".
+XID_LINE = r"\bxid(?:s|\s+errors?)?\b\s*(?:\(\s*pci:[0-9a-f:.]+\s*\)\s*)?[:=(#]?\s*(\d{1,3})\b"
+GPU_UUID = r"\bGPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
+
+
+def _rule(
+    name: str, category: str, component: str, weight: float, source: str, pattern: str
+) -> MessageRule:
+    return MessageRule(name, pattern, category, component, weight, source)
+
+
+# The built-in message rules, by family. Weights say how sure the words alone make the cause;
+# a symptom (the watchdog) stays low so that any real cause outranks it.
+# fmt: off
+BUILTIN_RULES: tuple[MessageRule, ...] = (
+    # --- NCCL and the PyTorch watchdog: symptoms ------------------------------------------
+    _rule("nccl-watchdog", "nccl-watchdog-timeout", "NCCL watchdog timeout", 0.5, TORCH_NCCL,
+          r"watchdog caught collective operation timeout|collective operation timeout"
+          r"|nccl (?:watchdog|communicator).{0,40}(?:time ?out|timed out|abort)"
+          r"|workNCCL\(.{0,200}\) ran for \d+ milliseconds before timing out"
+          r"|some nccl operations have failed or timed out|nccl.{0,20}timed? ?out"
+          r"|watchdog thread terminated|heartbeat monitor timed out|watchdog got stuck"),
+    _rule("hang", "nccl-watchdog-timeout", "Hang", 0.4, MEGASCALE,
+          r"hang suspected|step stuck at|job (?:is )?hang(?:ing)?\b"),
+    # --- CUDA errors as the job sees them --------------------------------------------------
+    _rule("cuda-ecc", "gpu-hbm3-memory", "GPU HBM uncorrectable ECC error", 0.75, CUDA_ERRORS,
+          r"uncorrectable ecc error|cudaErrorECCUncorrectable|double[- ]bit ecc"
+          r"|ecc error.{0,40}(?:hbm|dram|device memory)|hbm.{0,40}(?:ecc|error)"),
+    _rule("sram-ecc", "gpu-sram-memory", "GPU SRAM ECC error", 0.85, XID_CATALOG,
+          r"sram.{0,40}(?:ecc|parity|error|uncorrectable)|(?:ecc|parity).{0,40}sram|(?:l2 cache"
+          r"|register file|shared memory).{0,30}(?:ecc|parity)"),
+    _rule("row-remap", "gpu-hbm3-memory", "GPU HBM row remapping", 0.7, XID_CATALOG,
+          r"row remap(?:ping)?.{0,30}(?:fail|pending|error)|remapped rows|page retirement"
+          r"|retired pages|remappings? (?:are )?pending|uncorrectable memory errors?"),
+    _rule("gpu-lost", "faulty-gpu", "GPU lost", 0.85, CUDA_ERRORS,
+          r"fallen off the bus|gpu is lost|gpu has been lost"
+          r"|unable to determine the device handle|no cuda-capable device"
+          r"|cudaErrorDevicesUnavailable|all cuda-capable devices are busy or unavailable"
+          r"|cudaErrorNoDevice|nvml.{0,30}gpu.{0,10}lost"
+          r"|device .{0,30} has failed to respond"),
+    _rule("gpu-hardware", "faulty-gpu", "GPU hardware error", 0.7, CUDA_ERRORS,
+          r"cudaErrorHardwareStackError|hardware stack error|uncorrectable nvlink"
+          r"|nvlink.{0,40}(?:error|fatal|down|fail)|gpu.{0,20}(?:hardware|board) (?:failure"
+          r"|fault|error)|faulty gpu|bad gpu|gpu.{0,30}requires? (?:a )?reset|reset required"),
+    _rule("cuda-unknown", "faulty-gpu", "CUDA unknown error", 0.6, CUDA_ERRORS,
+          r"CUDA error: unknown error|cudaErrorUnknown"),
+    _rule("launch-failure", "faulty-gpu", "CUDA kernel failed on the device", 0.4, CUDA_ERRORS,
+          r"unspecified launch failure|cudaErrorLaunchFailure|CUDNN_STATUS_EXECUTION_FAILED"),
+    # cuBLAS reports a kernel it could not run (no kernel image for the GPU's architecture, a
+    # toolkit older than the GPU) as EXECUTION_FAILED: most often the build, not the device
+    # (cuBLAS docs; the threads of DPT#4 and mmdetection#6549 in tests/data).
+    _rule("cublas-execution", "dependency", "cuBLAS kernel could not run", 0.45, CUDA_ERRORS,
+          r"CUBLAS_STATUS_EXECUTION_FAILED|CUBLAS failure 13"),
+    _rule("gsp", "gpu-system-processor", "GPU System Processor (GSP)", 0.85, XID_CATALOG,
+          r"\bgsp\b.{0,60}(?:timeout|timed out|error|fail|crash)"
+          r"|timeout waiting for rpc from gsp|gsp firmware"),
+    _rule("illegal-access", "software-bug", "CUDA kernel bug", 0.5, CUDA_ERRORS,
+          r"illegal memory access|cudaErrorIllegalAddress|misaligned address"
+          r"|illegal instruction was encountered|device-side assert|cudaErrorAssert"
+          r"|index out of bounds|CUBLAS_STATUS_NOT_SUPPORTED|invalid configuration argument"),
+    _rule("gpu-oom", "software-bug", "GPU out of memory", 0.65, CUDA_ERRORS,
+          r"cuda out of memory|OutOfMemoryError|cudaErrorMemoryAllocation"
+          r"|out of memory.{0,40}(?:gpu|cuda|device)|CUBLAS_STATUS_ALLOC_FAILED"),
+    # --- Framework bugs: Python tracebacks and crashes ---------------------------------------
+    _rule("traceback", "software-bug", "Python exception", 0.3, PYTHON_ERRORS,
+          r"traceback \(most recent call last\)"),
+    _rule("python-error", "software-bug", "Python exception", 0.55, PYTHON_ERRORS,
+          r"\b(?:AttributeError|TypeError|KeyError|IndexError|NameError|AssertionError"
+          r"|ZeroDivisionError|UnboundLocalError|NotImplementedError|RecursionError)\b"
+          r"|RuntimeError: (?:shape|size|expected|mat1 and mat2|the size|Expected"
+          r"|Trying to backward|one of the variables|element \d+ of tensors)|ValueError:"),
+    _rule("segfault", "software-bug", "Crash (segfault/abort)", 0.45, LLAMA3,
+          r"segmentation fault|SIGSEGV|signal 11\b|core dumped|double free|free\(\): invalid"
+          r"|stack smashing|SIGABRT|terminate called"),
+    _rule("deadlock", "software-bug", "Collective mismatch", 0.45, TORCH_NCCL,
+          r"deadlock|mismatched collective|collective.{0,30}mismatch|desync"
+          r"|different (?:number of|order)"),
+    # --- Dependencies: versions, libraries, drivers ------------------------------------------
+    _rule("dependency", "dependency", "Dependency or version", 0.6, NCCL_TROUBLESHOOTING,
+          r"ModuleNotFoundError|ImportError|undefined symbol|cannot open shared object file"
+          r"|GLIBC_\d|version mismatch|incompatible version|requires? (?:a )?(?:newer"
+          r"|older) version|driver version is insufficient|cudaErrorInsufficientDriver"
+          r"|CUDA driver version|libnccl|no kernel image is available"
+          r"|unsupported (?:cuda|gpu) architecture"),
+    # --- Network: InfiniBand, RoCE, NICs ------------------------------------------------------
+    _rule("ib-retry", "network-switch-cable", "InfiniBand/RoCE transport errors", 0.55, IB,
+          r"transport retry count(?:er)? exceeded|IBV_WC_RETRY_EXC_ERR|retry exc|ibv_poll_cq"
+          r"|local (?:catastrophic|protection) error|wc status|completion with error"
+          r"|IBV_WC_\w+|got completion from peer.{0,120}(?:status|error)"),
+    _rule("link-flap", "network-switch-cable", "Network link or switch", 0.6, IB,
+          r"link (?:is )?(?:down|flap|flapping|went down)|port .{0,30}(?:down|flap|errors?)"
+          r"|symbol errors?|link_downed|link error recovery|lost carrier"
+          r"|switch.{0,30}(?:fail|down|reboot|error)|\bcable\b|\boptics?\b|transceiver"
+          r"|(?:leaf|spine|tor) switch|\bNET/Socket\b.{0,80}error"
+          r"|call to recv from .{0,80}failed\s*:\s*connection timed out"),
+    # NCCL's ncclUnhandledCudaError: a CUDA call failed under NCCL, most often a CUDA/NCCL
+    # build mismatch (NCCL troubleshooting).
+    _rule("nccl-cuda", "dependency", "NCCL/CUDA mismatch", 0.4, NCCL_TROUBLESHOOTING,
+          r"unhandled cuda error"),
+    _rule("nic-port", "nic", "Host adapter port down", 0.6, NCCL_TROUBLESHOOTING,
+          r"physical state:\s*(?:disabled|polling)|\bstate:\s*down\b"
+          r"|ibv_(?:modify_qp|create_qp|reg_mr|open_device) failed"),
+    _rule("nic", "nic", "NIC / host network adapter", 0.45, NCCL_TROUBLESHOOTING,
+          r"\bNET/IB\b.{0,80}(?:error|fail|abort)|mlx5.{0,60}(?:error|fail|fatal|health"
+          r"|timeout|syndrome)|\bNIC\b|\bHCA\b|ConnectX|network adapter|ib(?:_"
+          r"| )?port.{0,20}(?:fail|error)|\bip link\b|eth\d.{0,20}(?:down|reset)"
+          r"|remote process exited or there was a network error"
+          r"|unhandled system error"),
+    # --- Storage: SSDs and filesystems --------------------------------------------------------
+    _rule("nvme", "ssd", "NVMe SSD", 0.75, KERNEL_NVME,
+          r"\bnvme\d*(?:n\d+)?(?:p\d+)?\b.{0,80}(?:error|fail|timeout|reset|abort|down|dead)"
+          r"|i/o error,? dev nvme|nvme.{0,20}controller|ssd.{0,40}(?:fail|error|wear|dead)"
+          r"|smart.{0,30}(?:fail|critical)|media error|medium error,? dev nvme"),
+    _rule("filesystem", "storage", "Storage or filesystem", 0.55, KERNEL_RAS,
+          r"(?:ext4|xfs|lustre|nfs|gpfs|beegfs|weka|fuse)[-\w]*.{0,60}(?:error|fail|timeout"
+          r"|corrupt|stale)|stale file handle|no space left on device|disk quota exceeded"
+          r"|read-only file system|input/output error|blk_update_request|buffer i/o error"
+          r"|checkpoint.{0,60}(?:save|load|upload|write|read).{0,40}(?:fail|error|timeout)"
+          r"|s3.{0,40}(?:error|timeout|slowdown)"
+          # torch.save's writer when the filesystem under the checkpoint refuses a write.
+          r"|PytorchStreamWriter failed writing|file write failed"),
+    # --- Host: CPU, memory, power, chassis, PCIe ------------------------------------------------
+    _rule("mce-memory", "system-memory", "System memory (DIMM)", 0.75, KERNEL_RAS,
+          r"edac.{0,80}(?:ue|uncorrect|error)|dimm.{0,40}(?:error|fail)|memory (?:controller"
+          r"|error).{0,40}(?:uncorrect|fatal)|uncorrected .{0,30}memory"
+          r"|machine check.{0,80}memory|system memory|host memory.{0,30}(?:error|fail)"
+          r"|\bECC\b.{0,30}\bDIMM\b"),
+    _rule("memory-controller", "system-memory", "System memory (DIMM)", 0.75, KERNEL_RAS,
+          r"memory controller.{0,60}err|memory read error|memory scrub"),
+    _rule("dimm", "system-memory", "System memory (DIMM)", 0.6, KERNEL_RAS,
+          r"\bDIMM[\w#-]*|\[hardware error\].{0,100}\b(?:dram|memory)\b"),
+    _rule("mce-cpu", "cpu", "CPU (machine check)", 0.55, KERNEL_RAS,
+          r"machine check(?: exception| events?)?|\bmce\b|hardware error.{0,40}cpu"
+          r"|cpu.{0,40}(?:hardware error|fault|failure)|processor.{0,30}(?:error|fault)"
+          r"|cpu \d+.{0,30}(?:stuck|lockup)|soft lockup|hard lockup"),
+    _rule("power", "power-supply", "Power supply", 0.7, DCGM,
+          r"power supply|\bpsu\b|power (?:loss|failure|fault|outage|brake)|lost power"
+          r"|power (?:good|rail)|voltage.{0,30}(?:fault|out of range)|\bpdu\b"),
+    _rule("gpu-thermal", "gpu-thermal-interface-sensor", "GPU thermal", 0.65, DCGM,
+          r"(?:gpu|hbm|memory).{0,40}(?:over ?temp|temperature|thermal)|(?:thermal"
+          r"|temperature).{0,40}(?:gpu|slowdown|throttl|shutdown|limit|sensor)"
+          r"|hw thermal slowdown|thermal interface|heatsink|thermal paste"),
+    _rule("chassis", "server-chassis", "Server chassis / baseboard", 0.55, LLAMA3,
+          r"\bfan\b.{0,30}(?:fail|fault|error|speed)|chassis|\bbmc\b|baseboard|motherboard"
+          r"|backplane|\bipmi\b.{0,40}(?:error|fault)|\bsel\b.{0,40}(?:error|fault)"),
+    _rule("pcie", "io-expansion-board", "PCIe / IO expansion board", 0.55, KERNEL_RAS,
+          r"pcie? bus error|\baer\b.{0,60}(?:error|uncorrect|fatal)|pcie? link.{0,30}(?:down"
+          r"|degraded|fail|error)|pcie switch|\bplx\b|retimer|riser|io expansion"
+          r"|i/o expansion|surprise (?:link )?down"),
+    # --- Silent data corruption, divergence, data, operations ---------------------------------
+    _rule("sdc", "silent-data-corruption", "Silent data corruption", 0.75, LLAMA3,
+          r"silent data corruption|\bsdc\b|checksum mismatch|bit ?flip|(?:replica"
+          r"|rank)s? (?:disagree|diverge|mismatch)|mismatch between (?:replicas|ranks)"
+          r"|non-?deterministic.{0,30}(?:mismatch|result)|silently (?:return|produc|comput)\w*"
+          r"|(?:incorrect|wrong) (?:\w+ ){0,3}(?:output|results?)\b|corrupted data"),
+    _rule("loss-divergence", "loss-divergence", "Loss divergence", 0.6, LLAMA3,
+          r"loss (?:is |became |went )?(?:nan|inf)|nan loss|loss spike"
+          r"|(?:grad(?:ient)?[ _]norm|loss).{0,30}(?:nan|inf|explod|diverg|spike)|diverged"
+          r"|divergence"),
+    _rule("loss-scale", "loss-divergence", "Loss scale collapsing (fp16 overflow)", 0.45, LLAMA3,
+          r"\bloss[_ ]scale\b|gradient overflow|overflow.{0,40}(?:skipping|reducing)"),
+    _rule("data-pipeline-stack", "data-pipeline", "Data loader", 0.5, LLAMA3,
+          r"torch/utils/data/|dataloader\.py|_MultiProcessingDataLoaderIter"
+          r"|worker timed out after \d+ ?s|slower data loading"
+          # Pillow's errors for a broken sample (a truncated or unreadable image in a shard).
+          r"|image file is truncated|cannot identify image file"),
+    _rule("data-pipeline", "data-pipeline", "Data pipeline", 0.6, LLAMA3,
+          r"dataloader worker.{0,60}(?:killed|exited|died|crash)|data ?loader.{0,40}(?:error"
+          r"|timeout|fail)|tokeniz.{0,40}(?:error|fail)|corrupt(?:ed)? (?:sample|shard"
+          r"|record)|dataset.{0,40}(?:error|not found|fail)"),
+    _rule("preemption", "scheduler-preemption", "Scheduler preemption", 0.7, LLAMA3,
+          r"\bpreempted\b|preemption(?P<unless> ?cleanup)?|spot instance|\bevicted\b"),
+    # torchrun's "closing signal SIGTERM" is it stopping the other workers: not a scheduler's
+    # (the `unless` group skips that match: logbook.safe_patterns).
+    _rule("sigterm", "scheduler-preemption", "Stopped by the scheduler (SIGTERM)", 0.35, LLAMA3,
+          r"(?P<unless>closing signal |Sending process )?\bSIGTERM\b|received signal 15"
+          r"|signal 15\b|requested to terminate"),
+    _rule("host-maintenance", "host-maintenance", "Host maintenance", 0.5, LLAMA3,
+          r"host maintenance|node (?:was )?(?:drained|rebooted|reboot|down|failure"
+          r"|not responding)|NODE_FAIL|unscheduled reboot|kernel panic|host (?:unreachable"
+          r"|down|rebooted)|maintenance event|hypervisor"),
+)
+# fmt: on
+
+
+# DCGM health events other than XIDs (telemetry.models.DeviceEvent.Kind values).
+DCGM_KIND_RULES: dict[str, XidRule] = {
+    "ecc_uncorrectable": XidRule("gpu-hbm3-memory", "Uncorrectable ECC error (DCGM)", 0.85),
+    "row_remap": XidRule("gpu-hbm3-memory", "Row remapped (DCGM)", 0.55),
+    "row_remap_failure": XidRule("gpu-hbm3-memory", "Row remapping failure (DCGM)", 0.85),
+    "thermal": XidRule("gpu-thermal-interface-sensor", "Thermal limit (DCGM)", 0.6),
+}
+# An SDC record's verdict: how strongly it names silent data corruption.
+SDC_VERDICT_WEIGHTS = {"confirmed": 0.9, "pending": 0.5, "inconclusive": 0.3}
