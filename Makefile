@@ -18,7 +18,7 @@ XDIST := $(filter-out 0 1,$(TEST_PROCESSES))
 FUZZ_TESTS := tests/test_fuzz.py
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-run demo web web-ingest worker beat migrate browser test chaos bench lint format check-deploy clean
+.PHONY: help install install-run demo web web-ingest worker beat migrate browser prometheus test chaos bench lint format check-deploy clean
 
 help: ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -73,7 +73,15 @@ browser: $(RUN_STAMP) ## Find a Chromium for the page tests and the bench, or in
 	@$(BIN)/python -m stack.browser
 
 # stack.pytest_plugin starts an embedded PostgreSQL and a redis-server when these do not answer.
-test: $(STAMP) browser ## Run the tests on real PostgreSQL, Redis, Celery worker and Chromium
+prometheus: ## Find Debian's prometheus for the remote-write test, or install it (as root with apt)
+	@command -v prometheus >/dev/null 2>&1 || { \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+			echo "prometheus: none on PATH; installing Debian's prometheus with apt-get"; \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null 2>&1 || \
+			{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }; \
+		else echo "prometheus: none on PATH; the remote-write test needs one (apt-get install prometheus)"; fi; }
+
+test: $(STAMP) browser prometheus ## Run the tests on real PostgreSQL, Redis, Celery worker and Chromium
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python -m pytest \
 		$(if $(XDIST),-n $(TEST_PROCESSES) --ignore=$(FUZZ_TESTS)) $(PYTEST_ARGS)
 	@# The fuzz tests run each API operation as a subtest, which pytest-xdist loses (a failing

@@ -84,7 +84,7 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
         (name, labels, value, timestamp_s), shared = _sample_parse(number, stripped, memo)
         field_name = memo.fields.get(name, _UNSEEN)
         if field_name is _UNSEEN:
-            field_name = memo.fields[name] = _field_name(name)
+            field_name = memo.fields[name] = field_name_of(name)
         if field_name is None:
             skipped[name] = skipped.get(name, 0) + 1
             continue
@@ -117,7 +117,7 @@ def exposition_parse(*, text: str, default_host: str = "") -> Exposition:
         if not reading:
             continue
         if field_name == XID:
-            gpu.xid_message = _printable(labels.get("err_msg", ""))[:200]
+            gpu.xid_message = printable(labels.get("err_msg", ""))[:200]
         if target.per_link and field_name in gpu.values:
             gpu.values[field_name] += value
         else:
@@ -161,7 +161,7 @@ def _target(
         _name_check(number, "host name", host, MAX_HOST_CHARS)
         _name_check(number, "UUID", uuid, MAX_UUID_CHARS)
         gpu = gpus[(host, uuid)] = GpuReadings(host=host, uuid=uuid)
-    _describe(gpu, labels)
+    describe_gpu(gpu, labels)
     return _Target(gpu=gpu, per_link=any(label in labels for label in LINK_LABELS))
 
 
@@ -274,7 +274,7 @@ def _is_code(value: float) -> bool:
     return value.is_integer() and 0 <= value <= MAX_XID
 
 
-def _field_name(name: str) -> str | None:
+def field_name_of(name: str) -> str | None:
     """The DCGM field a sample name is, if Chronicle keeps it. Pushgateway clients expose a
     counter `X` as `X_total` (and `X_created`, which is skipped)."""
     if name in FIELDS:
@@ -292,7 +292,7 @@ def _first(labels: Mapping[str, str], names: tuple[str, ...]) -> str:
     return ""
 
 
-def _describe(gpu: GpuReadings, labels: Mapping[str, str]) -> None:
+def describe_gpu(gpu: GpuReadings, labels: Mapping[str, str]) -> None:
     index = labels.get("gpu", "")
     # isdigit() is also true of "²" and other digits int() refuses: ASCII digits only.
     if (
@@ -303,10 +303,10 @@ def _describe(gpu: GpuReadings, labels: Mapping[str, str]) -> None:
     ):
         gpu.gpu_index = int(index)
     if not gpu.model_name:
-        gpu.model_name = _printable(_first(labels, MODEL_LABELS))[:64]
+        gpu.model_name = printable(_first(labels, MODEL_LABELS))[:64]
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
     # isprintable() first: the whole text is checked in C, the usual answer.
     return text if text.isprintable() else "".join(c for c in text if c.isprintable())
 
