@@ -8,14 +8,16 @@ ours: a logged 500 with a generic body, never a 503 that tells clients to wait i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
 from django.utils.html import escape
 from django.views import defaults
 
 RETRY_AFTER_S = 5
+CLIENT_DISCONNECTED = "The request body ended before its Content-Length; nothing was stored."
 UNAVAILABLE = "The database is unavailable; retry later. Nothing was stored."
 # SQLSTATEs that mean the server cannot serve this connection: class 08 (connection
 # exception), the server shutting down or starting up, and no connection slot left.
@@ -57,6 +59,35 @@ class DatabaseUnavailableMiddleware:
             )
         response["Retry-After"] = str(RETRY_AFTER_S)
         return response
+
+
+class ClientDisconnectedMiddleware:
+    """A client that resets or stops sending mid-upload (the body shorter than its
+    Content-Length) makes reading the body raise UnreadablePostError: that is the client's
+    doing, answered 400 (to nobody, usually) and logged as a warning, not a 500 with a
+    traceback that pages whoever watches the errors. Django's CSRF check already reads such
+    a body as a 403; this covers the views that read it themselves (ingest, /mlflow, the
+    logbook import)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, UnreadablePostError):
+            return None
+        logger.warning(
+            "client disconnected mid-upload: %s %s (%s)", request.method, request.path, exception
+        )
+        detail = CLIENT_DISCONNECTED
+        if _is_api(request) or request.path.startswith("/mlflow/"):
+            return JsonResponse({"detail": detail}, status=400)
+        return HttpResponse(detail, status=400, content_type="text/plain")
+
+
+logger = logging.getLogger("chronicle.errors")
 
 
 def _is_api(request: HttpRequest) -> bool:

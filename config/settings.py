@@ -119,6 +119,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # X-Forwarded-Proto believed from TRUSTED_PROXIES only: before SecurityMiddleware reads it.
+    "config.proxies.ForwardedProtoMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # First of the database users: it decides whether this request's reads may use the replica.
@@ -133,6 +135,8 @@ MIDDLEWARE = [
     "telemetry.middleware.DisplayTimeZoneMiddleware",
     # 503 for pages when the database cannot be reached (and only then).
     "config.errors.DatabaseUnavailableMiddleware",
+    # 400, not 500, for a client that reset mid-upload.
+    "config.errors.ClientDisconnectedMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -329,23 +333,31 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
-# Login throttle: after this many failures for one username from one address, or from one
-# address for any usernames, within the window, further attempts answer 429 until the window
-# passes. Past LOGIN_MAX_FAILURES_PER_USERNAME failures for a username from all addresses,
-# an address that already failed for it gets no further try (a slower, global backoff: the
-# user on another address still gets in, so nobody can lock a chosen user out).
+# Login throttle (telemetry.views.auth): after LOGIN_MAX_FAILURES failures for one username
+# from one address within the window, that pair answers 429 until the window passes. An
+# address failing for any usernames is slowed, never locked: past
+# LOGIN_ADDRESS_SLOWDOWN_AFTER failures its next attempt waits 1, 2, 4... s after its last
+# failure, at most LOGIN_ADDRESS_DELAY_MAX_S (the users behind one NAT a guesser shares get
+# in at worst that much later). Past LOGIN_MAX_FAILURES_PER_USERNAME failures for a username
+# from all addresses, an address that already failed for it gets no further try (a slower,
+# global backoff: the user on another address still gets in). A browser that signed in
+# before (its device cookie) has a lock of its own and is neither slowed nor backed off.
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5)
-LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("LOGIN_MAX_FAILURES_PER_ADDRESS", 50)
+LOGIN_ADDRESS_SLOWDOWN_AFTER = env_int("LOGIN_ADDRESS_SLOWDOWN_AFTER", 10)
+LOGIN_ADDRESS_DELAY_MAX_S = env_int("LOGIN_ADDRESS_DELAY_MAX_S", 30)
 LOGIN_MAX_FAILURES_PER_USERNAME = env_int("LOGIN_MAX_FAILURES_PER_USERNAME", 20)
 LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900)
 # Whether a project admin may add any user of the site to their project (without that
 # user's say). Off: only superusers add users; project admins change roles and remove.
 PROJECT_ADMINS_ADD_EXISTING_USERS = env_bool("PROJECT_ADMINS_ADD_EXISTING_USERS", False)
-# The proxies (CIDRs) whose X-Forwarded-For names the client: the throttle above counts per
-# client address, and behind a proxy every request's REMOTE_ADDR is the proxy's. From any
-# other address the header is ignored (a client could write anything in it). Loopback by
-# default: gunicorn listens on 127.0.0.1, so a proxy on the same host is what reaches it.
-TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", ["127.0.0.1/32", "::1/128"])
+# The proxies (CIDRs) whose X-Forwarded-For names the client and whose X-Forwarded-Proto
+# names the scheme (config.proxies): the throttle above counts per client address, and
+# behind a proxy every request's REMOTE_ADDR is the proxy's. From any other address both
+# headers are ignored (a client could write anything in them). None by default: trusting
+# loopback unasked let any process on the host (or a client whose requests arrive from
+# 127.0.0.1 another way) choose the address the throttle charges; a proxy on the same host
+# as gunicorn is named, TRUSTED_PROXIES=127.0.0.1/32.
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", [])
 try:
     for _cidr in TRUSTED_PROXIES:
         ipaddress.ip_network(_cidr, strict=False)

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, JsonResponse, UnreadablePostError
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
@@ -26,7 +26,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.errors import RETRY_AFTER_S, is_database_unreachable
+from config.errors import CLIENT_DISCONNECTED, RETRY_AFTER_S, is_database_unreachable
 from config.parsers import unstorable_text
 from ingest import mlflow_checks
 from ingest import services as ingest_services
@@ -128,6 +128,11 @@ class _MlflowView(APIView):
             return _error("INVALID_PARAMETER_VALUE", exc.detail)
         if isinstance(exc, RequestDataTooBig):
             return _error("INVALID_PARAMETER_VALUE", "The request body is too large.")
+        if isinstance(exc, UnreadablePostError):
+            # The client reset mid-upload: its doing, not ours (config.errors, the same).
+            logger.warning("client disconnected mid-upload: %s %s", self.request.method,
+                           self.request.path)  # fmt: skip
+            return _error("INVALID_PARAMETER_VALUE", CLIENT_DISCONNECTED)
         if is_database_unreachable(exc):
             logger.warning("MLflow request: database unavailable", exc_info=True)
             return _error(

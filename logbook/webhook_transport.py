@@ -102,10 +102,23 @@ def address_allowed(address: IPAddress, allowed: list[IPNetwork]) -> bool:
             # [::ffff:127.0.0.1], [64:ff9b::7f00:1], [2002:7f00:1::]... reach 127.0.0.1 (by
             # the stack, a NAT64 or a relay): judge what they lead to, by the same rules.
             return all(address_allowed(ipv4, allowed) for ipv4 in embedded)
-    # is_global is False for loopback, private, link-local, shared (100.64/10), reserved,
-    # unspecified and documentation ranges; multicast is checked on its own because some
-    # multicast ranges count as global.
-    return address.is_global and not address.is_multicast
+    # is_global is False for loopback, private, link-local, shared (100.64/10), unspecified
+    # and most documentation ranges. It is True of some ranges no public receiver sits in:
+    # multicast, IETF-reserved IPv6 (::/8 outside the forms above, so IPv4-translated
+    # ::ffff:0:a.b.c.d of RFC 2765 too; 5f00::/16...),
+    # deprecated site-local fec0::/10 and the newer documentation prefix 3fff::/20, so
+    # those are checked on their own.
+    return (
+        address.is_global
+        and not address.is_multicast
+        and not address.is_reserved
+        and not (isinstance(address, ipaddress.IPv6Address) and address.is_site_local)
+        and not any(address in network for network in _NOT_PUBLIC_EXTRA)
+    )
+
+
+# Non-public ranges Python's ipaddress does not know yet (RFC 9637 documentation).
+_NOT_PUBLIC_EXTRA = [ipaddress.IPv6Network("3fff::/20")]
 
 
 def resolve_checked(host: str, port: int, allowed: list[IPNetwork]) -> list[IPAddress]:

@@ -78,3 +78,42 @@ def test_an_unreachable_database_is_a_503_with_retry_after(alice_client):
     assert page.status_code == 503
     assert page["Retry-After"] == "5"
     assert b"The database is unavailable" in page.content
+
+
+class _ResetMidUpload:
+    """A WSGI input whose client reset before sending the whole body: gunicorn's body reader
+    reads until Content-Length and raises its NoMoreData (an OSError) when the connection
+    ends first."""
+
+    def read(self, size: int = -1) -> bytes:
+        from gunicorn.http.errors import NoMoreData
+
+        raise NoMoreData(b'{"batch_id": "x", ')
+
+    def readline(self, size: int = -1) -> bytes:
+        return self.read(size)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "path", ["/api/v1/ingest", "/api/v1/ingest/prometheus", "/mlflow/api/2.0/mlflow/runs/log-batch"]
+)
+def test_a_client_reset_mid_upload_is_a_400_not_a_logged_500(project, caplog, path):
+    """Issue 42, finding 9: a client that reset mid-upload was logged as a 500."""
+    from ingest import services
+
+    _, token = services.token_create(project=project, name="reset")
+    client = Client(raise_request_exception=False)
+    with caplog.at_level(logging.WARNING):
+        response = client.post(
+            path,
+            content_type="text/plain" if "prometheus" in path else "application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+            CONTENT_LENGTH="5000",
+            **{"wsgi.input": _ResetMidUpload()},
+        )
+
+    assert response.status_code == 400
+    assert b"ended before its Content-Length" in response.content
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("client disconnected mid-upload" in r.getMessage() for r in caplog.records)

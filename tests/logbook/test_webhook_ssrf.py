@@ -40,6 +40,7 @@ INTERNAL_URLS = [
     "http://[2002:7f00:1::]:{port}/hook",
     "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]:{port}/hook",
     "http://[64:ff9b::a9fe:a9fe]/latest/meta-data/",  # 169.254.169.254 via NAT64
+    "http://[::ffff:0:7f00:1]:{port}/hook",  # IPv4-translated (::ffff:0:0:0/96, reserved)
 ]
 # URLs that parsers read as naming different hosts: refused whatever the host.
 AMBIGUOUS_URLS = [
@@ -247,6 +248,12 @@ def test_a_url_parsers_could_disagree_on_is_refused_on_save_and_at_send_time(
         ("2002:a9fe:a9fe::", False),  # 169.254.169.254
         ("::ffff:10.0.0.1", False),
         ("2606:4700::1111", True),  # plain public IPv6
+        # Reserved ranges ipaddress counts global (issue 42, finding 9).
+        ("::ffff:0:7f00:1", False),  # IPv4-translated 127.0.0.1 (SIIT, ::ffff:0:0:0/96)
+        ("::ffff:0:808:808", False),  # IPv4-translated, even of a public address
+        ("5f00::1", False),  # reserved (SRv6 SIDs)
+        ("fec0::1", False),  # deprecated site-local
+        ("3fff::1", False),  # documentation (RFC 9637)
     ],
 )
 def test_an_ipv6_address_is_judged_by_the_ipv4_address_it_leads_to(address, allowed):

@@ -124,15 +124,97 @@ def test_no_plaintext_token_in_the_database_or_the_logs(client, project, caplog)
 
 
 @pytest.mark.django_db
-def test_one_address_gets_a_larger_allowance_than_one_username(client, alice, bob, settings):
-    settings.LOGIN_MAX_FAILURES = 2
-    settings.LOGIN_MAX_FAILURES_PER_ADDRESS = 3
+def test_one_address_failing_for_many_usernames_is_slowed_progressively(
+    client, alice, bob, settings, monkeypatch
+):
+    from telemetry.views import auth
 
-    _login(client, "alice", "wrong")
-    _login(client, "alice", "wrong")
-    _login(client, "bob", "wrong")
+    # given an address past its slowdown threshold, on a clock the test moves
+    settings.LOGIN_ADDRESS_SLOWDOWN_AFTER = 3
+    settings.LOGIN_ADDRESS_DELAY_MAX_S = 8
+    now = [1_000_000.0]
+    monkeypatch.setattr(auth, "_now_s", lambda: now[0])
+    for number in range(3):
+        assert _login(client, f"nobody-{number}", "wrong").status_code == 200
 
-    assert _login(client, "bob", "bob-pw-1").status_code == 429
+    # then the address's next attempt waits, each further failure doubling the wait
+    waits = []
+    for number in range(6):
+        throttled = _login(client, "bob", "bob-pw-1")
+        assert throttled.status_code == 429
+        waits.append(int(throttled["Retry-After"]))
+        now[0] += waits[-1]
+        assert _login(client, f"more-{number}", "wrong").status_code == 200
+    assert waits == [1, 2, 4, 8, 8, 8]  # at most LOGIN_ADDRESS_DELAY_MAX_S
+    now[0] += settings.LOGIN_ADDRESS_DELAY_MAX_S
+    # and once it has passed, the right password gets in
+    assert _login(client, "bob", "bob-pw-1").status_code == 302
+
+
+@pytest.mark.django_db
+def test_an_office_nat_shared_with_a_guesser_never_locks_out_a_right_password(
+    client, alice, dave, settings, monkeypatch
+):
+    """Issue 42, finding 6: 50 failures from one address locked out every user behind it."""
+    from django.test import Client
+
+    from telemetry.views import auth
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(auth, "_now_s", lambda: now[0])
+    office = "198.51.100.7"
+    # given dave signed in from this office's browser before
+    dave_browser = Client()
+    assert _login_from(dave_browser, "dave", "dave-pw-1", office).status_code == 302
+    dave_browser.post("/logout/")  # the view's logout: the browser keeps its other cookies
+    # when a guesser behind the same NAT fails 60 times over made-up names and alice's
+    guesser = Client()
+    for number in range(60 + settings.LOGIN_MAX_FAILURES):
+        now[0] += settings.LOGIN_ADDRESS_DELAY_MAX_S  # each waits out the address's delay
+        name = f"nobody-{number}" if number < 60 else "alice"
+        assert _login_from(guesser, name, "wrong", office).status_code == 200
+
+    # then dave's browser gets in at once
+    assert _login_from(dave_browser, "dave", "dave-pw-1", office).status_code == 302
+    # and a browser new to the office is only slowed: within the delay's cap its right
+    # password gets in, however many failures the address has
+    newcomer = Client()
+    answer = _login_from(newcomer, "dave", "dave-pw-1", office)
+    assert answer.status_code == 429
+    assert int(answer["Retry-After"]) <= settings.LOGIN_ADDRESS_DELAY_MAX_S
+    now[0] += settings.LOGIN_ADDRESS_DELAY_MAX_S
+    assert _login_from(newcomer, "dave", "dave-pw-1", office).status_code == 302
+    # while the guesser's (alice, office) pair stays locked for the window
+    now[0] += settings.LOGIN_ADDRESS_DELAY_MAX_S
+    locked = _login_from(guesser, "alice", "alice-pw-1", office)
+    assert locked.status_code == 429
+    assert int(locked["Retry-After"]) == settings.LOGIN_FAILURE_WINDOW_S
+
+
+@pytest.mark.django_db
+def test_a_device_cookie_has_a_lock_of_its_own_and_names_one_username(client, alice, dave):
+    # given alice's browser that signed in before
+    assert _login(client, "alice", "alice-pw-1").status_code == 302
+    client.post("/logout/")
+    # when it fails for alice up to the lock, the lock is the device's
+    for _ in range(5):
+        assert _login(client, "alice", "wrong").status_code == 200
+    assert _login(client, "alice", "alice-pw-1").status_code == 429
+    # and its cookie does nothing for another username: dave from here is an ordinary pair
+    from telemetry.views import auth
+
+    assert (
+        auth._device(_request_with(client, "dave"), auth._user_hash(_request_with(client, "dave")))
+        is None
+    )
+
+
+def _request_with(client, username: str):
+    from django.test import RequestFactory
+
+    request = RequestFactory().post("/login/", {"username": username})
+    request.COOKIES = {key: morsel.value for key, morsel in client.cookies.items()}
+    return request
 
 
 @pytest.mark.django_db
@@ -218,10 +300,25 @@ def test_failures_over_made_up_names_through_a_proxy_lock_out_nobody_else(
     _via_proxy(client, "root", "wrong", "198.51.100.7")
     _via_proxy(client, "alice", "wrong", "198.51.100.7")
 
+    # The guesser's address is slowed (not locked: see the office NAT test above)
     assert _via_proxy(client, "someone", "wrong", "198.51.100.7").status_code == 429
     assert _via_proxy(client, "alice", "alice-pw-1", "203.0.113.9").status_code == 302
     client.logout()
     assert _via_proxy(client, "dave", "dave-pw-1", "203.0.113.10").status_code == 302
+
+
+@pytest.mark.django_db
+def test_loopback_is_no_trusted_proxy_unless_configured(rf, settings):
+    from config.proxies import client_address
+
+    # given the default settings: no proxy trusted, loopback neither
+    assert settings.TRUSTED_PROXIES == []
+    request = rf.post("/login/", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.5")
+    # then a local client cannot pick the address its failures are charged to
+    assert client_address(request) == "127.0.0.1"
+    # and once configured, loopback's X-Forwarded-For names the client
+    settings.TRUSTED_PROXIES = ["127.0.0.1/32"]
+    assert client_address(request) == "203.0.113.5"
 
 
 @pytest.mark.django_db
@@ -251,7 +348,7 @@ def test_x_forwarded_for_is_ignored_unless_from_a_trusted_proxy(client, alice, s
     ],
 )
 def test_client_address(rf, settings, remote, forwarded, expected):
-    from telemetry.views.auth import client_address
+    from config.proxies import client_address
 
     settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
     request = rf.post("/login/", REMOTE_ADDR=remote, HTTP_X_FORWARDED_FOR=forwarded)
