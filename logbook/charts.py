@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from telemetry.charts import ATTEMPT_COLOURS, chart_look, plain, plotly_white
+from telemetry.charts import ATTEMPT_COLOURS, chart_look, hover_template, plain, plotly_white
 from telemetry.downsample import minmax_indices
 
 Figure = dict[str, Any]
@@ -82,9 +82,9 @@ def breakdown_figure(rows: pd.DataFrame) -> Figure:
                 "text": [f"{p:.1f}%" for p in part["percent"]],
                 "textposition": "outside",
                 "cliponaxis": False,  # the longest bar's label would be cut at the plot edge
-                "hovertemplate": "%{y}<br>%{x} interruptions (%{text})<extra>"
-                + str(group)
-                + "</extra>",
+                "hovertemplate": hover_template(
+                    "%{y}<br>%{x} interruptions (%{text})<extra>$group</extra>", group=group
+                ),
             }
         )
     figure_layout = layout(
@@ -129,9 +129,10 @@ def save_cost_figure(checkpoints: pd.DataFrame) -> Figure:
                 "line": {"color": colour, "width": 1.2},
                 "marker": {"size": 5},
                 "customdata": [int(s) for s in part["step"]],
-                "hovertemplate": "step %{customdata}<br>%{x}<br>%{y:,.3~f} s<extra>"
-                + label
-                + "</extra>",
+                "hovertemplate": hover_template(
+                    "step %{customdata}<br>%{x}<br>%{y:,.3~f} s<extra>$label</extra>",
+                    label=label,
+                ),
             }
         )
     figure_layout = layout(
@@ -208,7 +209,9 @@ def waste_curve_figure(
                     "symbol": symbol,
                     "line": {"color": colour, "width": 2},
                 },
-                "hovertemplate": label + " τ = %{x:.1f} min<br>waste %{y:.2f}%<extra></extra>",
+                "hovertemplate": hover_template(
+                    "$label τ = %{x:.1f} min<br>waste %{y:.2f}%<extra></extra>", label=label
+                ),
             }
         )
     figure_layout = layout(

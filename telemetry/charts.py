@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import string
 from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -237,6 +238,24 @@ _SCRIPT_ESCAPES = (("&", "\\u0026"), ("<", "\\u003C"), (">", "\\u003E"))
 # the templates the chart code writes itself (their markup is ours; the %{...} values they
 # pull in are escaped like the rest). Plotly decodes the entities back for display.
 _CODE_MARKUP_KEYS = frozenset({"hovertemplate", "texttemplate"})
+
+
+def hover_template(template: str, /, **names: object) -> str:
+    """A Plotly hovertemplate (or texttemplate): `template` is chart code's own (its markup
+    and %{...} variables are meant), and each `$name` in it is replaced by names[name] as
+    plain text. The one way a chart puts a name (a run's, a section's, a host's, a root
+    cause's) into a template, since figure_text_escape leaves templates alone: &, < and >
+    escaped as in every other text of a figure, and % as the entity &#37;, so a name that
+    holds `%{x}` is shown, not read as a variable. Plotly decodes both back for display.
+    tests/telemetry/test_chart_hover.py checks no template is built any other way."""
+    return string.Template(template).substitute(
+        {key: hover_text(value) for key, value in names.items()}
+    )
+
+
+def hover_text(value: object) -> str:
+    """A value as plain text inside a hovertemplate (see hover_template)."""
+    return html.escape(str(value), quote=False).replace("%", "&#37;")
 
 
 def figure_text_escape(value: Any, key: str = "") -> Any:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from telemetry import display
-from telemetry.charts import chart_look, chart_look_data, plain
+from telemetry.charts import chart_look, chart_look_data, hover_template, plain
 from telemetry.goodput import bucket_label
 from telemetry.metric_charts import metric_figure_data
 
@@ -128,11 +128,11 @@ def buckets_figure_data(
                 "name": label,
                 "marker": {"color": colour},
                 "customdata": [[share]],
-                "hovertemplate": "%{x:.3~f} "
-                + unit
-                + " (%{customdata[0]:.2f}%)<extra>"
-                + label
-                + "</extra>",
+                "hovertemplate": hover_template(
+                    "%{x:.3~f} $unit (%{customdata[0]:.2f}%)<extra>$label</extra>",
+                    unit=unit,
+                    label=label,
+                ),
             }
         )
     layout = chart_look_data(

@@ -26,6 +26,7 @@ from telemetry.charts import (
     as_scatter,
     attempt_colour,
     folded_trace_data,
+    hover_template,
     plain,
     split_attempts,
     template_data,
@@ -323,7 +324,7 @@ def _folded_traces(
     data = [
         folded_trace_data(
             [(a, x[f], v[f]) for (a, x, v), f in zip(earlier, finite, strict=True)],
-            hovertemplate=f"{hover}<extra>%{{text}}</extra>",
+            hovertemplate=hover_template(hover + "<extra>%{text}</extra>"),
         )
     ]
     bad = [(a, x[~f], v[~f]) for (a, x, v), f in zip(earlier, finite, strict=True) if (~f).any()]
@@ -359,7 +360,7 @@ def _attempt_traces(
                 "name": name,
                 "line": line,
                 # The name is escaped with the figure's text, the template is not.
-                "hovertemplate": f"{hover}<extra>%{{fullData.name}}</extra>",
+                "hovertemplate": hover_template(hover + "<extra>%{fullData.name}</extra>"),
             }
         )
     if (~finite).any():

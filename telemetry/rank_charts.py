@@ -8,7 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from telemetry.charts import naive_utc
+from telemetry.charts import hover_template, naive_utc
 from telemetry.selectors.ranks import Heatmap, SpreadPoint
 
 Figure = dict[str, Any]
@@ -41,9 +41,10 @@ def heatmap_figure(heatmap: Heatmap, *, section: str) -> Figure:
         "customdata": customdata,
         "colorscale": "Viridis",
         "colorbar": {"title": {"text": f"{section} (s)"}},
-        "hovertemplate": (
-            "rank %{customdata[0]} on %{customdata[1]}<br>"
-            f"{section}: %{{z:.4f}} s<br>%{{x}}<extra></extra>"
+        "hovertemplate": hover_template(
+            "rank %{customdata[0]} on %{customdata[1]}<br>$section: %{z:.4f} s<br>%{x}"
+            "<extra></extra>",
+            section=section,
         ),
         "hoverongaps": False,
     }
@@ -80,7 +81,7 @@ def spread_figure(points: Sequence[SpreadPoint], *, section: str) -> Figure:
         steps = [point.step for point in mine]
         first = index == 0
 
-        at = f"attempt {attempt} · step %{{x}}<br>"
+        at = "attempt $attempt · step %{x}<br>"
         band, median, p99, slowest = (
             _spread_line(kind, steps, legend=first)
             for kind in ("fastest to p90", "median", "p99", "slowest rank")
@@ -91,13 +92,15 @@ def spread_figure(points: Sequence[SpreadPoint], *, section: str) -> Figure:
             {**band, "y": [p.p90_s for p in mine], "line": {"width": 0}, "fill": "tonexty",
              "fillcolor": "rgba(31,119,180,0.2)", "hoverinfo": "skip"},
             {**median, "y": [p.median_s for p in mine], "line": {"color": "#1f77b4"},
-             "hovertemplate": at + "median %{y:.4f} s<extra></extra>"},
+             "hovertemplate": hover_template(at + "median %{y:.4f} s<extra></extra>",
+                                             attempt=attempt)},
             {**p99, "y": [p.p99_s for p in mine], "line": {"color": "#ff7f0e", "dash": "dot"},
-             "hovertemplate": at + "p99 %{y:.4f} s<extra></extra>"},
+             "hovertemplate": hover_template(at + "p99 %{y:.4f} s<extra></extra>",
+                                             attempt=attempt)},
             {**slowest, "y": [p.max_s for p in mine], "line": {"color": "#d62728"},
              "customdata": [[p.slowest_rank, p.slowest_host or "?"] for p in mine],
-             "hovertemplate": at + "max %{y:.4f} s: rank %{customdata[0]} on"
-                              " %{customdata[1]}<extra></extra>"},
+             "hovertemplate": hover_template(at + "max %{y:.4f} s: rank %{customdata[0]} on"
+                                             " %{customdata[1]}<extra></extra>", attempt=attempt)},
         ]  # fmt: skip
     return {
         "data": data,
@@ -127,8 +130,13 @@ def host_scores_figure(rows: Sequence[dict], *, threshold: float) -> go.Figure:
                 y=[row["score"] for row in mine],
                 mode="lines+markers",
                 name=f"{run} #{attempt} rank {rank}",
-                hovertemplate=f"{run} attempt {attempt} rank {rank}<br>"
-                "relative score %{y:.3f}<br>%{x}<extra></extra>",
+                hovertemplate=hover_template(
+                    "$run attempt $attempt rank $rank<br>relative score %{y:.3f}<br>%{x}"
+                    "<extra></extra>",
+                    run=run,
+                    attempt=attempt,
+                    rank=rank,
+                ),
             )
         )
     figure.add_hline(y=threshold, line={"color": "#d62728", "dash": "dash"},
