@@ -26,6 +26,7 @@ app.conf.task_routes = {
     "logbook.triage_suggest": {"queue": QUEUE_DEFAULT},
     "logbook.triage_evidence": {"queue": QUEUE_DEFAULT},
     "logbook.triage_run_evidence": {"queue": QUEUE_DEFAULT},
+    "logbook.incident_groups_refresh": {"queue": QUEUE_DEFAULT},
     "telemetry.rank_partitions_maintain": {"queue": QUEUE_DEFAULT},
     "telemetry.device_sample_partitions_maintain": {"queue": QUEUE_DEFAULT},
 }

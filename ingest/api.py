@@ -90,6 +90,9 @@ def _doc_field(spec: Field, *, required: bool) -> serializers.Field:
             return serializers.DictField(
                 child=serializers.ListField(child=serializers.FloatField(min_value=0)), **options
             )
+        case "placement":
+            level = serializers.CharField(max_length=spec.max_length, allow_null=True)
+            return serializers.DictField(child=serializers.DictField(child=level), **options)
     raise AssertionError(f"no documentation for {spec.kind}")
 
 

@@ -26,9 +26,11 @@ from ingest.prometheus import (
     exposition_parse,
     grouping_path_parse,
     path_host,
+    placement_of,
 )
 from logbook.services.gpu_health import dcgm_push_record
 from telemetry.dcgm import HEALTH_COUNTERS_OFF_BY_DEFAULT
+from telemetry.services.topology import host_placements_set
 
 TEXT_TYPES = ("text/plain", "application/openmetrics-text")
 
@@ -115,8 +117,11 @@ def _ingest(request: Request, *, grouping: str | None) -> Response:
     received_at = timezone.now()
     try:
         default_host = request.query_params.get("host", "")
+        path_placement: dict[str, str] = {}
         if grouping is not None:
-            default_host = path_host(grouping_path_parse(grouping)) or default_host
+            grouping_labels = grouping_path_parse(grouping)
+            default_host = path_host(grouping_labels) or default_host
+            path_placement = placement_of(grouping_labels)
         text = _read_text(request)
         exposition = exposition_parse(text=text, default_host=default_host)
     except ExpositionError as exc:
@@ -124,6 +129,14 @@ def _ingest(request: Request, *, grouping: str | None) -> Response:
     outcome = dcgm_push_record(
         project=request.auth.project, gpus=exposition.gpus, received_at=received_at
     )
+    placements = {
+        gpu.host: path_placement | gpu.placement
+        for gpu in exposition.gpus
+        if gpu.placement or path_placement
+    }
+    if placements:
+        # One read when nothing moved (every push of a labelled fleet): see the service.
+        host_placements_set(project=request.auth.project, placements=placements)
     sent: set[str] = set().union(*(gpu.fields_sent for gpu in exposition.gpus))
     missing = [name for name in HEALTH_COUNTERS_OFF_BY_DEFAULT if name not in sent]
     return Response(

@@ -15,7 +15,13 @@ from typing import Any
 
 import orjson
 
-from ingest.contract import MAX_OBJECT_BYTES, MAX_OBJECT_DEPTH, METRIC_FIELDS, Field
+from ingest.contract import (
+    MAX_OBJECT_BYTES,
+    MAX_OBJECT_DEPTH,
+    METRIC_FIELDS,
+    PLACEMENT_LEVELS,
+    Field,
+)
 from telemetry.hardware_names import hardware_name_problem
 
 # The metric fast paths compare against the step column's range inline.
@@ -308,6 +314,51 @@ def check_timings(name_limit: int, sections: int) -> Callable[[Any], dict[str, l
     return checker
 
 
+# Host.name's width (the contract's url_names of Host.name carry it too).
+MAX_HOST_NAME = 255
+
+
+def check_placement(name_limit: int, hosts: int) -> Callable[[Any], dict[str, dict[str, str]]]:
+    """{host: {level: name}}: host names as in `hosts` lists (URL names of Host.name's
+    width), levels among PLACEMENT_LEVELS, each a name (or null: not said)."""
+    check_host = check_url_name(MAX_HOST_NAME)
+    check_level = check_name(name_limit)
+
+    def checker(raw: Any) -> dict[str, dict[str, str]]:
+        if not isinstance(raw, dict):
+            raise FieldError(f"must be an object of host name to its levels, got {describe(raw)}")
+        if len(raw) > hosts:
+            raise FieldError(f"has {len(raw)} hosts; the limit is {hosts}")
+        clean: dict[str, dict[str, str]] = {}
+        for host, levels in raw.items():
+            try:
+                check_host(host)
+            except FieldError as exc:
+                raise FieldError(f"host {str(host)[:60]!r} {exc}") from exc
+            if not isinstance(levels, dict):
+                raise FieldError(
+                    f"[{host!r}] must be an object of {', '.join(PLACEMENT_LEVELS)}, got "
+                    f"{describe(levels)}"
+                )
+            placed: dict[str, str] = {}
+            for level, value in levels.items():
+                if level not in PLACEMENT_LEVELS:
+                    raise FieldError(
+                        f"[{host!r}] has {str(level)[:40]!r}; the levels are "
+                        f"{', '.join(PLACEMENT_LEVELS)}"
+                    )
+                if value is None:
+                    continue
+                try:
+                    placed[level] = check_level(value).strip()
+                except FieldError as exc:
+                    raise FieldError(f"[{host!r}].{level} {exc}") from exc
+            clean[host] = placed
+        return clean
+
+    return checker
+
+
 def check_object(raw: Any) -> dict[str, Any]:
     """A JSON object PostgreSQL's jsonb takes and the run cache can encode: finite numbers,
     storable text, at most MAX_OBJECT_DEPTH deep and MAX_OBJECT_BYTES long as JSON."""
@@ -408,6 +459,9 @@ def checker_for(spec: Field) -> Checker:
         case "timings":
             assert spec.max_length is not None and spec.max_items is not None
             return check_timings(spec.max_length, spec.max_items)
+        case "placement":
+            assert spec.max_length is not None and spec.max_items is not None
+            return check_placement(spec.max_length, spec.max_items)
     raise AssertionError(f"no check for {spec.kind}")
 
 

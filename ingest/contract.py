@@ -57,6 +57,8 @@ Kind = Literal[
     "integers",  # a non-empty list of at most max_items integers in [minimum, maximum]
     "timings",  # {section name: [seconds, ...]}: at most max_items sections, names of at most
     # max_length characters, each list of finite numbers >= 0 as long as the event's `ranks`
+    "placement",  # {host url_name: {level: name}}: at most max_items hosts; levels rack, pod,
+    # cluster, site (each optional), names of at most max_length characters
 ]
 
 # A free-form object (run_info.config) is stored as jsonb and cached with the run: bounded so
@@ -160,6 +162,8 @@ MAX_SECTIONS = 32
 RANK_HOST = name(RankPlacement, "host")
 RANK_DEVICE = name(RankPlacement, "device")
 RANK_SECTION = name(RankStepStats, "section")
+PLACEMENT_NAME = name(Host, "rack")  # as wide as Host.pod, Cluster.name and Site.name
+PLACEMENT_LEVELS = ("rack", "pod", "cluster", "site")
 
 # --- The batch ----------------------------------------------------------------------------------
 
@@ -224,6 +228,14 @@ EVENTS: dict[str, Event] = {
             "hosts": url_names(Host, "name"),
             # When the attempt runs on a different count than the run (a resized cluster).
             "accelerator_count": integer(Attempt, "accelerator_count", minimum=1),
+            "placement": Field(
+                "placement",
+                "Where hosts sit: {host: {rack, pod, cluster, site}}, any level absent when "
+                "unknown; a cluster is kept with its site (sent or known).",
+                max_length=PLACEMENT_NAME.max_length,
+                max_items=10_000,
+                column=PLACEMENT_NAME.column,
+            ),
         },
         "A launch of the job; its points may follow in the same batch.",
     ),

@@ -39,6 +39,15 @@ MAX_XID = 2**31 - 1
 MAX_TIMESTAMP_S = 253_402_300_799
 # Grouping labels of a Pushgateway path that name the host.
 PATH_HOST_LABELS = ("hostname", "Hostname", "host")
+# Labels that place the host (added by a Prometheus relabelling, the exporter's
+# Kubernetes node labels, or a Pushgateway path's grouping labels): level -> label names.
+PLACEMENT_LABELS = {
+    "rack": ("rack",),
+    "pod": ("pod", "superpod"),
+    "cluster": ("cluster",),
+    "site": ("site",),
+}
+MAX_LEVEL_CHARS = 100  # Host.rack / Host.pod, Cluster.name, Site.name
 
 
 class ExpositionError(Exception):
@@ -304,6 +313,18 @@ def describe_gpu(gpu: GpuReadings, labels: Mapping[str, str]) -> None:
         gpu.gpu_index = int(index)
     if not gpu.model_name:
         gpu.model_name = printable(_first(labels, MODEL_LABELS))[:64]
+    if not gpu.placement:
+        gpu.placement = placement_of(labels)
+
+
+def placement_of(labels: Mapping[str, str]) -> dict[str, str]:
+    """The levels `labels` name (printable, cut to their columns' width)."""
+    placed = {}
+    for level, names in PLACEMENT_LABELS.items():
+        value = printable(_first(labels, names))[:MAX_LEVEL_CHARS].strip()
+        if value:
+            placed[level] = value
+    return placed
 
 
 def printable(text: str) -> str:

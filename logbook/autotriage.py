@@ -94,8 +94,9 @@ class EvidenceFact:
     """One stored record near the interruption. `kind` is one of:
     "dcgm" (a DeviceEvent: `event_kind`, `xid`), "straggler" (a StragglerRecord),
     "first_silent" (a hang's ranks that stopped reporting first), "sdc" (an SdcReplay:
-    `verdict`). `own_host` says whether it is on one of the interruption's hosts (else on
-    another host of its attempt)."""
+    `verdict`), "group" (an IncidentGroup holding the interruption: `category` and
+    `component`, the part its hosts share). `own_host` says whether it is on one of the
+    interruption's hosts (else on another host of its attempt)."""
 
     kind: str
     at: datetime | None
@@ -107,6 +108,13 @@ class EvidenceFact:
     xid: int | None = None
     verdict: str = ""
     own_host: bool = True
+    category: str = ""
+    component: str = ""
+
+
+# Several hosts of one rack (pod, cluster) failing within minutes point at the part they
+# share (logbook.incident_groups): strongly, as one cause explains them all.
+GROUP_WEIGHT = 0.7
 
 
 # --- Output ------------------------------------------------------------------------------------
@@ -114,7 +122,7 @@ class EvidenceFact:
 
 @dataclass(frozen=True)
 class EvidenceItem:
-    kind: str  # "message", "dcgm", "straggler", "first_silent", "sdc"
+    kind: str  # "message", "dcgm", "straggler", "first_silent", "sdc", "group"
     at: datetime | None
     text: str
     url: str
@@ -309,6 +317,9 @@ def fact_evidence(fact: EvidenceFact, book: RuleBook | None = None) -> EvidenceI
     elif fact.kind == "sdc":
         weight = SDC_VERDICT_WEIGHTS.get(fact.verdict, 0.0)
         rule = XidRule("silent-data-corruption", "Silent data corruption", weight)
+    elif fact.kind == "group":
+        weight = GROUP_WEIGHT if fact.category else 0.0
+        rule = XidRule(fact.category, fact.component, weight)
     category, weight = (rule.category, rule.weight) if rule else ("", 0.0)
     if not fact.own_host:
         weight *= EVIDENCE_ELSEWHERE
@@ -383,8 +394,9 @@ def suggest(
         if item.kind in ("first_silent", "straggler") and item.host
     ]
     verdict = combine.weigh(_signals(items), book.categories, own_hosts=facts.hosts, hints=hints)
+    grouped = next((item for item in seen if item.kind == "group"), None)
     if verdict is None:
-        if not hints:
+        if not hints and grouped is None:
             return None
         # Only culprit hints: a stall nobody explained yet.
         verdict = combine.weigh(
@@ -413,6 +425,9 @@ def suggest(
             for match in safe_patterns.all_matches(GPU_UUID, facts.message[:MESSAGE_MAX_CHARS])
         ) or list(facts.devices)
     note = _note(message_category, category, supporting, names)
+    if grouped is not None:
+        # Said first whatever the category: on-call looks at the shared part, not the host.
+        note = f"{grouped.text}." + (f" {note}" if note else "")
     if not reading.complete:
         note = " ".join(
             part

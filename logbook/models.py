@@ -15,7 +15,7 @@ from logbook.choices import (
     SdcDetection,
     TimePrecision,
 )
-from telemetry.models import Attempt, Device, Host, Run
+from telemetry.models import Attempt, Device, Host, Project, Run
 
 
 class RootCause(models.Model):
@@ -673,3 +673,46 @@ class TriageSuggestion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.interruption_id}: {self.root_cause_id} ({self.confidence:.2f})"
+
+
+class IncidentGroup(models.Model):
+    """Incidents that hit several hosts of one rack, pod, cluster or site within a short
+    window: one failure of the part those hosts share, not several (logbook.incident_groups
+    has the rule). Kept by logbook.services.incident_groups, which remakes the groups around
+    each unexpected interruption after it is stored."""
+
+    class Level(models.TextChoices):
+        RACK = "rack", "Rack"
+        POD = "pod", "Pod"
+        CLUSTER = "cluster", "Cluster"
+        SITE = "site", "Site"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    level = models.CharField(max_length=8, choices=Level.choices)
+    # The component's path from the site down (["site-a", "c1", "p1", "r07"]): racks named
+    # alike in two pods are two racks.
+    key = models.JSONField()
+    name = models.CharField(max_length=120)  # "rack r07"
+    suggested_component = models.CharField(max_length=200)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField()
+    incidents = models.ManyToManyField(Interruption, related_name="groups")
+    hosts = models.JSONField(default=list)  # host names, sorted
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(ended_at__gte=F("started_at")), name="incident_group_ends_after_start"
+            ),
+        ]
+        indexes = [
+            # The fleet page and the API list a project's groups newest first; the service
+            # reads those near an incident.
+            models.Index(fields=["project", "-started_at"], name="incident_group_project_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.started_at:%Y-%m-%d %H:%M}"

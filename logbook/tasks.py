@@ -10,6 +10,7 @@ from django.db import OperationalError
 from logbook.selectors import webhooks as webhook_selectors
 from logbook.services import autotriage as autotriage_services
 from logbook.services import hangs as hang_services
+from logbook.services import incident_groups as group_services
 from logbook.services import stragglers as straggler_services
 from logbook.services import webhooks as webhook_services
 
@@ -82,3 +83,11 @@ def triage_run_evidence_task(run_pk: int, since: str, until: str | None) -> int:
         since=datetime.fromisoformat(since),
         until=datetime.fromisoformat(until) if until else None,
     )
+
+
+@shared_task(
+    name="logbook.incident_groups_refresh", soft_time_limit=60, time_limit=90, **_TRIAGE_TASK
+)
+def incident_groups_refresh_task(interruption_pk: int) -> int:
+    # Idempotent: the same incidents and topology leave the same groups.
+    return len(group_services.incident_groups_refresh(interruption_id=interruption_pk))

@@ -68,6 +68,10 @@ _FIELDS = [
     DcgmField("DCGM_FI_DEV_THERMAL_VIOLATION", "Thermal throttling", "µs", "counter", "thermal",
               False),
     DcgmField("DCGM_FI_DEV_POWER_VIOLATION", "Power throttling", "µs", "counter", "power", False),
+    # DCGM field 396: a row remap recorded but applied only at the next GPU reset (the
+    # at-risk list's "pending row remap"); the exporter's default counters leave it out.
+    DcgmField("DCGM_FI_DEV_ROW_REMAP_PENDING", "Row remap pending", "1 = pending", "gauge",
+              "row_remap", False),
 ]  # fmt: skip
 
 FIELDS: dict[str, DcgmField] = {field.name: field for field in _FIELDS}
@@ -141,6 +145,9 @@ class GpuReadings:
     timestamps: dict[str, float] = field(default_factory=dict)
     # Every mapped field the exporter sent, blank or not: what its counters file enables.
     fields_sent: set[str] = field(default_factory=set)
+    # Where the host sits, from the push's labels ({"rack": ..., "site": ...}; levels not
+    # labelled are absent): telemetry.services.topology places the host.
+    placement: dict[str, str] = field(default_factory=dict)
 
 
 def is_reading(value: float) -> bool:

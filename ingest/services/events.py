@@ -14,6 +14,7 @@ from logbook.services import sdc as sdc_services
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Run
 from telemetry.services import rank_timings
+from telemetry.services import topology as topology_services
 
 
 class _BatchContext:
@@ -48,6 +49,10 @@ def _attempt_started(context: _BatchContext, event: EventIn) -> None:
         hosts=event.fields.get("hosts", ()),
         accelerator_count=event.fields.get("accelerator_count"),
     )
+    if event.fields.get("placement"):
+        topology_services.host_placements_set(
+            project=context.run.project_id, placements=event.fields["placement"]
+        )
 
 
 def _attempt_ended(context: _BatchContext, event: EventIn) -> None:

@@ -13,7 +13,9 @@ from django.db.models import Q, QuerySet
 from django.urls import reverse
 
 from logbook.autotriage import EvidenceFact, IncidentFacts, MessageRule
+from logbook.incident_groups import SHARED_CATEGORY, SHARED_PART
 from logbook.models import (
+    IncidentGroup,
     Interruption,
     RootCause,
     SdcReplay,
@@ -82,6 +84,31 @@ def evidence_for(*, interruption: Interruption) -> list[EvidenceFact]:
         facts += _straggler_facts(interruption, own=set(own.values()))
         facts += _first_silent_facts(interruption)
     facts += _sdc_facts(interruption)
+    facts += _group_facts(interruption)
+    return facts
+
+
+def _group_facts(interruption: Interruption) -> list[EvidenceFact]:
+    """The incident group holding the interruption: several hosts of one rack, pod, cluster
+    or site failing within minutes (logbook.incident_groups)."""
+    facts = []
+    for group in IncidentGroup.objects.filter(incidents=interruption):
+        minutes = max(1, round((group.ended_at - group.started_at).total_seconds() / 60))
+        count = group.incidents.count()
+        facts.append(
+            EvidenceFact(
+                kind="group",
+                at=group.started_at,
+                text=(
+                    f"One failure with {count - 1} other incident(s) on {len(group.hosts)} "
+                    f"hosts of {group.name} within {minutes} min (group {group.pk}): "
+                    f"{SHARED_PART[group.level]}"
+                ),
+                url=f"{reverse('logbook:fleet')}#incident-group-{group.pk}",
+                category=SHARED_CATEGORY[group.level],
+                component=group.suggested_component,
+            )
+        )
     return facts
 
 

@@ -11,7 +11,7 @@ from django.db.models import Max
 
 from logbook.choices import TimePrecision
 from logbook.models import Interruption
-from logbook.services import autotriage, webhooks
+from logbook.services import autotriage, incident_groups, webhooks
 from logbook.services.taxonomy import root_cause_resolve
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Run
@@ -108,6 +108,8 @@ def interruption_record(
         webhooks.interruption_notify(interruption=interruption)
         # The worker reads its message and the evidence around it after commit.
         autotriage.suggestion_enqueue(interruption_id=interruption.pk)
+        # Several hosts of one rack failing within minutes are one failure: the worker looks.
+        incident_groups.incident_groups_enqueue(interruption_id=interruption.pk)
     telemetry_services.run_data_version_bump(run_id=run.pk)
     telemetry_services.fleet_version_bump(project_id=run.project_id)
     return interruption

@@ -47,8 +47,16 @@ class Host(models.Model):
         Project, on_delete=models.CASCADE, null=True, blank=True, related_name="hosts"
     )
     name = models.CharField(max_length=255)
+    # Where the host sits, host -> rack -> pod -> cluster -> site, as jobs, exporters and
+    # admins said (telemetry.services.topology); "" / null where nobody has: unknown stays
+    # unknown. A cluster is named within its site, so `cluster`, when set, is in `site`.
+    rack = models.CharField(max_length=100, blank=True)
+    pod = models.CharField(max_length=100, blank=True)
     cluster = models.ForeignKey(
         Cluster, on_delete=models.SET_NULL, null=True, blank=True, related_name="hosts"
+    )
+    site = models.ForeignKey(
+        Site, on_delete=models.SET_NULL, null=True, blank=True, related_name="hosts"
     )
     quarantined_at = models.DateTimeField(null=True, blank=True)
     quarantine_reason = models.TextField(blank=True)
@@ -60,6 +68,10 @@ class Host(models.Model):
         ordering = ["name"]
         constraints = [
             models.UniqueConstraint(fields=["project", "name"], name="host_unique_name_in_project"),
+        ]
+        indexes = [
+            # Incident groups read a project's hosts of some racks (a rack's size).
+            models.Index(fields=["project", "rack"], name="host_project_rack_idx"),
         ]
 
     def __str__(self) -> str:

@@ -77,7 +77,7 @@ def test_every_bounded_field_has_a_bound() -> None:
             assert spec.maximum is not None, where
         if spec.kind in ("text", "name", "key", "names", "url_name", "url_names"):
             assert spec.max_length, where
-        if spec.kind in ("names", "url_names", "times", "integers", "timings"):
+        if spec.kind in ("names", "url_names", "times", "integers", "timings", "placement"):
             assert spec.max_items, where
 
 
@@ -110,6 +110,9 @@ def _at_limit(spec: Field, *, when: datetime) -> Any:
             return [spec.maximum]
         case "timings":
             return {"s" * (spec.max_length or 0): [1.5]}
+        case "placement":
+            level = "p" * (spec.max_length or 0)
+            return {"h" * 255: {"rack": level, "pod": level, "cluster": level, "site": level}}
     return 1.5
 
 

@@ -1,0 +1,122 @@
+"""The at-risk list: GPUs (and their hosts) with precursor signals of failure
+(telemetry.selectors.risk), each with the incidents that followed the same signals elsewhere
+in its project's fleet and the action to take."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import QuerySet
+
+from logbook.models import Interruption
+from telemetry import run_cache
+from telemetry.models import Project
+from telemetry.selectors.risk import DeviceRisk, at_risk_devices, newest_push, risk_at
+
+# Which past incidents are asked "did the same signals come first": the project's newest
+# hardware incidents naming a GPU, in this many days, at most this many.
+FOLLOWED_DAYS = 30
+FOLLOWED_INCIDENTS = 50
+
+
+@dataclass(frozen=True)
+class Followed:
+    """A past incident on another GPU that the same signal came before."""
+
+    interruption_id: int
+    run_id: int
+    number: int
+    occurred_at: datetime
+    device: str
+    kinds: tuple[str, ...]
+
+
+@dataclass
+class AtRisk:
+    project: str
+    entry: DeviceRisk
+    followed: list[Followed] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        risk = self.entry.risk
+        return {
+            "project": self.project,
+            "host": self.entry.host or None,
+            "device": self.entry.device,
+            "score": risk.score,
+            "signals": [
+                {"kind": one.kind, "detail": one.detail, "since": one.since} for one in risk.signals
+            ],
+            "action": risk.action,
+            "followed": [
+                {
+                    "incident": one.interruption_id,
+                    "run": one.run_id,
+                    "number": one.number,
+                    "occurred_at": one.occurred_at,
+                    "device": one.device,
+                    "signals": list(one.kinds),
+                }
+                for one in self.followed
+            ],
+        }
+
+
+def at_risk_cached(*, projects: QuerySet[Project], now: datetime) -> list[dict[str, object]]:
+    """at_risk_for_projects as the API's rows, cached under what moves them: the newest push
+    of the projects' GPUs (a quiet push bumps no version), the fleet's version (incidents)
+    and the minute (the lookback slides)."""
+    slugs = dict(projects.values_list("pk", "slug"))
+    pushed = newest_push(project_ids=sorted(slugs))
+    versions = sorted(projects.values_list("pk", "fleet_version"))
+    where = f"{versions}:{pushed and pushed.timestamp()}"
+    key = f"fleet-at-risk:{hashlib.sha256(where.encode()).hexdigest()[:32]}:{now:%Y%m%d%H%M}"
+    return run_cache.cached(
+        key, lambda: [one.as_dict() for one in at_risk_for_projects(projects=projects, now=now)]
+    )
+
+
+def at_risk_for_projects(*, projects: QuerySet[Project], now: datetime) -> list[AtRisk]:
+    slugs = dict(projects.values_list("pk", "slug"))
+    found = at_risk_devices(project_ids=sorted(slugs), now=now)
+    if not found:
+        return []
+    followed = _followed_by_kind(project_ids=sorted({one.project_id for one in found}), now=now)
+    listed = []
+    for entry in found:
+        kinds = {one.kind for one in entry.risk.signals}
+        before = [
+            one
+            for one in followed.get(entry.project_id, [])
+            if one.device != entry.device and kinds & set(one.kinds)
+        ]
+        listed.append(AtRisk(slugs[entry.project_id], entry, before))
+    return listed
+
+
+def _followed_by_kind(*, project_ids: list[int], now: datetime) -> dict[int, list[Followed]]:
+    """The projects' recent hardware incidents naming a GPU, each with the detector's signals
+    on that GPU just before it (those it had any)."""
+    incidents = list(
+        Interruption.objects.filter(
+            run__project_id__in=project_ids,
+            root_cause__is_hardware=True,
+            occurred_at__gte=now - timedelta(days=FOLLOWED_DAYS),
+            occurred_at__lte=now,
+            devices__isnull=False,
+        )
+        .order_by("-occurred_at")
+        .values_list("pk", "run_id", "run__project_id", "number", "occurred_at", "devices",
+                     "devices__uuid")[:FOLLOWED_INCIDENTS]
+    )  # fmt: skip
+    by_project: dict[int, list[Followed]] = {}
+    for pk, run_id, project_id, number, at, device_id, uuid in incidents:
+        assessed = risk_at(device_ids=[device_id], at=at)[device_id]
+        kinds = tuple(sorted({one.kind for one in assessed.signals}))
+        if kinds:
+            by_project.setdefault(project_id, []).append(
+                Followed(pk, run_id, number, at, uuid, kinds)
+            )
+    return by_project
