@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from logbook.services import interruptions as interruption_services
 from telemetry import services as telemetry_services
+from telemetry.services.topology import host_placements_set
 
 PRINCIPALS = ["anonymous", "outsider", "viewer", "oncall", "admin", "token"]
 REFUSED_ANONYMOUS_API = {401, 403}
@@ -85,6 +86,13 @@ RULES: list[Rule] = [
     api_list("/api/v1/failures"),
     api_list("/api/v1/sdc"),
     api_list("/api/v1/fleet/hosts"),
+    api_list("/api/v1/fleet/topology"),
+    api_list("/api/v1/fleet/incident-groups"),
+    api_list("/api/v1/fleet/at-risk"),
+    # Filtered by the project: its members only (an outsider learns nothing: 404).
+    api_read("/api/v1/fleet/topology?project={project}"),
+    api_read("/api/v1/fleet/incident-groups?project={project}"),
+    api_read("/api/v1/fleet/at-risk?project={project}"),
     operator_write(
         "post", "/fleet/hosts/{host}/", {"action": "quarantine", "reason": "xid 79"}, {200, 302}
     ),
@@ -115,6 +123,10 @@ RULES: list[Rule] = [
         for admin_page in ("webhooks", "members", "tokens", "batches")
     ],
     list_page("/taxonomy/"),
+    Rule("post", "/api/v1/fleet/topology/import?project={project}", {
+        "anonymous": REFUSED_ANONYMOUS_API, "outsider": {404}, "viewer": {403},
+        "oncall": {403}, "admin": {200}, "token": REFUSED_ANONYMOUS_API,
+    }, {"csv": "host,rack\nmatrix-host,r1\n"}),
     Rule("post", "/api/v1/ingest", {
         "anonymous": {401}, "outsider": {401}, "viewer": {401}, "oncall": {401},
         "admin": {401}, "token": {202},
@@ -151,6 +163,10 @@ def test_permission_matrix(rule: Rule, principals: dict, project) -> None:
         # when each principal calls it
         if rule.method == "get":
             response = client.get(path)
+        elif rule.body and "csv" in rule.body:
+            response = getattr(client, rule.method)(
+                path, data=rule.body["csv"], content_type="text/csv"
+            )
         elif path.startswith("/api/"):
             body = {k: (v.format(**names) if isinstance(v, str) else v)
                     for k, v in (rule.body or {}).items()}  # fmt: skip
@@ -173,6 +189,13 @@ def test_outsiders_list_pages_show_nothing_of_the_project(principals, project) -
     run = telemetry_services.run_upsert(project=project, name="secret-run-name")
     telemetry_services.attempt_ensure(run=run, number=1, hosts=["secret-host"])
 
-    for path in ["/", "/failures/", "/sdc/", "/fleet/", "/api/v1/runs", "/api/v1/fleet/hosts"]:
+    telemetry_services.attempt_ensure(run=run, number=2, hosts=["secret-host"])
+    host_placements_set(
+        project=project, placements={"secret-host": {"rack": "secret-rack", "site": "secret-site"}}
+    )
+    lists = ["/", "/failures/", "/sdc/", "/fleet/", "/api/v1/runs", "/api/v1/fleet/hosts"]
+    lists += ["/api/v1/fleet/topology", "/api/v1/fleet/incident-groups", "/api/v1/fleet/at-risk"]
+    for path in lists:
         body = principals["outsider"].get(path).content.decode()
         assert "secret-run-name" not in body and "secret-host" not in body, path
+        assert "secret-rack" not in body and "secret-site" not in body, path
