@@ -162,6 +162,43 @@ class Interruption(models.Model):
         return (self.recovered_at - self.occurred_at).total_seconds()
 
 
+class IncidentSource(models.Model):
+    """One signal of a failure: the job's own report, a dcgm-exporter health event, a hang,
+    an MLflow FAILED. Signals of one failure (logbook.incident_windows) are one Interruption
+    with a source each; the interruption's times and steps are derived from its sources
+    (logbook.services.interruptions). Keyed like an interruption by (run, source_key), so a
+    signal recorded twice changes nothing."""
+
+    class Kind(models.TextChoices):
+        JOB = "job", "Job's report"
+        DCGM = "dcgm", "dcgm-exporter"
+        HANG = "hang", "Hang detection"
+        MLFLOW = "mlflow", "MLflow status"
+
+    interruption = models.ForeignKey(Interruption, on_delete=models.CASCADE, related_name="sources")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    source_key = models.CharField(max_length=200)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.JOB)
+    occurred_at = models.DateTimeField()
+    detected_at = models.DateTimeField(null=True, blank=True)
+    message = models.TextField(blank=True)
+    # What this signal said (category, step, lost steps, recovery, hosts, devices...): the
+    # interruption's fields are re-derived from every source's when one more arrives.
+    reported = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["occurred_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "source_key"], name="incident_source_unique_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.source_key}"
+
+
 class Checkpoint(models.Model):
     Tier = CheckpointTier
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from django.db.models import Count, F, Func, IntegerField, Model, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from logbook.models import Annotation, Checkpoint, Interruption, LogbookEntry
+from logbook.models import Annotation, Checkpoint, IncidentSource, Interruption, LogbookEntry
 from telemetry.choices import AttemptStatus
 from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
 from telemetry.query_time import BadTime, parse_time, storable_text
@@ -33,6 +33,7 @@ def runs_for_user(*, user: User) -> QuerySet[Run]:
     interruption_count = (
         Run.objects.filter(pk=OuterRef("pk")).annotate(n=Count("interruptions")).values("n")[:1]
     )
+    hang = _open_hangs(attempt=Q(attempt__number=OuterRef("current_attempt")))
     return (
         Run.objects.filter(project__in=projects_for_user(user=user))
         .select_related("project")
@@ -42,7 +43,40 @@ def runs_for_user(*, user: User) -> QuerySet[Run]:
             interruption_count=Subquery(interruption_count, output_field=IntegerField()),
             last_loss=Subquery(last_loss),
         )
+        .annotate(hung_since=Subquery(hang.values("occurred_at")[:1]))
         .order_by("-last_seen_at", "project__slug", "name")
+    )
+
+
+def _open_hangs(*, attempt: Q) -> QuerySet[Interruption]:
+    """A run's open hang incidents (hang detection among their sources, not resolved) on the
+    attempt `attempt` picks, still at the step the hang stopped at (a step past it means the
+    job moved on), earliest first. Correlated on the outer run."""
+    return (
+        Interruption.objects.filter(
+            attempt,
+            run=OuterRef("pk"),
+            step=OuterRef("last_step"),
+            sources__kind=IncidentSource.Kind.HANG,
+        )
+        .exclude(status=Interruption.Status.RESOLVED)
+        .order_by("occurred_at")
+    )
+
+
+def run_hung_since(*, run: Run, attempt: Attempt | None) -> datetime | None:
+    """When the open hang of the run's latest attempt began (its last step), or None."""
+    if attempt is None:
+        return None
+    return (
+        Run.objects.filter(pk=run.pk)
+        .annotate(
+            hung_since=Subquery(
+                _open_hangs(attempt=Q(attempt_id=attempt.pk)).values("occurred_at")[:1]
+            )
+        )
+        .values_list("hung_since", flat=True)
+        .first()
     )
 
 

@@ -59,7 +59,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         # The run page's words for a running run gone quiet ("silent since ...") or stuck at
         # one step ("no progress since ..."), so the list does not call a run "running" that
         # the run page does not.
-        run.live = _run_liveness(run, run.current_status, now)
+        run.live = _run_liveness(run, run.current_status, now, run.hung_since)
     chosen = [c for c in request.GET.getlist("cols") if c in RUN_COLUMNS] or list(RUN_COLUMNS)
     return render(
         request,
@@ -190,13 +190,21 @@ def _tables_html(run: Run, axis: charts.Axis, tables: run_selectors.RunPageTable
 
 
 def _liveness(run: Run, latest: Attempt | None) -> liveness.Liveness:
-    return _run_liveness(run, latest.status if latest else None, timezone.now())
+    hung_since = run_cache.cached(
+        f"run-hung-since:{run_cache.run_version_key(run=run)}",
+        lambda: (run_selectors.run_hung_since(run=run, attempt=latest),),
+    )[0]
+    return _run_liveness(run, latest.status if latest else None, timezone.now(), hung_since)
 
 
-def _run_liveness(run: Run, status: str | None, now: datetime) -> liveness.Liveness:
+def _run_liveness(
+    run: Run, status: str | None, now: datetime, hung_since: datetime | None = None
+) -> liveness.Liveness:
     """The run list's and the run page's one reading of a run: its latest attempt's status
-    (in the page's words), or silent, or stuck at one step (Run.last_step_at)."""
+    (in the page's words), hung (an open hang incident), or silent, or stuck at one step
+    (Run.last_step_at)."""
     return liveness.liveness(
+        hung_since=hung_since,
         status=status,
         status_label=_STATUS_LABELS.get(status or "", "no attempt yet"),
         last_seen_at=run.last_seen_at,

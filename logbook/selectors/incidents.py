@@ -10,7 +10,7 @@ from datetime import datetime
 from django.db.models import Case, Exists, OuterRef, QuerySet, Value, When
 from django.http import Http404
 
-from logbook.models import AuditEvent, Interruption, RootCause
+from logbook.models import AuditEvent, IncidentSource, Interruption, RootCause
 from logbook.selectors.filters import FilterParams
 from telemetry.models import Attempt, Run
 from telemetry.selectors import User, projects_for_user, run_get_for_user
@@ -171,6 +171,11 @@ def incident_get_for_user(*, user: User, pk: int) -> Interruption:
     if incident is None:
         raise Http404("No such incident.")
     return incident
+
+
+def incident_sources(*, incident: Interruption) -> QuerySet[IncidentSource]:
+    """The signals this incident is made of (logbook.services.interruptions), earliest first."""
+    return IncidentSource.objects.filter(interruption=incident).order_by("occurred_at", "pk")
 
 
 def incident_history(*, incident: Interruption) -> QuerySet[AuditEvent]:

@@ -21,7 +21,7 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import F, OuterRef, Subquery
 
-from logbook.models import Interruption
+from logbook.models import IncidentSource, Interruption
 from logbook.services import autotriage
 from logbook.services.interruptions import interruption_record
 from telemetry import dcgm
@@ -154,10 +154,12 @@ def _interruptions_open(
     opened: list[Interruption] = []
     for link in using:
         attempt, host = link.attempt, link.host
+        # Its source, not the interruption's first key: the job's crash report may have
+        # opened the incident this GPU's signal joined.
         already_open = Interruption.objects.filter(
             attempt=attempt,
             hosts=host,
-            source_key__startswith=SOURCE_KEY_PREFIX,
+            sources__kind=IncidentSource.Kind.DCGM,
             status=Interruption.Status.OPEN,
         ).exists()
         if already_open:
@@ -168,6 +170,9 @@ def _interruptions_open(
             run=attempt.run,
             source_key=f"{SOURCE_KEY_PREFIX}{host.pk}:{lead.pk}",
             occurred_at=min(event.occurred_at for event in mine),
+            attempt=attempt,
+            # A GPU signal does not prove the job stopped (see the module's docstring).
+            ends_attempt=False,
             category=root_cause_slug(lead),
             hosts=[host.name],
             devices=sorted({uuids[event.device_id] for event in mine}),
@@ -175,14 +180,10 @@ def _interruptions_open(
             detected_at=received_at,
             # The newest step the run had reported when the signal arrived.
             step=attempt.run.last_step,
-        )
-        Interruption.objects.filter(pk=interruption.pk).update(
-            attempt=attempt,
             severity=Interruption.Severity.HIGH
             if lead.kind in HIGH_SEVERITY
             else Interruption.Severity.MEDIUM,
         )
         device_health.device_events_interrupted(event_ids=[event.pk for event in mine])
-        interruption.refresh_from_db()
         opened.append(interruption)
     return opened

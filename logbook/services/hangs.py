@@ -1,8 +1,11 @@
 """Hang detection: a run still reporting (heartbeats, any batch) whose step stopped advancing.
 
 Threshold per run: its `hang_after_s` (at least 60 s, as the ingest contract accepts it), else
-10 x its median step time, at least 5 minutes. A
-run that went silent altogether is the webhooks' "stopped reporting" case instead. A hang
+10 x its median step time, at least 5 minutes. A hang needs evidence that the job is alive
+after its last step (`job_alive`): batches (heartbeats, rank timings, anything) for at least
+half the threshold after the step stopped, the latest within the last half threshold. A run
+that went silent altogether (the README's two-point example, a one-batch run, a job killed
+without ending its attempt) is the webhooks' "stopped reporting" case instead, never a hang. A hang
 opens one interruption per (attempt, last step), category NCCL Watchdog Timeouts until
 on-call triages it, naming the last step and, when rank timings exist, the ranks that
 stopped reporting first (MegaScale: the hung ranks are the ones that did not log).
@@ -14,10 +17,10 @@ import statistics
 from datetime import datetime, timedelta
 from itertools import pairwise
 
-from django.db.models import OuterRef, Q, Subquery
+from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from logbook.models import Interruption
+from logbook.models import IncidentSource, Interruption
 from logbook.services.interruptions import interruption_record
 from telemetry.liveness import RUN_STALL_AFTER
 from telemetry.models import Attempt, RankStepStats, Run, StepStart
@@ -67,6 +70,17 @@ def hang_threshold(run: Run, attempt: Attempt) -> timedelta:
     return max(HANG_MIN, timedelta(seconds=HANG_STEP_MULTIPLE * median))
 
 
+def job_alive(
+    *, last_step_at: datetime, last_seen_at: datetime, now: datetime, threshold: timedelta
+) -> bool:
+    """Whether the job showed it is alive while its step stood still: it kept sending for at
+    least half the threshold after its last step (a killed job's trailing batch a second
+    later is not that), and its latest batch is within the last half threshold (or
+    RUN_STALL_AFTER, if shorter). Pure."""
+    half = threshold / 2
+    return last_seen_at - last_step_at >= half and now - last_seen_at <= min(half, RUN_STALL_AFTER)
+
+
 def hangs_check(*, now: datetime | None = None) -> list[Interruption]:
     """Open a "hang suspected" interruption for each running run whose step has not moved for
     longer than its threshold while it was seen within RUN_STALL_AFTER. Once per (attempt,
@@ -79,6 +93,8 @@ def hangs_check(*, now: datetime | None = None) -> list[Interruption]:
             Q(hang_after_s__isnull=True, last_step_at__lt=now - HANG_MIN)
             | Q(hang_after_s__isnull=False, last_step_at__lt=now - HANG_AFTER_MIN),
             last_seen_at__gte=now - RUN_STALL_AFTER,
+            # Seen after the step stopped: a run that went silent with it is not hung.
+            last_seen_at__gt=F("last_step_at"),
             last_step__isnull=False,
         )
         .annotate(
@@ -95,14 +111,22 @@ def hangs_check(*, now: datetime | None = None) -> list[Interruption]:
         threshold = hang_threshold(run, attempt)
         if now - run.last_step_at <= threshold:
             continue
+        if not job_alive(
+            last_step_at=run.last_step_at,
+            last_seen_at=run.last_seen_at,
+            now=now,
+            threshold=threshold,
+        ):
+            continue
         key = f"hang:{attempt.pk}:{run.last_step}"
-        if Interruption.objects.filter(run=run, source_key=key).exists():
+        # Its source: the hang may have joined an incident another signal opened.
+        if IncidentSource.objects.filter(run=run, source_key=key).exists():
             continue
         first_silent, hosts = _first_silent(attempt)
         message = (
             f"Hang suspected: step stuck at {run.last_step} for "
             f"{_minutes(now - run.last_step_at)} (threshold {_minutes(threshold)}) "
-            "while the run kept reporting."
+            f"while the run kept reporting (last report {_seconds(now - run.last_seen_at)} ago)."
         )
         if first_silent:
             message += " Ranks that stopped reporting first: " + ", ".join(
@@ -125,6 +149,10 @@ def hangs_check(*, now: datetime | None = None) -> list[Interruption]:
             )
         )
     return opened
+
+
+def _seconds(span: timedelta) -> str:
+    return f"{max(0.0, span.total_seconds()):.0f} s"
 
 
 def _minutes(span: timedelta) -> str:

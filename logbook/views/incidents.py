@@ -27,6 +27,7 @@ from logbook.selectors.incidents import IncidentFilters
 from logbook.selectors.stragglers import straggler_records_for_attempt
 from logbook.services import autotriage as autotriage_services
 from logbook.services import triage
+from logbook.services.interruptions import MERGE_WINDOW
 from telemetry import display, metric_charts, run_cache
 from telemetry.charts import charts_script
 from telemetry.models import Membership
@@ -300,6 +301,8 @@ def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "run_at_step": _run_at_step(incident),
             "stragglers": _stragglers(incident),
             "suggestion": _suggestion(incident),
+            "sources": list(selectors.incident_sources(incident=incident)),
+            "merge_window_min": int(MERGE_WINDOW.total_seconds() // 60),
             **_charts_around(incident),
         },
     )

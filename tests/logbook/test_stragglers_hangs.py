@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -29,8 +30,21 @@ def token(project: Any) -> Any:
     return row
 
 
-def send(token: Any, batch_id: str, events: list[dict[str, Any]], attempt: int = 1) -> None:
-    document = {"batch_id": batch_id, "run": "big", "attempt": attempt, "events": events}
+def send(
+    token: Any,
+    batch_id: str,
+    events: list[dict[str, Any]],
+    attempt: int = 1,
+    metrics: list[dict[str, Any]] | None = None,
+) -> None:
+    document: dict[str, Any] = {
+        "batch_id": batch_id,
+        "run": "big",
+        "attempt": attempt,
+        "events": events,
+    }
+    if metrics:
+        document["metrics"] = metrics
     acceptance = services.batch_submit(token=token, body=json.dumps(document).encode())
     assert services.batch_process(batch_pk=acceptance.batch.pk) == "done"
 
@@ -235,9 +249,11 @@ def test_heartbeats_without_progress_open_one_hang_naming_the_ranks_that_stopped
     send(token, "steps", events)
     heartbeat(token, "hb-1", now - timedelta(minutes=1))
     stragglers.rank_timings_refresh()
-    # when: the check runs twice, 6 minutes after the server received them (progress and
-    # last seen are the server's receive times; the threshold is the 5-minute floor)
+    # when: the check runs twice, 6 minutes after the server received the steps (progress
+    # and last seen are the server's receive times; the threshold is the 5-minute floor),
+    # heartbeats having kept arriving until 20 s before it
     check_at = timezone.now() + timedelta(minutes=6)
+    Run.objects.filter(name="big").update(last_seen_at=check_at - timedelta(seconds=20))
     opened = hangs.hangs_check(now=check_at)
     hangs.hangs_check(now=check_at)
     # then: one interruption, NCCL Watchdog Timeouts until triaged, naming step 20 and rank 3
@@ -277,6 +293,46 @@ def test_a_run_under_its_threshold_or_silent_is_not_a_hang(token: Any, endpoint:
     assert hangs.hangs_check(now=now) == []
     assert webhook_services.run_stall_check(now=now) == 1
     assert not Interruption.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_run_that_went_silent_after_its_last_step_is_not_a_hang(
+    token: Any, endpoint: Any
+) -> None:
+    # given: the README's curl example: one batch of two points, then nothing (and a job
+    # killed right after a last trailing batch)
+    send(
+        token,
+        "hello-1",
+        [],
+        metrics=[
+            {"name": "loss", "step": 1, "value": 3.2},
+            {"name": "loss", "step": 2, "value": 2.9},
+        ],
+    )
+    run = Run.objects.get(name="big")
+    assert run.last_step == 2 and run.last_seen_at == run.last_step_at
+    # when: hang detection looks every 30 s for the next 14 minutes
+    checks = [run.last_step_at + timedelta(seconds=30 * n) for n in range(1, 29)]
+    opened = [hang for at in checks for hang in hangs.hangs_check(now=at)]
+    # and: a trailing batch 1 s after the step changes nothing either
+    Run.objects.filter(pk=run.pk).update(last_seen_at=run.last_step_at + timedelta(seconds=1))
+    opened += [hang for at in checks for hang in hangs.hangs_check(now=at)]
+    # then: no hang; past 15 minutes it is the "stopped reporting" notification
+    assert opened == [] and not Interruption.objects.exists()
+    assert webhook_services.run_stall_check(now=run.last_step_at + timedelta(minutes=16)) == 1
+
+
+def test_job_alive_needs_reports_after_the_step_and_a_recent_one() -> None:
+    step = timezone.now()
+    minute = timedelta(seconds=60)
+    alive = partial(hangs.job_alive, last_step_at=step, threshold=minute)
+    # heartbeats every 20 s for a minute and a half: alive
+    assert alive(last_seen_at=step + timedelta(seconds=80), now=step + timedelta(seconds=90))
+    # the last one 1 s after the step: silent
+    assert not alive(last_seen_at=step + timedelta(seconds=1), now=step + timedelta(seconds=61))
+    # reported for long enough, but silent for the last 40 s: not (yet) a hang
+    assert not alive(last_seen_at=step + timedelta(seconds=35), now=step + timedelta(seconds=75))
 
 
 @pytest.mark.django_db
@@ -320,7 +376,9 @@ def test_a_hang_after_s_of_60_opens_the_hang_just_past_a_minute(token: Any) -> N
     progressed_at = Run.objects.get(name="big").last_step_at
     assert progressed_at is not None
     heartbeat(token, "hb-1", timezone.now())
-    # when: the check runs 50 s after the last step, then 61 s after it
+    # when: the check runs 50 s after the last step, then 61 s after it, a heartbeat having
+    # arrived 40 s after the step
+    Run.objects.filter(name="big").update(last_seen_at=progressed_at + timedelta(seconds=40))
     before = hangs.hangs_check(now=progressed_at + timedelta(seconds=50))
     after = hangs.hangs_check(now=progressed_at + timedelta(seconds=61))
     # then: nothing under the threshold, the hang just past it (not at the 5-minute floor)
