@@ -23,6 +23,7 @@ app.conf.task_routes = {
     "logbook.runs_stall_check": {"queue": QUEUE_DEFAULT},
     "logbook.rank_timings_refresh": {"queue": QUEUE_DEFAULT},
     "logbook.hangs_check": {"queue": QUEUE_DEFAULT},
+    "logbook.alerts_evaluate": {"queue": QUEUE_DEFAULT},
     "logbook.triage_suggest": {"queue": QUEUE_DEFAULT},
     "logbook.triage_evidence": {"queue": QUEUE_DEFAULT},
     "logbook.triage_run_evidence": {"queue": QUEUE_DEFAULT},
@@ -46,6 +47,9 @@ app.conf.beat_schedule = {
     # Runs still reporting whose step stopped advancing open a "hang suspected" interruption;
     # every 30 s, so a run's least hang_after_s (60 s) is honoured within half a minute.
     "logbook-hangs-check": {"task": "logbook.hangs_check", "schedule": 30.0},
+    # Metric alert rules: each rule on each running run it watches fires (once) or resolves;
+    # every 30 s, so a rule's "for 2 minutes" is judged within half a minute of holding.
+    "logbook-alerts-evaluate": {"task": "logbook.alerts_evaluate", "schedule": 30.0},
     # Raw rank timings: make the coming hours' partitions, drop the expired ones whole.
     "telemetry-rank-partitions": {"task": "telemetry.rank_partitions_maintain", "schedule": 600.0},
     # Raw DCGM samples: make the coming days' partitions, drop those past

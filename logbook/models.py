@@ -428,6 +428,7 @@ class AuditEvent(models.Model):
         SDC_REPLAY = "sdc_replay", "SDC record"
         HOST = "host", "Host"
         DEVICE = "device", "Device"
+        ALERT_RULE = "alert_rule", "Alert rule"
 
     # Null only for quarantine events of hardware no project's data ever named (see
     # telemetry.Host); every other event names its project.
@@ -506,6 +507,15 @@ class WebhookEndpoint(models.Model):
         INTERRUPTION = "interruption", "New unexpected interruption"
         SDC_CONFIRMED = "sdc_confirmed", "SDC confirmed"
         RUN_STALLED = "run_stalled", "Run stopped reporting"
+        ALERT = "alert", "Metric alert rule fired"
+
+    class Format(models.TextChoices):
+        # What the body looks like (logbook.webhook_formats): Slack's incoming-webhook JSON
+        # (which Mattermost, Teams connectors and plain receivers also read), PagerDuty's
+        # Events API v2, Opsgenie's Alert API.
+        SLACK = "slack", "Slack-compatible JSON"
+        PAGERDUTY = "pagerduty", "PagerDuty Events API v2"
+        OPSGENIE = "opsgenie", "Opsgenie Alert API"
 
     project = models.ForeignKey(
         "telemetry.Project", on_delete=models.CASCADE, related_name="webhooks"
@@ -514,6 +524,10 @@ class WebhookEndpoint(models.Model):
     url = models.URLField(max_length=1000)
     events = models.JSONField(default=list, help_text="Event kinds to send; empty: all.")
     enabled = models.BooleanField(default=True)
+    format = models.CharField(max_length=16, choices=Format.choices, default=Format.SLACK)
+    # PagerDuty's integration (routing) key or Opsgenie's API key: added to each request when
+    # it is sent, never stored in a delivery's payload (admins read those).
+    secret = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -753,3 +767,7 @@ class IncidentGroup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} at {self.started_at:%Y-%m-%d %H:%M}"
+
+
+# Registered with the app's other models (a module of their own for length).
+from logbook.models_alerts import AlertFiring, AlertRule  # noqa: E402, F401

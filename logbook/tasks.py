@@ -8,6 +8,7 @@ from celery import shared_task
 from django.db import OperationalError
 
 from logbook.selectors import webhooks as webhook_selectors
+from logbook.services import alerts as alert_services
 from logbook.services import autotriage as autotriage_services
 from logbook.services import hangs as hang_services
 from logbook.services import incident_groups as group_services
@@ -52,6 +53,11 @@ def rank_timings_refresh_task() -> int:
 @shared_task(name="logbook.hangs_check", ignore_result=True, soft_time_limit=120)
 def hangs_check_task() -> int:
     return len(hang_services.hangs_check())
+
+
+@shared_task(name="logbook.alerts_evaluate", ignore_result=True, soft_time_limit=120)
+def alerts_evaluate_task() -> dict[str, int]:
+    return alert_services.alerts_evaluate()
 
 
 # Auto-triage tasks: idempotent (acks_late is safe), retried when the database blinks.

@@ -3,6 +3,7 @@ from django.urls import URLPattern, path
 from logbook.views import fleet, sdc
 from logbook.views import logbook as logbook_views
 from logbook.views import taxonomy as taxonomy_views
+from logbook.views.alerts import project_alert_rules
 from logbook.views.checkpoints import run_checkpoints
 from logbook.views.failures import failure_breakdown
 from logbook.views.incidents import incident_detail, incident_queue
@@ -23,6 +24,7 @@ urlpatterns: list[URLPattern] = [
     path("incidents/accuracy/", triage_accuracy, name="triage-accuracy"),
     path("webhooks/", webhooks_index, name="webhooks-index"),
     path("projects/<slug:slug>/webhooks/", project_webhooks, name="webhooks"),
+    path("projects/<slug:slug>/alerts/", project_alert_rules, name="alert-rules"),
     path("runs/<int:run_id>/logbook/", logbook_views.run_logbook, name="run-logbook"),
     path(
         "runs/<int:run_id>/logbook/<int:pk>/edit/",

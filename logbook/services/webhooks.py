@@ -20,7 +20,14 @@ from django.db.models import F, OuterRef, Q, Subquery
 from django.urls import reverse
 from django.utils import timezone
 
-from logbook.models import Interruption, SdcReplay, WebhookDelivery, WebhookEndpoint
+from logbook import webhook_formats
+from logbook.models import (
+    AlertFiring,
+    Interruption,
+    SdcReplay,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from logbook.webhook_transport import (
     AddressRefused,
     IPNetwork,
@@ -62,9 +69,21 @@ def _run_path(run: Run) -> str:
     return reverse("dashboard:run-detail", args=[run.pk])
 
 
-def _message(*, event: str, title: str, lines: list[str], link: str, facts: dict) -> dict:
+def _message(
+    *,
+    event: str,
+    title: str,
+    lines: list[str],
+    link: str,
+    facts: dict,
+    severity: str = "error",
+    dedup_key: str = "",
+    state: str = "triggered",
+) -> dict:
     """Slack-compatible body: `text` (the fallback every chat tool shows), `blocks` for
-    Slack, and the same facts as plain data under `chronicle` for other receivers."""
+    Slack, and the same facts as plain data under `chronicle` for other receivers (with the
+    title, lines, severity, state and alert key logbook.webhook_formats builds PagerDuty's
+    and Opsgenie's bodies from)."""
     body = "\n".join(_slack_escape(line) for line in lines)
     text = f"*{_slack_escape(title)}*\n{body}\n<{link}|Open in Chronicle>"
     return {
@@ -72,8 +91,26 @@ def _message(*, event: str, title: str, lines: list[str], link: str, facts: dict
         "blocks": [
             {"type": "section", "text": {"type": "mrkdwn", "text": text}},
         ],
-        "chronicle": {"event": event, "link": link, **facts},
+        "chronicle": {
+            "event": event,
+            "link": link,
+            "title": title,
+            "lines": lines,
+            "severity": severity,
+            "state": state,
+            "dedup_key": dedup_key or event,
+            **facts,
+        },
     }
+
+
+# An incident's severity as PagerDuty's (webhook_formats.PAGERDUTY_SEVERITIES).
+INCIDENT_SEVERITY = {
+    "low": "warning",
+    "medium": "error",
+    "high": "critical",
+    "critical": "critical",
+}
 
 
 # --- Payload builders ------------------------------------------------------------------------
@@ -99,7 +136,10 @@ def interruption_payload(interruption: Interruption) -> dict[str, Any]:
         title=f"Unexpected interruption: {run.name}",
         lines=lines,
         link=link,
+        severity=INCIDENT_SEVERITY.get(interruption.severity, "error"),
+        dedup_key=f"interruption:{interruption.pk}",
         facts={
+            "at": interruption.occurred_at.isoformat(),
             "run": {"id": run.pk, "name": run.name, "project": run.project.slug},
             "interruption": interruption.pk,
             "category": category,
@@ -125,6 +165,8 @@ def sdc_confirmed_payload(replay: SdcReplay) -> dict[str, Any]:
     if replay.replay_result:
         lines.append(f"Replay: {replay.replay_result[:300]}")
     return _message(
+        severity="critical",
+        dedup_key=f"sdc_confirmed:{replay.pk}",
         event=Event.SDC_CONFIRMED,
         title=f"SDC confirmed: {run.name} at step {replay.step}",
         lines=lines,
@@ -145,6 +187,8 @@ def run_stalled_payload(run: Run, *, now: datetime) -> dict[str, Any]:
     assert run.last_seen_at is not None
     silent_min = int((now - run.last_seen_at).total_seconds() // 60)
     return _message(
+        severity="warning",
+        dedup_key=f"run_stalled:{run.pk}:{run.last_seen_at.isoformat()}",
         event=Event.RUN_STALLED,
         title=f"Run stopped reporting: {run.name}",
         lines=[
@@ -159,6 +203,53 @@ def run_stalled_payload(run: Run, *, now: datetime) -> dict[str, Any]:
             "last_step": run.last_step,
             "silent_min": silent_min,
         },
+    )
+
+
+def alert_payload(firing: AlertFiring, *, text: str, detail: str) -> dict[str, Any]:
+    """A metric alert rule fired on a run (or, with resolved_at set, stopped holding)."""
+    rule, run = firing.rule, firing.run
+    resolved = firing.resolved_at is not None
+    title = f"{'Resolved' if resolved else 'Alert'}: {rule.name} on {run.name}" + (
+        "" if resolved else f" ({text})"
+    )
+    lines = [
+        f"Run: {run.project.slug}/{run.name}",
+        f"Rule: {text}",
+        f"Since: {firing.since.isoformat()}",
+        f"Severity: {rule.severity}",
+    ]
+    lines.append(f"Resolved: {firing.resolved_at.isoformat()}" if resolved else detail)
+    return _message(
+        event=Event.ALERT,
+        title=title,
+        lines=lines,
+        link=_absolute(_run_path(run) + f"?metrics={rule.metric}"),
+        severity=rule.severity,
+        # A trigger and its resolve share the key: PagerDuty closes the alert it opened.
+        dedup_key=f"alert:{firing.pk}",
+        state="resolved" if resolved else "triggered",
+        facts={
+            "run": {"id": run.pk, "name": run.name, "project": run.project.slug},
+            "rule": {"id": rule.pk, "name": rule.name, "metric": rule.metric, "text": text},
+            "firing": firing.pk,
+            "at": (firing.resolved_at or firing.since).isoformat(),
+            "value": firing.value,
+            "limit": firing.limit,
+            "baseline": firing.baseline,
+        },
+    )
+
+
+def alert_notify(*, firing: AlertFiring, text: str, detail: str) -> list[WebhookDelivery]:
+    """Page the project's webhooks for a firing, once for its trigger and once for its
+    resolve."""
+    state = "resolved" if firing.resolved_at is not None else "fired"
+    return notify(
+        project=firing.rule.project,
+        event=Event.ALERT,
+        event_key=f"alert:{firing.pk}:{state}",
+        payload=alert_payload(firing, text=text, detail=detail),
     )
 
 
@@ -184,7 +275,7 @@ def notify(
                     endpoint=endpoint,
                     event=event,
                     event_key=event_key[:200],
-                    payload=payload,
+                    payload=webhook_formats.render(endpoint.format, payload),
                     # Due now: if the enqueue below is lost, the retry sweep sends it.
                     next_attempt_at=now,
                 )
@@ -271,14 +362,22 @@ def webhook_allowed_networks() -> list[IPNetwork]:
     return allowed_networks(settings.WEBHOOK_ALLOWED_NETWORKS)
 
 
-def webhook_post(*, url: str, payload: dict[str, Any]) -> PostResult:
+def webhook_post(
+    *, url: str, payload: dict[str, Any], format: str = "slack", secret: str = ""
+) -> PostResult:
     """POST the JSON payload to `url` if its host resolves to allowed addresses only (see
-    logbook.webhook_transport); never raises. A non-2xx answer is recorded by its status
-    code alone."""
+    logbook.webhook_transport), with the endpoint's secret where its format wants it
+    (logbook.webhook_formats.with_secret); never raises. A non-2xx answer is recorded by its
+    status code alone."""
+    body, extra_headers = webhook_formats.with_secret(format, payload, secret)
     result = post_json(
         url=url,
-        body=json.dumps(payload).encode(),
-        headers={"Content-Type": "application/json", "User-Agent": "Chronicle-webhook/1"},
+        body=json.dumps(body).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "User-Agent": "Chronicle-webhook/1",
+            **extra_headers,
+        },
         allowed=webhook_allowed_networks(),
         timeout_s=DELIVERY_TIMEOUT_S,
     )
@@ -310,7 +409,13 @@ def webhook_deliver(*, delivery_pk: int, now: datetime | None = None) -> str:
         result = PostResult(None, "The endpoint was disabled before delivery.")
         attempts_left = False
     else:
-        result = webhook_post(url=delivery.endpoint.url, payload=delivery.payload)
+        endpoint = delivery.endpoint
+        result = webhook_post(
+            url=endpoint.url,
+            payload=delivery.payload,
+            format=endpoint.format,
+            secret=endpoint.secret,
+        )
         attempts_left = delivery.attempts < MAX_ATTEMPTS
     update: dict[str, Any] = {"last_status_code": result.status_code, "last_error": ""}
     if result.ok:
@@ -342,14 +447,29 @@ def webhook_deliver(*, delivery_pk: int, now: datetime | None = None) -> str:
 
 
 def webhook_endpoint_create(
-    *, project: Project, name: str, url: str, events: list[str]
+    *,
+    project: Project,
+    name: str,
+    url: str,
+    events: list[str],
+    format: str = WebhookEndpoint.Format.SLACK,
+    secret: str = "",
 ) -> WebhookEndpoint:
-    """Add an enabled endpoint; `events` empty means every event."""
+    """Add an enabled endpoint; `events` empty means every event. PagerDuty's format needs
+    its integration (routing) key as the secret, Opsgenie's its API key."""
+    if format not in WebhookEndpoint.Format.values:
+        raise ValidationError({"format": [f"Unknown format {format!r}."]})
+    if format != WebhookEndpoint.Format.SLACK and not secret.strip():
+        raise ValidationError(
+            {"secret": ["PagerDuty and Opsgenie need their integration or API key."]}
+        )
     endpoint = WebhookEndpoint(
         project=project,
         name=name.strip(),
         url=url.strip(),
         events=[event for event in Event.values if event in events],
+        format=format,
+        secret=secret.strip(),
     )
     # `events` is checked above; the model field lacks blank=True, so full_clean would
     # refuse the empty list that means "every event".

@@ -32,6 +32,17 @@ class EndpointForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         help_text="None ticked: every event.",
     )
+    format = forms.ChoiceField(
+        choices=WebhookEndpoint.Format.choices,
+        initial=WebhookEndpoint.Format.SLACK,
+        required=False,
+    )
+    secret = forms.CharField(
+        max_length=200,
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="PagerDuty: the integration (routing) key. Opsgenie: the API key.",
+    )
 
     def clean_url(self) -> str:
         url = self.cleaned_data["url"]
@@ -72,6 +83,8 @@ def project_webhooks(request: HttpRequest, slug: str) -> HttpResponse:
                         name=form.cleaned_data["name"],
                         url=form.cleaned_data["url"],
                         events=form.cleaned_data["events"],
+                        format=form.cleaned_data["format"] or WebhookEndpoint.Format.SLACK,
+                        secret=form.cleaned_data["secret"],
                     )
                 except ValidationError as exc:
                     for field, errors in exc.message_dict.items():
