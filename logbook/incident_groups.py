@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from logbook.incident_windows import Signal, window_groups
+
 LEVELS = ("rack", "pod", "cluster", "site")
 DEFAULT_WINDOW = timedelta(minutes=5)
 DEFAULT_MIN_HOSTS = 3
@@ -87,20 +89,22 @@ class Group:
         return f"{self.name}: {SHARED_PART[self.level]}"
 
 
+# Every incident of the project is a candidate for a burst with every other.
+BURST_KEY = frozenset({"project"})
+
 Bursts = Callable[[Sequence[Incident], timedelta], list[list[Incident]]]
 
 
 def bursts_of(incidents: Sequence[Incident], window: timedelta) -> list[list[Incident]]:
     """Incidents split where the gap to the previous one exceeds `window` (a chain, so a
-    burst can outlast the window while every step of it stays within)."""
-    ordered = sorted(incidents, key=lambda one: (one.at, one.id))
-    runs: list[list[Incident]] = []
-    for incident in ordered:
-        if runs and incident.at - runs[-1][-1].at <= window:
-            runs[-1].append(incident)
-        else:
-            runs.append([incident])
-    return runs
+    burst can outlast the window while every step of it stays within): the window matching
+    every level shares (logbook.incident_windows), all of the project's incidents near each
+    other by one key; which component they share is the rule's business, level by level."""
+    signals = [Signal(at=one.at, keys=BURST_KEY, ref=one) for one in incidents]
+    return [
+        sorted((signal.ref for signal in group), key=lambda one: (one.at, one.id))
+        for group in window_groups(signals, window=window)
+    ]
 
 
 def groups_find(
