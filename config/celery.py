@@ -25,6 +25,8 @@ app.conf.task_routes = {
     "logbook.hangs_check": {"queue": QUEUE_DEFAULT},
     "logbook.alerts_evaluate": {"queue": QUEUE_DEFAULT},
     "logbook.triage_suggest": {"queue": QUEUE_DEFAULT},
+    "logbook.triage_classifier_train": {"queue": QUEUE_DEFAULT},
+    "logbook.triage_classifiers_refresh": {"queue": QUEUE_DEFAULT},
     "logbook.triage_evidence": {"queue": QUEUE_DEFAULT},
     "logbook.triage_run_evidence": {"queue": QUEUE_DEFAULT},
     "logbook.incident_groups_refresh": {"queue": QUEUE_DEFAULT},
@@ -50,6 +52,13 @@ app.conf.beat_schedule = {
     # Metric alert rules: each rule on each running run it watches fires (once) or resolves;
     # every 30 s, so a rule's "for 2 minutes" is judged within half a minute of holding.
     "logbook-alerts-evaluate": {"task": "logbook.alerts_evaluate", "schedule": 30.0},
+    # Each project's auto-triage classifier, retrained where its triaged incidents changed
+    # (after each triage it is enqueued too; this catches lost enqueues and recategorised
+    # incidents). Unchanged projects cost one read.
+    "logbook-triage-classifiers-refresh": {
+        "task": "logbook.triage_classifiers_refresh",
+        "schedule": 900.0,
+    },
     # Raw rank timings: make the coming hours' partitions, drop the expired ones whole.
     "telemetry-rank-partitions": {"task": "telemetry.rank_partitions_maintain", "schedule": 600.0},
     # Raw DCGM samples: make the coming days' partitions, drop those past

@@ -122,7 +122,7 @@ GROUP_WEIGHT = 0.7
 
 @dataclass(frozen=True)
 class EvidenceItem:
-    kind: str  # "message", "dcgm", "straggler", "first_silent", "sdc", "group"
+    kind: str  # "message", "dcgm", "straggler", "first_silent", "sdc", "group", "classifier"
     at: datetime | None
     text: str
     url: str
@@ -132,6 +132,9 @@ class EvidenceItem:
     device: str = ""
     component: str = ""
     own: bool = True  # on one of the interruption's hosts (or no host: the job's words)
+    # What made it: a rule's name ("nccl-watchdog", "admin:12"), "xid:79", "dcgm:thermal",
+    # "classifier"... (the accuracy page counts each rule's precision by it).
+    rule: str = ""
 
     def as_json(self) -> dict[str, str | None]:
         return {
@@ -139,6 +142,8 @@ class EvidenceItem:
             "at": self.at.isoformat() if self.at else None,
             "text": self.text,
             "url": safe_url(self.url),
+            "category": self.category,
+            "rule": self.rule,
         }
 
 
@@ -245,6 +250,7 @@ def message_evidence(
                 rule.category,
                 rule.weight,
                 component=rule.component,
+                rule=f"xid:{code}",
             )
         )
     for index, rule in enumerate(rules):
@@ -271,6 +277,7 @@ def message_evidence(
                 rule.category,
                 rule.weight,
                 component=rule.component,
+                rule=rule.name,
             )
         )
     return items
@@ -323,6 +330,9 @@ def fact_evidence(fact: EvidenceFact, book: RuleBook | None = None) -> EvidenceI
     category, weight = (rule.category, rule.weight) if rule else ("", 0.0)
     if not fact.own_host:
         weight *= EVIDENCE_ELSEWHERE
+    name = fact.kind
+    if fact.kind == "dcgm":
+        name = f"dcgm:xid:{fact.xid}" if fact.event_kind == "xid" else f"dcgm:{fact.event_kind}"
     return EvidenceItem(
         fact.kind,
         fact.at,
@@ -334,6 +344,7 @@ def fact_evidence(fact: EvidenceFact, book: RuleBook | None = None) -> EvidenceI
         fact.device,
         component=rule.component if rule else "",
         own=fact.own_host,
+        rule=name,
     )
 
 
@@ -371,10 +382,13 @@ def suggest(
     names: Mapping[str, str] | None = None,
     rules: RuleBook | None = None,
     reading: Reading | None = None,
+    votes: Sequence[EvidenceItem] = (),
 ) -> Suggestion | None:
     """The suggested root cause of one interruption, or None when neither its message nor
     any evidence points anywhere. `rules` is the project's rule book (the built-ins when
-    None; `extra_rules` are added to it); `names` maps slugs to the taxonomy's names."""
+    None; `extra_rules` are added to it); `names` maps slugs to the taxonomy's names.
+    `votes` are learned opinions of the message (kind "classifier": the project's classifier,
+    logbook.triage_classifier), weighed like the job's words."""
     book = rules or builtin_rules()
     if extra_rules:
         book = RuleBook(
@@ -387,7 +401,7 @@ def suggest(
     reading = reading if reading is not None else Reading()
     said = message_evidence(facts, book.message_rules, reading, xid_rules=book.xid_rules)
     seen = [fact_evidence(fact, book) for fact in evidence]
-    items = said + seen
+    items = said + list(votes) + seen
     hints = [
         (item.kind, item.host, item.device)
         for item in seen

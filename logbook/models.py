@@ -771,3 +771,4 @@ class IncidentGroup(models.Model):
 
 # Registered with the app's other models (a module of their own for length).
 from logbook.models_alerts import AlertFiring, AlertRule  # noqa: E402, F401
+from logbook.models_learning import TriageClassifier  # noqa: E402, F401

@@ -7,12 +7,14 @@ from datetime import datetime
 from celery import shared_task
 from django.db import OperationalError
 
+from logbook.selectors import triage_learning as triage_learning_selectors
 from logbook.selectors import webhooks as webhook_selectors
 from logbook.services import alerts as alert_services
 from logbook.services import autotriage as autotriage_services
 from logbook.services import hangs as hang_services
 from logbook.services import incident_groups as group_services
 from logbook.services import stragglers as straggler_services
+from logbook.services import triage_learning
 from logbook.services import webhooks as webhook_services
 
 
@@ -97,3 +99,29 @@ def triage_run_evidence_task(run_pk: int, since: str, until: str | None) -> int:
 def incident_groups_refresh_task(interruption_pk: int) -> int:
     # Idempotent: the same incidents and topology leave the same groups.
     return len(group_services.incident_groups_refresh(interruption_id=interruption_pk))
+
+
+# Training reads every triaged incident of the project and fits a small model (seconds at
+# most); cross-validation fits it CV_FOLDS more times. Idempotent (unchanged data stores
+# nothing), so acks_late and retries are safe.
+@shared_task(
+    name="logbook.triage_classifier_train", soft_time_limit=240, time_limit=300, **_TRIAGE_TASK
+)
+def triage_classifier_train_task(project_pk: int) -> str:
+    before = triage_learning_selectors.classifier_of(project_id=project_pk)
+    row = triage_learning.classifier_train(project_id=project_pk)
+    if row is None:
+        return "none"
+    if before is None or before.fingerprint != row.fingerprint:
+        triage_learning.suggestions_remake(project_id=project_pk)
+    return f"{row.learned}/{row.triaged}"
+
+
+@shared_task(name="logbook.triage_classifiers_refresh", ignore_result=True, soft_time_limit=600)
+def triage_classifiers_refresh_task() -> int:
+    """Every project with triaged incidents: a training whose enqueue was lost, or a category
+    corrected after triage, is picked up here (unchanged projects cost one read)."""
+    projects = triage_learning_selectors.projects_with_triage()
+    for project_pk in projects:
+        triage_classifier_train_task.delay(project_pk)
+    return len(projects)

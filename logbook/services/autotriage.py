@@ -17,7 +17,7 @@ from django.utils import timezone
 from logbook import autotriage
 from logbook.models import Interruption, RootCause, TriageSuggestion
 from logbook.selectors import triage as triage_selectors
-from logbook.services import triage
+from logbook.services import triage, triage_learning
 from logbook.taxonomy import UNKNOWN_SLUG
 from telemetry import services as telemetry_services
 from telemetry.selectors import health_events as health_selectors
@@ -54,11 +54,13 @@ def suggestion_make(
             return existing
         if interruption.status != Interruption.Status.OPEN:
             return existing
+        names = triage_selectors.category_names()
         result = autotriage.suggest(
             triage_selectors.incident_facts(interruption),
             triage_selectors.evidence_for(interruption=interruption),
             extra_rules=triage_selectors.admin_rules(),
-            names=triage_selectors.category_names(),
+            names=names,
+            votes=triage_learning.vote_evidence(interruption=interruption, names=names),
         )
         if result is None:
             if existing is not None:

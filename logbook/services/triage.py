@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from logbook.audit import diff_fields
 from logbook.models import AuditEvent, Interruption, RootCause, TriageSuggestion
-from logbook.services import versioned
+from logbook.services import triage_learning, versioned
 from telemetry import services as telemetry_services
 from telemetry.hardware_names import hardware_name_problem
 
@@ -223,6 +223,8 @@ def incident_transition(
     )
     if status == Interruption.Status.TRIAGED:
         _suggestion_decide(current=current, actor=actor, now=now)
+        # A triaged incident is a labelled example: the project's classifier learns it.
+        triage_learning.classifier_enqueue(project_id=current.run.project_id)
     telemetry_services.run_data_version_bump(run_id=current.run_id)
     telemetry_services.fleet_version_bump(project_id=current.run.project_id)
     return _reloaded(current)

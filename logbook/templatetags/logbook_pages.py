@@ -67,6 +67,7 @@ EVIDENCE_KINDS = {
     "straggler": "Straggler",
     "first_silent": "First silent",
     "sdc": "SDC record",
+    "classifier": "Learned from triage",
 }
 
 

@@ -5,14 +5,22 @@ from __future__ import annotations
 import io
 import json
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from demo.batches import demo_batches
+from demo.triage_history import HISTORY_RUN, triage_history
 from ingest.models import IngestBatch, IngestToken
-from logbook.models import Checkpoint, Interruption, LogbookEntry, SdcReplay
+from logbook.models import (
+    Checkpoint,
+    Interruption,
+    LogbookEntry,
+    SdcReplay,
+    TriageClassifier,
+    TriageSuggestion,
+)
 from telemetry.models import Attempt, MetricPoint, Run
 
 
@@ -41,7 +49,9 @@ def test_demo_loader_stores_the_whole_demo_and_prints_a_working_token(demo_data,
     assert MetricPoint.objects.filter(series__run=run).count() == sent_points
     assert Attempt.objects.filter(run=run).count() >= 5
     assert Interruption.objects.filter(run=run).count() == len(sent_interruptions)
-    categories = set(Interruption.objects.values_list("root_cause__slug", flat=True))
+    categories = set(
+        Interruption.objects.filter(run=run).values_list("root_cause__slug", flat=True)
+    )
     assert {"faulty-gpu", "gpu-hbm3-memory", "planned-maintenance"} <= categories
     assert "unknown" not in categories
     assert Checkpoint.objects.filter(run=run).count() >= 10
@@ -70,6 +80,27 @@ def test_demo_loader_stores_the_whole_demo_and_prints_a_working_token(demo_data,
     # and the demo login works
     assert client.login(username="demo", password="chronicle-demo")
     assert client.get(f"/runs/{run.pk}/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_demo_history_trains_the_classifier_and_its_vote_shows_on_the_open_incident(
+    demo_data,
+):
+    # given the demo (the fleet's earlier run, its incidents triaged by the demo on-call)
+    history = Run.objects.get(project__slug="demo", name=HISTORY_RUN)
+    triaged = Interruption.objects.filter(run=history, triaged_at__isnull=False)
+    assert triaged.count() == len(triage_history(hosts=["h"], end=datetime.now(UTC))) - 1
+    # then the project's classifier is trained, with its cross-validated accuracy
+    classifier = TriageClassifier.objects.get(project__slug="demo")
+    assert classifier.model is not None and "nic" in classifier.model["classes"]
+    assert classifier.cv_total and classifier.cv_right / classifier.cv_total >= 0.7
+    # and the open timeout on rail mlx5_4 is suggested as NIC, with the vote as evidence
+    suggestion = TriageSuggestion.objects.get(
+        interruption__run=history, interruption__status="open"
+    )
+    assert suggestion.root_cause.slug == "nic"
+    [line] = [item for item in suggestion.evidence if item["kind"] == "classifier"]
+    assert "confirmed incidents with similar messages were NIC" in line["text"]
 
 
 @pytest.mark.django_db

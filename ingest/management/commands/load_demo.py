@@ -12,12 +12,15 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
 from demo.batches import demo_batches
+from demo.triage_history import HISTORY_RUN, OPEN_KEY, triage_history
 from ingest import services
-from logbook.models import SdcReplay
+from logbook.models import Interruption, RootCause, SdcReplay
+from logbook.services import autotriage as autotriage_services
+from logbook.services import interruptions as interruption_services
 from logbook.services import sdc as sdc_services
-from logbook.services import stragglers
+from logbook.services import stragglers, triage, triage_learning
 from telemetry import services as telemetry_services
-from telemetry.models import Membership, Project, Run
+from telemetry.models import Attempt, Host, Membership, Project, Run
 from telemetry.services.rank_timings import ROLLUP_OVERLAP
 
 DEMO_PROJECT = "demo"
@@ -72,6 +75,7 @@ class Command(BaseCommand):
             self.stderr.write("")
         _backfilled(project=project, batches=batches)
         _sdc_decided(project=project, user=user)
+        _triage_history(project=project, user=user)
         # The beat's periodic pass, now: the ranks page, its heat map and straggler ledger
         # are complete when the command returns. A repeat that stored nothing has nothing
         # for it (its pass would redo the overlap of timings received moments ago: 30 s).
@@ -127,3 +131,45 @@ def _sdc_decided(*, project: Project, user: Any) -> None:
         replay_hardware="attempt 3, replacement host",
         replay_result="step recomputed in line with its neighbours; spike not reproduced there",
     )
+
+
+def _triage_history(*, project: Project, user: Any) -> None:
+    """An earlier run of the fleet whose incidents on-call triaged (demo.triage_history), the
+    project's classifier trained on them as the worker would, and the suggestion of the
+    history's one open incident made with its vote. Repeating it changes nothing."""
+    hosts = sorted(Host.objects.filter(project=project).values_list("name", flat=True))[:64]
+    began = (
+        Attempt.objects.filter(run__project=project, started_at__isnull=False)
+        .exclude(run__name=HISTORY_RUN)
+        .order_by("started_at")
+        .values_list("started_at", flat=True)
+        .first()
+    )
+    if not hosts or began is None:
+        return
+    run = telemetry_services.run_upsert(project=project, name=HISTORY_RUN)
+    incidents = triage_history(hosts=hosts, end=began)
+    attempt = telemetry_services.attempt_ensure(
+        run=run, number=1, started_at=incidents[0].occurred_at, hosts=hosts
+    )
+    causes = {cause.slug: cause for cause in RootCause.objects.all()}
+    for incident in incidents:
+        interruption = interruption_services.interruption_record(
+            run=run, source_key=incident.key, occurred_at=incident.occurred_at, attempt=attempt,
+            hosts=[incident.host], message=incident.message, ends_attempt=False,
+        )  # fmt: skip
+        if not incident.category or interruption.status != Interruption.Status.OPEN:
+            continue
+        autotriage_services.suggestion_make(interruption_id=interruption.pk)
+        interruption.refresh_from_db()
+        filed = triage.incident_update(
+            interruption=interruption, user=user, version=interruption.version,
+            changes={"root_cause": causes[incident.category]},
+        )  # fmt: skip
+        triage.incident_transition(
+            interruption=filed, user=user, version=filed.version, status="triaged"
+        )
+    triage_learning.classifier_train(project_id=project.pk)
+    still_open = Interruption.objects.filter(run=run, source_key=OPEN_KEY).first()
+    if still_open is not None:
+        autotriage_services.suggestion_make(interruption_id=still_open.pk)
