@@ -18,7 +18,7 @@ XDIST := $(filter-out 0 1,$(TEST_PROCESSES))
 FUZZ_TESTS := tests/test_fuzz.py
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-run demo web web-ingest worker beat migrate browser prometheus test chaos bench lint format check-deploy clean
+.PHONY: help install install-run demo web web-ingest worker beat migrate browser prometheus test chaos chaos-failover backup restore restore-drill bench lint format check-deploy clean
 
 help: ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -94,6 +94,19 @@ chaos: $(STAMP) ## Fault run (100,000 points through worker/web kills, Redis wip
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-50} FUZZ_NEGATIVE_EXAMPLES=$${FUZZ_NEGATIVE_EXAMPLES:-10} \
 		INPUT_SWEEP=1 SWEEP_EACH_PARAM=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz.py tests/test_input_sweep.py
 	@$(BIN)/python -m chaos.fuzz_summary
+
+chaos-failover: $(STAMP) ## Fault run: 100,000 points while the PostgreSQL primary's machine dies (pg_auto_failover promotes its standby)
+	$(BIN)/python -m chaos.failover --points $${CHAOS_POINTS:-100000}
+
+backup: $(RUN_STAMP) ## pg_dump of DATABASE_URL (default: the demo's) into var/backups/ (BACKUP=file to choose)
+	$(BIN)/python -m stack.backup dump $(if $(BACKUP),--out $(BACKUP))
+
+restore: $(RUN_STAMP) ## pg_restore BACKUP=file into DATABASE_URL, which must be a new (empty) database
+	@test -n "$(BACKUP)" || { echo "make restore BACKUP=var/backups/<file>.dump [DATABASE_URL=...]"; exit 2; }
+	$(BIN)/python -m stack.backup restore $(BACKUP)
+
+restore-drill: $(STAMP) ## Back up the Llama-scale database, restore it into a fresh cluster, compare every API answer (DRILL_SCALE=1.0)
+	$(BIN)/python -m chaos.restore_drill --scale $${DRILL_SCALE:-1.0}
 
 bench: $(STAMP) browser ## Ingest, chart and page speed against MLflow in the same run (writes bench/results/)
 	$(BIN)/python -m bench $(BENCH_ARGS)

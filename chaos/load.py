@@ -106,6 +106,9 @@ class ClientStats:
     failed: list[str] = field(default_factory=list)
     retries: Counter[str] = field(default_factory=Counter)
     last_accept_at: float = 0.0
+    # (batch_id, first try, the answered try's start, its 2xx answer, tries) of every batch
+    # answered 2xx, monotonic times: the failover run's recovery time and latencies.
+    answered: list[tuple[str, float, float, float, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -164,11 +167,13 @@ class LoadClient:
         self, conn: http.client.HTTPConnection | None, batch: Batch
     ) -> http.client.HTTPConnection | None:
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
-        deadline = time.monotonic() + self.give_up_after_s
+        first_try = time.monotonic()
+        deadline = first_try + self.give_up_after_s
         tries = 0
         while True:
             tries += 1
             retry_after: float | None = None
+            try_at = time.monotonic()
             try:
                 if conn is None:
                     conn = http.client.HTTPConnection(*self.address, timeout=30)
@@ -193,6 +198,9 @@ class LoadClient:
                         else:
                             self.stats.duplicates += 1
                         self.stats.last_accept_at = time.monotonic()
+                        self.stats.answered.append(
+                            (batch.batch_id, first_try, try_at, self.stats.last_accept_at, tries)
+                        )
                     return conn
                 if status != 429 and status < 500:
                     with self.stats.lock:

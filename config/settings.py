@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-import dj_database_url
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
+from config import database_url
 from stack import postgres as embedded_postgres
 from stack.redis_urls import celery_broker_url, redis_cache_url
 
@@ -168,8 +168,8 @@ DATABASE_URL = env_str(
     "DATABASE_URL", embedded_postgres.socket_url(EMBEDDED_POSTGRES_DIR, "chronicle")
 )
 try:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
-except ValueError as exc:
+    DATABASES = {"default": database_url.parse(DATABASE_URL, conn_max_age=60)}
+except database_url.DatabaseUrlError as exc:
     raise ImproperlyConfigured(
         f"DATABASE_URL={DATABASE_URL!r} is not a database URL: {exc}"
     ) from exc
@@ -178,7 +178,7 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
         f"DATABASE_URL={DATABASE_URL!r} is not PostgreSQL; Chronicle runs on PostgreSQL only "
         "(unset DATABASE_URL for the embedded one `make demo` starts)."
     )
-DATABASES["default"]["OPTIONS"] = {
+DATABASE_OPTIONS = {
     # Fail fast when PostgreSQL is unreachable: ingest answers 503 + Retry-After within a
     # couple of seconds instead of hanging its clients (and their retries) on the connect.
     "connect_timeout": env_int("DATABASE_CONNECT_TIMEOUT_S", 2),
@@ -187,13 +187,15 @@ DATABASES["default"]["OPTIONS"] = {
     "options": f"-c statement_timeout={env_int('DATABASE_STATEMENT_TIMEOUT_MS', 30_000)} "
     "-c jit=off",
 }
+# The URL's own libpq parameters (target_session_attrs, sslmode...) are kept, and win.
+DATABASES["default"]["OPTIONS"] = {**DATABASE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
 # A streaming read replica for pages (config/replica.py): GETs that tolerate its replay lag
 # read there; writes and everything else stay on the primary. See docs/operations.md, "Scaling out".
 DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL")
 if DATABASE_REPLICA_URL:
     DATABASES["replica"] = {
-        **dj_database_url.parse(DATABASE_REPLICA_URL, conn_max_age=60),
-        "OPTIONS": DATABASES["default"]["OPTIONS"],
+        **(replica := database_url.parse(DATABASE_REPLICA_URL, conn_max_age=60)),
+        "OPTIONS": {**DATABASE_OPTIONS, **replica.get("OPTIONS", {})},
         "TEST": {"MIRROR": "default"},
     }
 DATABASE_ROUTERS = ["config.replica.ReplicaRouter"]
