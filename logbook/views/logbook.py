@@ -62,7 +62,12 @@ class EntryForm(forms.Form):
     step_end = forms.IntegerField(min_value=0, required=False, label="to step")
     attempt = forms.IntegerField(min_value=1, required=False, label="Attempt number")
     checkpoint = forms.IntegerField(min_value=0, required=False, label="Checkpoint step")
-    incident = forms.IntegerField(min_value=1, required=False, label="Incident #")
+    incident = forms.IntegerField(
+        min_value=1,
+        required=False,
+        label="Incident #",
+        help_text="As its page and the triage queue show it (the number in its address).",
+    )
     sdc_record = forms.IntegerField(min_value=1, required=False, label="SDC record #")
     count = forms.IntegerField(
         min_value=0, required=False, label="Count", help_text="A counted entry: ~90 restarts."

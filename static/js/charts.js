@@ -4,9 +4,10 @@
 // Charts marked [data-linked-x] (the run page's metrics) share one x range: zooming one zooms
 // all, each y axis rescales to the points in view, one legend (the first chart's) stands for
 // all, and the view (x0, x1, ylog, yclip, smooth) is kept in the URL so a link reproduces it.
-// With yclip, a chart whose few outliers flatten the rest (one spike of grad_norm, the slow
-// first steps of step_time_s) is scaled to its p1-p99 band and the outliers are marked at
-// the band's edge, their values in the hover.
+// Clipping is on unless the view says yclip=0: a chart whose few outliers flatten the rest
+// (one spike of grad_norm, the slow first steps of step_time_s) is scaled to its p1-p99 band
+// and the outliers are marked at the band's edge, their values in the hover; a chart no few
+// points dominate keeps its whole range either way (band() below).
 (function () {
   "use strict";
   if (typeof Plotly === "undefined") { return; }
@@ -18,7 +19,7 @@
   var figures = {};
   var syncing = false;
   // hidden: attempt lines hidden from the page's legend, so charts drawn later hide them too.
-  var view = { x: null, log: false, clip: false, smooth: 0, hidden: {} };
+  var view = { x: null, log: false, clip: true, smooth: 0, hidden: {} };
   var generation = 0;  // a newer draw() (a live swap) stops an older one's progressive drawing
   // The drawing under way: live.js waits for it before it polls again, or a run whose data
   // changes faster than its eight charts draw would restart the drawing for ever (the later
@@ -211,7 +212,7 @@
     set("x0", view.x ? String(toUrl(view.x[0])) : null);
     set("x1", view.x ? String(toUrl(view.x[1])) : null);
     set("ylog", view.log ? "1" : null);
-    set("yclip", view.clip ? "1" : null);
+    set("yclip", view.clip ? null : "0");
     set("smooth", view.smooth ? String(view.smooth) : null);
     var query = params.toString();
     window.history.replaceState(null, "", window.location.pathname + (query ? "?" + query : "") + window.location.hash);
@@ -395,7 +396,7 @@
     zonedX = false;
     var params = new URLSearchParams(window.location.search);
     view.log = params.get("ylog") === "1";
-    view.clip = params.get("yclip") === "1";
+    view.clip = params.get("yclip") !== "0";
     view.smooth = Math.min(Math.max(Number(params.get("smooth")) || 0, 0), 0.99);
     var now = [], later = [];
     var entries = JSON.parse(node.textContent);

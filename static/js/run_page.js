@@ -71,7 +71,7 @@
   var smoothing = document.getElementById("smoothing");
   var params = new URLSearchParams(window.location.search);
   log.checked = params.get("ylog") === "1";
-  clip.checked = params.get("yclip") === "1";
+  clip.checked = params.get("yclip") !== "0";
   smoothing.value = params.get("smooth") || "0";
   log.addEventListener("change", function () { window.ChronicleCharts.setLog(log.checked); });
   clip.addEventListener("change", function () { window.ChronicleCharts.setClip(clip.checked); });
