@@ -7,17 +7,27 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from telemetry import services as telemetry_services
+from telemetry.choices import EXPERIMENT_LABEL
 from telemetry.models import Run
 
 if TYPE_CHECKING:
     from ingest.models import MlflowRun
 
 
-def run_labels(*, tags: Mapping[str, str], labels: Sequence[str]) -> list[str]:
-    """The run's labels with the MLflow tags as "key=value": labels of other keys are kept,
-    a key's label follows its latest value. MLflow's system tags (mlflow.*) stay out, as
-    does a tag too long to be a label (the MLflow API still returns it). Pure."""
+EXPERIMENT_KEY = EXPERIMENT_LABEL
+
+
+def run_labels(
+    *, tags: Mapping[str, str], labels: Sequence[str], experiment: str = ""
+) -> list[str]:
+    """The run's labels with the MLflow tags as "key=value" and its experiment as
+    "experiment=<name>": labels of other keys are kept, a key's label follows its latest
+    value. MLflow's system tags (mlflow.*) stay out, as does a tag too long to be a label
+    (the MLflow API still returns it; a longer experiment name is cut). Pure."""
     own = {key: value for key, value in tags.items() if not key.startswith("mlflow.")}
+    if experiment:
+        prefix = f"{EXPERIMENT_KEY}="
+        own[EXPERIMENT_KEY] = experiment[: Run.TAG_MAX_LENGTH - len(prefix)]
     kept = [label for label in labels if label.split("=", 1)[0] not in own]
     added = [
         label
@@ -32,6 +42,6 @@ def run_labels_sync(*, mlflow_run: MlflowRun) -> None:
     caller holds the MLflow run's lock, but the run row joined to it may be older."""
     run = mlflow_run.run
     current = Run.objects.values_list("tags", flat=True).get(pk=run.pk)
-    labels = run_labels(tags=mlflow_run.tags, labels=current)
+    labels = run_labels(tags=mlflow_run.tags, labels=current, experiment=mlflow_run.experiment.name)
     if labels != current:
         telemetry_services.run_upsert(project=run.project, name=run.name, info={"tags": labels})

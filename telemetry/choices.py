@@ -5,6 +5,16 @@ from __future__ import annotations
 
 from django.db import models
 
+# The run label that names a run's MLflow experiment ("experiment=llama-sweeps", written by
+# ingest's MLflow API): the run page shows it and the run list filters by it (?experiment=).
+EXPERIMENT_LABEL = "experiment"
+
+
+def experiment_of(labels: list[str]) -> str:
+    """The MLflow experiment a run's labels name ("" for none)."""
+    prefix = f"{EXPERIMENT_LABEL}="
+    return next((label[len(prefix) :] for label in labels if label.startswith(prefix)), "")
+
 
 class AttemptStatus(models.TextChoices):
     RUNNING = "running", "Running"

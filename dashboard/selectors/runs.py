@@ -13,7 +13,7 @@ from django.db.models import Count, F, Func, IntegerField, Model, OuterRef, Q, Q
 from django.db.models.functions import Coalesce
 
 from logbook.models import Annotation, Checkpoint, IncidentSource, Interruption, LogbookEntry
-from telemetry.choices import AttemptStatus
+from telemetry.choices import EXPERIMENT_LABEL, AttemptStatus
 from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
 from telemetry.query_time import BadTime, parse_time, storable_text
 from telemetry.selectors import User, projects_for_user
@@ -110,11 +110,13 @@ class RunListQuery:
     since: datetime | None = None
     until: datetime | None = None  # exclusive
     sort: str = "-last_seen"
+    # The MLflow experiment (the run label experiment=<name>); "" for any.
+    experiment: str = ""
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> RunListQuery:
-        """Read ?q, ?status, ?tag, ?since, ?until (dates or times, in the display zone) and
-        ?sort; raises RunListError saying which and why."""
+        """Read ?q, ?status, ?tag, ?experiment, ?since, ?until (dates or times, in the display
+        zone) and ?sort; raises RunListError saying which and why."""
         search = (params.get("q") or "").strip()[:200]
         tag = (params.get("tag") or "").strip()
         if not storable_text(search):
@@ -138,7 +140,15 @@ class RunListQuery:
                 raise RunListError(f"{label}: {exc}.") from exc
         if moments["since"] and moments["until"] and moments["until"] <= moments["since"]:
             raise RunListError("To must be after From.")
-        return cls(search, status, tag, moments["since"], moments["until"], sort)
+        experiment = (params.get("experiment") or "").strip()
+        if len(experiment) > Run.TAG_MAX_LENGTH or not storable_text(experiment):
+            raise RunListError(
+                f"Experiment: at most {Run.TAG_MAX_LENGTH} characters, no NUL or unpaired "
+                "surrogates."
+            )
+        return cls(
+            search, status, tag, moments["since"], moments["until"], sort, experiment=experiment
+        )
 
 
 def runs_list(*, user: User, query: RunListQuery) -> QuerySet[Run]:
@@ -155,6 +165,8 @@ def runs_list(*, user: User, query: RunListQuery) -> QuerySet[Run]:
         runs = runs.filter(current_status=query.status)
     if query.tag:
         runs = runs.filter(tags__contains=[query.tag])
+    if query.experiment:
+        runs = runs.filter(tags__contains=[f"{EXPERIMENT_LABEL}={query.experiment}"])
     if query.since:
         runs = runs.filter(last_seen_at__gte=query.since)
     if query.until:

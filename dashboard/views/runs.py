@@ -21,6 +21,7 @@ from dashboard import config_diff, metric_sections
 from dashboard.selectors import runs as run_selectors
 from logbook.selectors import fleet as fleet_selectors
 from telemetry import charts, liveness, metric_charts, run_cache, selectors
+from telemetry.choices import experiment_of
 from telemetry.liveness import RUN_STALL_AFTER
 from telemetry.models import Attempt, Membership, Run
 from telemetry.paging import table_page
@@ -71,7 +72,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
             "query": query,
             "error": error,
             "statuses": run_selectors.RUN_STATUS_CHOICES,
-            "tags_in_use": run_selectors.run_tags_in_use(user=request.user),
+            "tags_in_use": (tags_in_use := run_selectors.run_tags_in_use(user=request.user)),
+            "experiments": [name for name in (experiment_of([tag]) for tag in tags_in_use) if name],
             "cols": {key: key in chosen for key in RUN_COLUMNS},
             "columns": [
                 {
@@ -171,6 +173,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "charts_script": mark_safe(charts_block["script"]),
             # What the job said about itself (MLflow params land here), one row per setting.
             "config_rows": sorted(config_diff.flatten(run.config or {}).items()),
+            "experiment": experiment_of(list(run.tags or [])),
         },
     )
 

@@ -307,17 +307,21 @@ def _status_events(mlflow_run: MlflowRun, status: str, end_ms: int | None) -> li
     moment = (end_ms if end_ms is not None else now_ms()) / 1000
     events: list[dict[str, Any]] = []
     if status in (MlflowRun.Status.FAILED, MlflowRun.Status.KILLED):
-        events.append(
-            {
-                "type": "interruption",
-                "time": moment,
-                "attempt": number,
-                # One interruption per attempt and status, however often the client retries.
-                "id": f"mlflow-{mlflow_run.run_uuid}-{number}-{status.lower()}",
-                "message": f"MLflow set run {mlflow_run.run_uuid} to {status} (MLflow sends "
-                "no reason; see the job's logs).",
-            }
-        )
+        # MLflow sends no step: the last one the attempt logged is where it stopped.
+        step = telemetry_selectors.attempt_last_step(run_id=mlflow_run.run_id, number=number)
+        at_step = f" at step {step}" if step is not None else ""
+        event: dict[str, Any] = {
+            "type": "interruption",
+            "time": moment,
+            "attempt": number,
+            # One interruption per attempt and status, however often the client retries.
+            "id": f"mlflow-{mlflow_run.run_uuid}-{number}-{status.lower()}",
+            "message": f"MLflow set run {mlflow_run.run_uuid} to {status}{at_step} (MLflow "
+            "sends no reason; see the job's logs).",
+        }
+        if step is not None:
+            event["step"] = step
+        events.append(event)
     # After the interruption, so the job's own word (failed / killed) is the last one.
     events.append(
         {

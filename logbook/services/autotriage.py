@@ -12,13 +12,15 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from logbook import autotriage
-from logbook.models import Interruption, RootCause, TriageSuggestion
+from logbook.models import IncidentSource, Interruption, RootCause, TriageSuggestion
 from logbook.selectors import triage as triage_selectors
 from logbook.services import triage, triage_learning
 from logbook.taxonomy import UNKNOWN_SLUG
+from logbook.triage_unexplained import unexplained_suggestion
 from telemetry import services as telemetry_services
 from telemetry.selectors import health_events as health_selectors
 
@@ -62,6 +64,19 @@ def suggestion_make(
             names=names,
             votes=triage_learning.vote_evidence(interruption=interruption, names=names),
         )
+        if (
+            result is None
+            and IncidentSource.objects.filter(
+                interruption=interruption, kind=IncidentSource.Kind.MLFLOW
+            ).exists()
+        ):
+            # MLflow's FAILED says nothing of why; still say where to look.
+            result = unexplained_suggestion(
+                occurred_at=interruption.occurred_at,
+                step=interruption.step,
+                source="MLflow",
+                run_url=reverse("dashboard:run-detail", args=[interruption.run_id]),
+            )
         if result is None:
             if existing is not None:
                 existing.delete()

@@ -9,12 +9,12 @@ import math
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.db import connection
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum
 from django.http import Http404
 from django.utils import timezone
 
 from telemetry.liveness import RUN_STALL_AFTER
-from telemetry.models import Membership, Project, Run
+from telemetry.models import Membership, MetricPoint, MetricSeries, Project, Run
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -85,6 +85,20 @@ def run_name(*, run_id: int) -> str:
     if row is None:
         raise Run.DoesNotExist(f"no run {run_id}")
     return str(row[0])
+
+
+def attempt_last_step(*, run_id: int, number: int) -> int | None:
+    """The highest step attempt `number` of the run logged a metric for (None: none yet):
+    each of its series' last step through the points' primary key (a backward scan each),
+    never a scan of the points."""
+    last = MetricPoint.objects.filter(series=OuterRef("pk")).order_by("-step").values("step")[:1]
+    steps = (
+        MetricSeries.objects.filter(run_id=run_id, attempt__number=number)
+        .annotate(last=Subquery(last))
+        .values_list("last", flat=True)
+    )
+    found = [step for step in steps if step is not None]
+    return max(found) if found else None
 
 
 def projects_live_version(*, user: User) -> str:

@@ -28,6 +28,7 @@ from ingest import services as ingest_services
 from ingest.models import IngestBatch, IngestToken, MlflowExperiment, MlflowRun
 from ingest.services import mlflow as mlflow_writes
 from logbook.models import Interruption
+from logbook.services import autotriage as autotriage_services
 from telemetry.models import Attempt, MetricPoint, MetricSeries, Run
 
 API = "/mlflow/api/2.0/mlflow"
@@ -203,11 +204,23 @@ def test_failed_run_opens_an_interruption_and_resume_is_a_new_attempt(tracking, 
     MlflowClient().set_terminated(run_id, status="FAILED")
     run = Run.objects.get(project=project, name="resumable")
 
-    # then the failure is an interruption of attempt 1, which ended failed
+    # then the failure is an interruption of attempt 1, which ended failed, at its last step
     interruption = Interruption.objects.get(run=run)
     assert interruption.attempt.number == 1
-    assert "FAILED" in interruption.message
+    assert "FAILED at step 2" in interruption.message
+    assert interruption.step == 2
     assert Attempt.objects.get(run=run, number=1).status == Attempt.Status.FAILED
+    # and auto-triage suggests like for any other incident: nothing explains it, so where to
+    # look (the job's log around step 2)
+    suggestion = autotriage_services.suggestion_make(interruption_id=interruption.pk)
+    assert suggestion is not None and suggestion.root_cause.slug == "unknown"
+    assert "job's own log" in suggestion.note
+    assert (
+        suggestion.evidence[0]["text"]
+        == "MLflow set the run to FAILED at step 2 and gives no reason"
+    )
+    # and the MLflow experiment is the run's label, which the run list filters by
+    assert "experiment=pretrain" in run.tags
 
     # when the job resumes the same MLflow run and logs on
     with mlflow.start_run(run_id=run_id):
