@@ -31,6 +31,8 @@ MAX_HOST_CHARS = 255
 HOST_LABELS = ("Hostname", "hostname")  # dcgm-exporter <= 4.5.x, then master
 UUID_LABELS = ("UUID", "uuid", "gpu_uuid")  # default, old namespace, per-NVLink metrics
 MODEL_LABELS = ("modelName", "model_name")
+PCI_LABELS = ("pci_bus_id",)
+MAX_PCI_CHARS = 32
 # Per-link samples of one GPU are summed into the GPU's value.
 LINK_LABELS = ("nvlink", "link")
 MAX_GPU_INDEX = 32_767  # Device.index_on_host is a small integer
@@ -313,6 +315,8 @@ def describe_gpu(gpu: GpuReadings, labels: Mapping[str, str]) -> None:
         gpu.gpu_index = int(index)
     if not gpu.model_name:
         gpu.model_name = printable(_first(labels, MODEL_LABELS))[:64]
+    if not gpu.pci_bus_id:
+        gpu.pci_bus_id = printable(_first(labels, PCI_LABELS))[:MAX_PCI_CHARS]
     if not gpu.placement:
         gpu.placement = placement_of(labels)
 

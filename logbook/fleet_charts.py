@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from logbook.charts import count_axis, layout, utc_text
+from telemetry.charts import hover_template
 
 BAR_COLOUR = "#2456a6"
 OFFENDER_COLOUR = "#c0392b"
@@ -163,3 +164,39 @@ def host_timeline_figure(incidents: pd.DataFrame) -> go.Figure:
         figure.update_xaxes(range=[moments.min() - pd.Timedelta(hours=1),
                                    moments.max() + pd.Timedelta(hours=1)])  # fmt: skip
     return _layout(figure, title="Incidents over time", x_title="time (UTC)", y_title="")
+
+
+GPU_COLOURS = [
+    "#2456a6",
+    "#e67e22",
+    "#27ae60",
+    "#c0392b",
+    "#8e44ad",
+    "#16a085",
+    "#7f8c8d",
+    "#d4ac0d",
+]
+
+
+def host_gpu_figure(readings: pd.DataFrame, *, title: str, unit: str) -> go.Figure:
+    """One DCGM field of a host's GPUs over time, a line per GPU (its index and PCI bus id
+    in the legend, so "PCI 3b" in a kernel log finds its curve).
+
+    readings: columns gpu (the line's name), at (UTC datetime), value; oldest first."""
+    figure = go.Figure()
+    for position, (gpu, rows) in enumerate(readings.groupby("gpu", sort=False)):
+        figure.add_trace(
+            go.Scatter(
+                x=utc_text(rows["at"]),
+                y=list(rows["value"]),
+                mode="lines",
+                name=str(gpu),
+                line={"color": GPU_COLOURS[position % len(GPU_COLOURS)], "width": 1.5},
+                hovertemplate=hover_template(
+                    "$gpu<br>%{x|%Y-%m-%d %H:%M:%S}<br>%{y:.4g} $unit<extra></extra>",
+                    gpu=gpu,
+                    unit=unit,
+                ),
+            )
+        )
+    return _layout(figure, title=title, x_title="time (UTC)", y_title=unit)

@@ -9,8 +9,9 @@ by default, and which it leaves commented out, is from its etc/default-counters.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ class GpuReadings:
     uuid: str
     gpu_index: int | None = None
     model_name: str = ""
+    pci_bus_id: str = ""
     xid_message: str = ""
     values: dict[str, float] = field(default_factory=dict)
     # Epoch seconds, only for samples that carried a timestamp.
@@ -298,3 +300,23 @@ def _thermal(
         text = f"thermal throttling for {(new - old) / 1e6:g} s more ({name})"
         found.append((text, name, old, new))
     return found
+
+
+# dcgm-exporter's energy counter is in millijoules since the driver loaded; 1 kWh = 3.6e9 mJ.
+MJ_PER_KWH = 3.6e9
+
+
+def kwh(millijoules: float) -> float:
+    return millijoules / MJ_PER_KWH
+
+
+def energy_used_kwh(readings_mj: Sequence[float]) -> float | None:
+    """kWh used over a series of the energy counter (mJ), oldest first: the sum of its
+    increases; a drop is a driver reload or a reset, after which the new value is what was
+    used since. None with fewer than two readings."""
+    if len(readings_mj) < 2:
+        return None
+    used = 0.0
+    for before, after in pairwise(readings_mj):
+        used += after - before if after >= before else after
+    return kwh(used)

@@ -23,6 +23,7 @@ from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.sdc import HardwareFilters
 from logbook.services import quarantine as quarantine_services
+from logbook.views.host_gpus import gpu_panel
 from logbook.views.sdc import filter_menus
 from telemetry import rank_charts, run_cache
 from telemetry.charts import as_payload, charts_script
@@ -30,7 +31,6 @@ from telemetry.models import Device, Host, Membership, Run
 from telemetry.paging import table_page
 from telemetry.selectors import projects_live_version, user_has_role
 from telemetry.selectors.dcgm import (
-    dcgm_device_health,
     dcgm_missing_counters,
     device_events_for_user,
 )
@@ -172,6 +172,8 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
         )
         payload.append({"id": "chart-host-rank-scores", "figure": as_payload(scores)})
     # --- end of ranks hook
+    gpus = gpu_panel(host=host, params=request.GET)
+    payload.extend(gpus.pop("gpu_payload"))
     return render(
         request,
         "logbook/host_detail.html",
@@ -186,12 +188,12 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
             "form": form,
             "can_quarantine": can_quarantine,
             "dcgm_missing": dcgm_missing_counters(host=host),
-            "gpu_health": dcgm_device_health(host=host),
             "gpu_events": list(
                 device_events_for_user(user=request.user, host=host)[:GPU_EVENTS_SHOWN]
             ),
             "has_rank_scores": bool(rank_scores),
             "charts_script": charts_script(payload),
+            **gpus,
         },
     )
 

@@ -91,6 +91,9 @@ class Device(models.Model):
         Host, on_delete=models.SET_NULL, null=True, blank=True, related_name="devices"
     )
     index_on_host = models.PositiveSmallIntegerField(null=True, blank=True)
+    # The PCI bus id dcgm-exporter labels the GPU with ("00000000:3B:00.0"): what a kernel log
+    # names ("NVRM: Xid (PCI:0000:3b:00)"), shown beside the index and UUID on the host page.
+    pci_bus_id = models.CharField(max_length=32, blank=True, default="")
     accelerator_type = models.CharField(max_length=64, blank=True)
     quarantined_at = models.DateTimeField(null=True, blank=True)
     quarantine_reason = models.TextField(blank=True)

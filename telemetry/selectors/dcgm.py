@@ -149,3 +149,64 @@ def device_events_for_user(
     if until is not None:
         events = events.filter(occurred_at__lt=until)
     return events.select_related("device", "host", "project").order_by("-occurred_at", "-pk")
+
+
+# The curves the host page draws per GPU, and the energy counter its kWh come from.
+CURVE_FIELDS = (
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_DEV_GPU_UTIL",
+)
+ENERGY_FIELD = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+
+
+def host_gpu_history(
+    *,
+    host: Host,
+    since: datetime,
+    until: datetime,
+    fields: tuple[str, ...] = (*CURVE_FIELDS, ENERGY_FIELD),
+    now: datetime | None = None,
+) -> list[tuple[int, datetime, str, float]]:
+    """Every GPU of the host's readings of `fields` in [since, until), oldest first, as
+    (device id, time, field, value): the raw samples where they are still kept
+    (raw_kept_since; DEVICE_SAMPLE_RETENTION_DAYS), each 5-minute summary's mean before that.
+    Two queries, whatever the number of GPUs."""
+    kept_since = raw_kept_since(now=now or datetime.now(UTC))
+    positions = [
+        (field, SUMMARY_FIELDS.index(field)) for field in fields if field in SUMMARY_FIELDS
+    ]
+    devices = Device.objects.filter(host=host).values("pk")
+    rows: list[tuple[int, datetime, str, float]] = []
+    if since < kept_since and positions:
+        columns = [
+            column for _, i in positions for column in (f"sample_counts__{i}", f"value_sums__{i}")
+        ]
+        buckets = (
+            DeviceSampleSummary.objects.filter(
+                device__in=devices,
+                bucket_start__gt=since - timedelta(seconds=SUMMARY_BUCKET_S),
+                bucket_start__lt=min(until, kept_since),
+            )
+            .order_by("bucket_start")
+            .values_list("device_id", "bucket_start", *columns)
+        )
+        for device_id, start, *values in buckets:
+            for n, (field, _) in enumerate(positions):
+                count, total = values[2 * n], values[2 * n + 1]
+                if count:
+                    rows.append((device_id, start, field, total / count))
+    if positions:
+        raw = (
+            DeviceSample.objects.filter(
+                device__in=devices, sampled_at__gte=max(since, kept_since), sampled_at__lt=until
+            )
+            .order_by("sampled_at")
+            .values_list("device_id", "sampled_at", *[f"readings__{i}" for _, i in positions])
+        )
+        for device_id, at, *values in raw:
+            for (field, _), value in zip(positions, values, strict=True):
+                if value is not None:
+                    rows.append((device_id, at, field, value))
+    return rows

@@ -199,6 +199,7 @@ class _Known:
     last_xid_message: str
     last_xid_at: datetime | None
     model_name: str
+    pci_bus_id: str
 
 
 _STATE = DeviceHealthState._meta.db_table
@@ -212,7 +213,8 @@ _KNOWN_LOCK = Prepared(
     name="telemetry_dcgm_known_lock",
     types=("bigint", "text[]"),
     sql=f"""SELECT d.uuid, d.id, d.host_id, h.name, d.index_on_host, d.accelerator_type,
-        s.last_values, s.last_xid, s.last_xid_message, s.last_xid_at, s.model_name
+        s.last_values, s.last_xid, s.last_xid_message, s.last_xid_at, s.model_name,
+        d.pci_bus_id
     FROM {_STATE} s JOIN {_DEVICE} d ON d.id = s.device_id LEFT JOIN {_HOST} h ON h.id = d.host_id
     WHERE d.project_id = $1 AND d.uuid = ANY($2)
     ORDER BY s.device_id FOR UPDATE OF s""",
@@ -266,7 +268,7 @@ def _known_lock(
 
 def _in_place(known: dict[str, _Known], gpus: Sequence[dcgm.GpuReadings]) -> bool:
     """Whether every GPU of the push has a state and a device placed as the exporter says:
-    on the host it names, at its index, with its model (the first one seen)."""
+    on the host it names, at its index and PCI bus id, with its model (the first one seen)."""
     for gpu in gpus:
         row = known.get(gpu.uuid)
         if (
@@ -274,6 +276,7 @@ def _in_place(known: dict[str, _Known], gpus: Sequence[dcgm.GpuReadings]) -> boo
             or row.host_name != gpu.host
             or (gpu.gpu_index is not None and row.index_on_host != gpu.gpu_index)
             or (gpu.model_name and not row.accelerator_type)
+            or (gpu.pci_bus_id and row.pci_bus_id != gpu.pci_bus_id)
         ):
             return False
     return True
@@ -306,16 +309,21 @@ def _devices_place(
     for gpu in gpus:
         device = devices[gpu.uuid]
         host = hosts[gpu.host]
-        before = (device.host_id, device.index_on_host, device.accelerator_type)
+        before = (device.host_id, device.index_on_host, device.accelerator_type, device.pci_bus_id)
         device.host = host
         if gpu.gpu_index is not None:
             device.index_on_host = gpu.gpu_index
         if gpu.model_name and not device.accelerator_type:
             device.accelerator_type = gpu.model_name
-        if (device.host_id, device.index_on_host, device.accelerator_type) != before:
+        if gpu.pci_bus_id:
+            device.pci_bus_id = gpu.pci_bus_id
+        after = (device.host_id, device.index_on_host, device.accelerator_type, device.pci_bus_id)
+        if after != before:
             changed.append(device)
     if changed:
-        Device.objects.bulk_update(changed, ["host", "index_on_host", "accelerator_type"])
+        Device.objects.bulk_update(
+            changed, ["host", "index_on_host", "accelerator_type", "pci_bus_id"]
+        )
         # The fleet page shows each device's host.
         fleet_version_bump(project_id=changed[0].project_id)
 
