@@ -146,6 +146,8 @@ def demo_batches(*, seed: int = 7, start: datetime | None = None) -> list[dict[s
         if resume is not None:
             started["resumed_from_step"] = resume
         started["hosts"] = list(active)
+        if attempt == 1:  # where the whole pool sits, spares included (demo.fleet)
+            started["placement"] = demo_placement(pool)
         events.append((clock, started | {"time": _iso(t0, clock)}))
         if resume is not None:
             restore_s = float(rng.uniform(90, 240))
@@ -289,6 +291,28 @@ def demo_batches(*, seed: int = 7, start: datetime | None = None) -> list[dict[s
 
     batches[0]["run_info"] = _run_info()
     return batches
+
+
+# The demo's fleet: racks of 4 hosts, pods of 16 racks, one cluster in each of two sites
+# (the pool's first half in one, the second half in the other: a run across two sites).
+HOSTS_PER_RACK = 4
+RACKS_PER_POD = 16
+SITES = ("us-west", "eu-north")
+
+
+def demo_placement(pool: list[str]) -> dict[str, dict[str, str]]:
+    half = (len(pool) + 1) // 2
+    placement = {}
+    for index, host in enumerate(pool):
+        rack = index // HOSTS_PER_RACK
+        site = SITES[0] if index < half else SITES[1]
+        placement[host] = {
+            "rack": f"r{rack:03d}",
+            "pod": f"p{rack // RACKS_PER_POD:02d}",
+            "cluster": f"{site}-1",
+            "site": site,
+        }
+    return placement
 
 
 def _culprits(

@@ -7,7 +7,7 @@ import numpy.typing as npt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from telemetry import selectors
 from telemetry.query_time import optional_integer_parameter
 from telemetry.selectors import series as series_selectors
+from telemetry.selectors.sites import attempt_sites
 
 MAX_POINTS_DEFAULT = 2000
 MAX_POINTS_LIMIT = 20_000
@@ -99,3 +100,59 @@ def _max_points(raw: str | None) -> int:
             {"max_points": f"must be an integer from 10 to {MAX_POINTS_LIMIT}, got {raw[:20]!r}"}
         )
     return int(raw)
+
+
+class _SiteShareDoc(serializers.Serializer):
+    site = serializers.CharField(help_text='"" for hosts no one placed.')
+    hosts = serializers.ListField(child=serializers.CharField())
+    ranks = serializers.IntegerField()
+    sections = serializers.DictField(child=serializers.FloatField(), help_text="Mean s/step.")
+    share = serializers.DictField(
+        child=serializers.FloatField(), help_text="Each section's share of the step."
+    )
+
+
+class _RunSitesDoc(serializers.Serializer):
+    run = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    sites = _SiteShareDoc(many=True)
+    note = serializers.CharField()
+
+
+class RunSitesApi(APIView):
+    @extend_schema(
+        operation_id="run_sites",
+        parameters=[optional_integer_parameter("attempt", "The attempt (its latest if omitted).")],
+        description="An attempt's hosts by site and each site's share of the step's time "
+        "from its ranks' timings (the newest six hours of heat-map buckets).",
+        responses={200: _RunSitesDoc},
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = selectors.run_get_for_user(user=request.user, run_id=run_id)
+        raw = request.query_params.get("attempt", "")
+        attempts = run.attempts.order_by("-number")
+        if raw:
+            if not (raw.isascii() and raw.isdigit() and len(raw) < 10):
+                raise ValidationError({"attempt": f"must be an attempt number, got {raw[:20]!r}"})
+            attempts = attempts.filter(number=int(raw))
+        attempt = attempts.first()
+        if attempt is None:
+            raise NotFound("No such attempt.")
+        found = attempt_sites(attempt=attempt)
+        return Response(
+            {
+                "run": run.pk,
+                "attempt": found.attempt,
+                "sites": [
+                    {
+                        "site": one.site,
+                        "hosts": one.hosts,
+                        "ranks": one.ranks,
+                        "sections": one.sections,
+                        "share": one.share,
+                    }
+                    for one in found.sites
+                ],
+                "note": found.note,
+            }
+        )

@@ -414,6 +414,129 @@ def _readme_job() -> str:
     return job[0]
 
 
+def _send(demo: Demo, path: str, body: str, content_type: str = "application/json") -> Any:
+    request = urllib.request.Request(
+        f"{demo.url}{path}", data=body.encode(), method="POST",
+        headers={"Authorization": f"Bearer {demo.token}", "Content-Type": content_type},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.status in (200, 202), answer.status
+        return json.loads(answer.read())
+
+
+def _until(read: Any, what: str, timeout_s: float = 120) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = read()
+        if found:
+            return found
+        time.sleep(1)
+    pytest.fail(f"{what}: not within {timeout_s:.0f} s")
+
+
+def _prometheus(host: str, uuid: str, values: dict[str, float], at_s: float) -> str:
+    labels = f'gpu="0",UUID="{uuid}",Hostname="{host}"'
+    return "".join(f"{k}{{{labels}}} {v:g} {int(at_s * 1000)}\n" for k, v in values.items())
+
+
+def _run(api: Any, name: str) -> dict[str, Any] | None:
+    return next((run for run in api("/api/v1/runs") if run["name"] == name), None)
+
+
+def test_the_fleet_across_racks_and_sites_sent_as_a_user_would(demo, browser):
+    """Issue 36 against `make demo`: five hosts of one rack interrupted within three minutes
+    are one group naming the rack; a run across two sites shows each site's share of the
+    step; a GPU whose pushes show a rising correctable-ECC rate and a pending row remap is
+    at risk, with those signals, before the XID 79 that ends its run."""
+    context = browser.new_context()
+    page = context.new_page()
+    _log_in(page, demo)
+
+    def api(path: str) -> Any:
+        answer = context.request.get(f"{demo.url}{path}")
+        assert answer.status == 200, (path, answer.status)
+        return answer.json()
+
+    now = time.time()
+    iso = lambda s: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(s))  # noqa: E731
+    # given rack rk36's eight hosts, placed by the jobs that run on them
+    rack = {f"rk36-{n}": {"rack": "rk36", "pod": "pd36", "site": "site-a"} for n in range(8)}
+    # when five small jobs on five of its hosts report interruptions within three minutes
+    for n in range(5):
+        host = f"rk36-{n}"
+        _send(demo, "/api/v1/ingest", json.dumps({
+            "batch_id": f"rk36-job-{n}", "run": f"rk36-job-{n}", "events": [
+                {"type": "attempt_started", "time": iso(now - 3600), "hosts": [host],
+                 "placement": rack},
+                {"type": "interruption", "time": iso(now - 300 + 35 * n), "id": f"rk36-{n}",
+                 "hosts": [host], "message": "NET/IB: transport retry counter exceeded"},
+            ]}))  # fmt: skip
+    # then they become one group naming the rack, the five incidents linked
+    groups = _until(
+        lambda: [
+            g for g in api("/api/v1/fleet/incident-groups")["groups"] if g["name"] == "rack rk36"
+        ],
+        "the rack's incident group",
+    )
+    assert len(groups) == 1 and len(groups[0]["incidents"]) == 5, groups
+    assert groups[0]["level"] == "rack" and "top-of-rack switch" in groups[0]["suggested_component"]
+
+    # given a run on four hosts, two at each of two sites, whose site-b ranks compute slower
+    hosts = ["sa-0", "sa-1", "sb-0", "sb-1"]
+    placement = {h: {"site": "site-a" if h.startswith("sa") else "site-b"} for h in hosts}
+    ranks = list(range(32))
+    rank_hosts = [hosts[r // 8] for r in ranks]
+    wait = [0.9 if h.startswith("sa") else 0.1 for h in rank_hosts]
+    events = [{"type": "attempt_started", "time": iso(now - 600), "hosts": hosts,
+               "placement": placement}]  # fmt: skip
+    for step in range(20):
+        events.append({"type": "rank_timings", "time": iso(now - 300 + 10 * step),
+                       "first_step": step, "ranks": ranks, "hosts": rank_hosts,
+                       "sections": {"step": [2.0] * 32, "collective_wait": wait}})  # fmt: skip
+    _send(demo, "/api/v1/ingest", json.dumps({"batch_id": "two-sites-1", "run": "two-sites",
+                                              "attempt": 1, "events": events}))  # fmt: skip
+    run_id = _until(lambda: _run(api, "two-sites"), "the two-site run")["id"]
+    # then each site's share of the step shows, and the slow site is named
+    sites = _until(
+        lambda: (
+            (found := api(f"/api/v1/runs/{run_id}/sites"))["sites"]
+            and all(s["share"] for s in found["sites"])
+            and found
+        ),
+        "the sites' shares (the beat's rank-timings pass)",
+    )
+    share = {s["site"]: round(s["share"]["collective_wait"], 2) for s in sites["sites"]}
+    assert share == {"site-a": 0.45, "site-b": 0.05}, sites
+    assert "Site site-b's ranks compute" in sites["note"], sites
+
+    # given a running job on gpu-node-36, whose exporter pushes its last ten hours
+    started = {"type": "attempt_started", "time": iso(now - 86400), "hosts": ["gpu-node-36"]}
+    job = {"batch_id": "risk-job-1", "run": "risk-job", "events": [started]}
+    _send(demo, "/api/v1/ingest", json.dumps(job))
+    _until(lambda: _run(api, "risk-job"), "the job's attempt (its batch processed)")
+    count = 0.0
+    for hour in range(10):
+        count += 1 if hour < 5 else 12 * (hour - 4)
+        values = {"DCGM_FI_DEV_XID_ERRORS": 0, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": count,
+                  "DCGM_FI_DEV_ROW_REMAP_PENDING": 1.0 if hour >= 7 else 0.0}  # fmt: skip
+        text = _prometheus("gpu-node-36", "GPU-demo-path-36", values, now - 3600 * (9 - hour) - 60)
+        _send(demo, "/api/v1/ingest/prometheus", text, "text/plain")
+    # then it is at risk, with those signals
+    (listed,) = [
+        d for d in api("/api/v1/fleet/at-risk")["devices"] if d["device"] == "GPU-demo-path-36"
+    ]
+    assert [s["kind"] for s in listed["signals"]] == ["ecc_rate", "row_remap_pending"], listed
+    assert listed["action"].startswith("drain before the next restart")
+    assert _run(api, "risk-job")["interruption_count"] == 0
+    # when the XID 79 comes, it ends the run: an incident on it, after the listing
+    xid = _prometheus(
+        "gpu-node-36", "GPU-demo-path-36", {"DCGM_FI_DEV_XID_ERRORS": 79}, time.time()
+    )
+    _send(demo, "/api/v1/ingest/prometheus", xid, "text/plain")
+    _until(lambda: _run(api, "risk-job")["interruption_count"] == 1, "the XID 79's incident")
+    context.close()
+
+
 def test_stopping_the_demo_stops_every_process_in_order(demo):
     # given the demo serving: PostgreSQL, Redis, gunicorn (and its workers), the Celery
     # worker (and its pool) and beat

@@ -23,7 +23,7 @@ from logbook.failure_maths import (
 )
 from logbook.models import Interruption
 from logbook.selectors.filters import FilterParams
-from telemetry.models import Attempt, Cluster, Run
+from telemetry.models import Attempt, Cluster, Host, Run
 from telemetry.selectors import User, projects_for_user, run_get_for_user
 
 PROJECTION_DEFAULT = 100_000
@@ -38,6 +38,8 @@ class FailureFilters:
     site: str = ""  # a site name
     cluster: str = ""  # "<site>/<cluster>", as the SDC and fleet pages write it
     projection_accelerators: int = PROJECTION_DEFAULT
+    pod: str = ""  # the breakdown, MTBF and projection of one pod's or rack's hosts
+    rack: str = ""
 
     def as_dict(self) -> dict[str, object]:
         values = asdict(self)
@@ -56,6 +58,7 @@ def failure_filters_parse(params: Mapping[str, str]) -> FailureFilters:
         "accelerators", default=PROJECTION_DEFAULT, low=1, high=PROJECTION_LIMIT
     )
     site = reader.text("site")
+    pod, rack = reader.text("pod"), reader.text("rack")
     reader.check()
     return FailureFilters(
         run_id=run_id,
@@ -64,13 +67,23 @@ def failure_filters_parse(params: Mapping[str, str]) -> FailureFilters:
         site=site,
         cluster=cluster,
         projection_accelerators=accelerators,
+        pod=pod,
+        rack=rack,
     )
 
 
 def _host_filter(prefix: str, filters: FailureFilters) -> Q:
     condition = Q()
     if filters.site:
-        condition &= Q(**{f"{prefix}__cluster__site__name": filters.site})
+        # A host's site is its own (telemetry.services.topology), its cluster's for hosts
+        # placed before hosts had one.
+        condition &= Q(**{f"{prefix}__site__name": filters.site}) | Q(
+            **{f"{prefix}__cluster__site__name": filters.site}
+        )
+    if filters.pod:
+        condition &= Q(**{f"{prefix}__pod": filters.pod})
+    if filters.rack:
+        condition &= Q(**{f"{prefix}__rack": filters.rack})
     if filters.cluster:
         site, _, name = filters.cluster.partition("/")
         condition &= Q(**{f"{prefix}__cluster__site__name": site, f"{prefix}__cluster__name": name})
@@ -85,7 +98,7 @@ def runs_in_scope(*, user: User, filters: FailureFilters) -> QuerySet[Run]:
         runs = Run.objects.filter(pk=run.pk)
     else:
         runs = Run.objects.filter(project__in=projects_for_user(user=user))
-    if filters.site or filters.cluster:
+    if filters.site or filters.cluster or filters.pod or filters.rack:
         used = Attempt.objects.filter(_host_filter("hosts", filters)).values("run_id")
         hit = Interruption.objects.filter(_host_filter("hosts", filters)).values("run_id")
         runs = runs.filter(Q(pk__in=used) | Q(pk__in=hit))
@@ -284,6 +297,13 @@ def filter_options(*, user: User) -> FilterOptions:
                 "pk", "project__slug", "name"
             )
         ],
-        sites=sorted({c.site.name for c in clusters}),
+        sites=sorted(
+            {c.site.name for c in clusters}
+            | set(
+                Host.objects.filter(project__in=projects_for_user(user=user), site__isnull=False)
+                .values_list("site__name", flat=True)
+                .distinct()
+            )
+        ),
         clusters=[f"{c.site.name}/{c.name}" for c in clusters],
     )

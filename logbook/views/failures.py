@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from logbook import charts
+from logbook import charts, spares
 from logbook.failure_maths import RATE_NAMES, failure_report_as_dict
 from logbook.selectors import failures as selectors
 from logbook.selectors.failures import FailureFilters
@@ -109,7 +109,47 @@ def _breakdown_body(request: HttpRequest, filters: FailureFilters) -> str:
             "planned_percent": derived_display(table["planned_percent"], "Planned share"),
             "hardware_share": derived_display(table["hardware_share"], "Hardware share"),
             "projection": derived_display(data["projection"], "Projected job MTBF"),
+            "spares": _spares(request, filters, data),
             "has_chart": bool(payload),
             "charts_script": charts_script(payload),
         },
     )
+
+
+# The spares calculator's inputs (?spare_days, ?repair_h, ?wait_h) and their bounds.
+SPARE_INPUTS = {"spare_days": (30, 1, 3650), "repair_h": (48, 1, 8760), "wait_h": (1, 0, 8760)}
+
+
+def _spares(
+    request: HttpRequest, filters: FailureFilters, data: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Expected failures in the next days and the spare hosts that keep the restart wait
+    under a target, for a job of the projection's size at the measured failure rate
+    (logbook.spares); None without a measured rate."""
+    rate = data["rates"]["failure_rate_per_1000_accelerator_days"]["value"]
+    if not rate:
+        return None
+    values = {}
+    for name, (default, low, high) in SPARE_INPUTS.items():
+        raw = request.GET.get(name, "")
+        ok = raw.isascii() and raw.isdigit() and low <= int(raw) <= high
+        values[name] = int(raw) if ok else default
+    accelerators = filters.projection_accelerators
+    expected = spares.expected_failures(
+        accelerators=accelerators, rate_per_1000_days=rate, days=values["spare_days"]
+    )
+    hosts = spares.spare_hosts(
+        accelerators=accelerators,
+        rate_per_1000_days=rate,
+        repair_hours=values["repair_h"],
+        wait_target_hours=values["wait_h"],
+    )
+    return {
+        **values,
+        "accelerators": accelerators,
+        "expected": derived_display(expected.as_dict(), "Expected failures"),
+        "hosts": derived_display(hosts.as_dict(), "Spare hosts"),
+        "miss": spares.DEFAULT_MISS,
+        # The page's other filters, kept by the calculator's form.
+        "keep": [(k, v) for k, v in request.GET.items() if k not in SPARE_INPUTS],
+    }

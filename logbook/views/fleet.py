@@ -3,6 +3,7 @@ host's history with the quarantine form."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 from urllib.parse import urlencode
 
@@ -15,13 +16,17 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from logbook import fleet_charts
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors import sdc as sdc_selectors
+from logbook.selectors.at_risk import at_risk_cached
 from logbook.selectors.filters import FilterError
+from logbook.selectors.incident_groups import incident_groups_for_projects
 from logbook.selectors.sdc import HardwareFilters
+from logbook.selectors.sites import MTBF_FORMULA, site_health
 from logbook.services import quarantine as quarantine_services
 from logbook.views.host_gpus import gpu_panel
 from logbook.views.sdc import filter_menus
@@ -29,12 +34,13 @@ from telemetry import rank_charts, run_cache
 from telemetry.charts import as_payload, charts_script
 from telemetry.models import Device, Host, Membership, Run
 from telemetry.paging import table_page
-from telemetry.selectors import projects_live_version, user_has_role
+from telemetry.selectors import projects_for_user, projects_live_version, user_has_role
 from telemetry.selectors.dcgm import (
     dcgm_missing_counters,
     device_events_for_user,
 )
 from telemetry.selectors.ranks import host_rank_scores
+from telemetry.selectors.topology import topology_for_projects_by_host
 
 
 def _filters(request: HttpRequest) -> tuple[HardwareFilters, fleet_selectors.OffenderRule, str]:
@@ -83,6 +89,7 @@ def fleet_health(request: HttpRequest) -> HttpResponse:
             "rule": rule,
             "error": error,
             "body": body,
+            "levels": _levels_body(request, rule),
             "gpu_events": list(device_events_for_user(user=request.user)[:GPU_EVENTS_SHOWN]),
             **filter_menus(user=request.user),
         },
@@ -107,6 +114,41 @@ def _fleet_body(
             "charts_script": _chart_script(fleet.hosts),
         },
     )
+
+
+def _levels_body(request: HttpRequest, rule: fleet_selectors.OffenderRule) -> SafeString:
+    """Sites side by side, the grouped failures and the at-risk list: drawn once per state of
+    the fleet (its version, the GPUs' newest push) and minute."""
+    projects = projects_for_user(user=request.user)
+    now = timezone.now()
+    at_risk = at_risk_cached(projects=projects, now=now)
+    versions = sorted(projects.values_list("pk", "fleet_version"))
+    where = repr((versions, rule.window_start, rule.window_end, at_risk))
+    key = f"fleet-levels:{hashlib.sha256(where.encode()).hexdigest()[:32]}:{now:%Y%m%d%H%M}"
+
+    def draw() -> str:
+        sites = site_health(projects=projects, since=rule.window_start, until=rule.window_end)
+        place = dict(
+            topology_for_projects_by_host(projects=projects, hosts=[d["host"] for d in at_risk])
+        )
+        for site in sites:
+            site.at_risk = sum(1 for d in at_risk if place.get(d["host"], "") == site.site)
+        return run_cache.render_piece(
+            "logbook/_fleet_levels.html",
+            {
+                "sites": sites,
+                "mtbf_formula": MTBF_FORMULA,
+                "window_start": rule.window_start,
+                "window_end": rule.window_end,
+                "groups": incident_groups_for_projects(projects=projects)[:GROUPS_SHOWN],
+                "at_risk": at_risk,
+            },
+        )
+
+    return run_cache.cached_html(key, draw)
+
+
+GROUPS_SHOWN = 50
 
 
 def _chart_script(hosts: list[fleet_selectors.HardwareHealth]) -> SafeString:

@@ -76,3 +76,11 @@ def placements_of(
     if racks is not None:
         hosts = hosts.filter(rack__in=sorted(set(racks)))
     return {place.host: place for place in _places(hosts)}
+
+
+def topology_for_projects_by_host(
+    *, projects: QuerySet[Project], hosts: Iterable[str]
+) -> list[tuple[str, str]]:
+    """(host, site) of the named hosts of the projects ("" for an unknown site)."""
+    found = Host.objects.filter(project__in=projects, name__in=sorted(set(hosts)))
+    return [(place.host, place.site) for place in _places(found)]

@@ -11,6 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from demo.batches import demo_batches
+from demo.fleet import eval_job_batches
 from demo.triage_history import HISTORY_RUN, triage_history
 from ingest.models import IngestBatch, IngestToken
 from logbook.models import (
@@ -43,7 +44,10 @@ def test_demo_loader_stores_the_whole_demo_and_prints_a_working_token(demo_data,
     output = demo_data
 
     # then every batch went through ingest and was processed
-    assert IngestBatch.objects.filter(status="done").count() == len(documents)
+    # (and the fleet's evaluation jobs around it, demo.fleet)
+    assert IngestBatch.objects.filter(status="done").count() == len(documents) + len(
+        eval_job_batches()
+    )
     run = Run.objects.get(project__slug="demo", name="demo-70b-pretrain")
     # steps repeated after a restart are kept per attempt, so nothing is deduplicated away
     assert MetricPoint.objects.filter(series__run=run).count() == sent_points

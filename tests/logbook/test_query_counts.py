@@ -103,6 +103,9 @@ PAGES = [
     "/api/v1/sdc",
     "/api/v1/fleet/hosts",
     "/api/v1/fleet/hosts?page_size=3&page=2",
+    "/api/v1/fleet/topology",
+    "/api/v1/fleet/incident-groups",
+    "/api/v1/fleet/at-risk",
 ]
 
 

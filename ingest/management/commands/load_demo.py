@@ -12,13 +12,17 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
 from demo.batches import demo_batches
+from demo.fleet import eval_job_batches, risk_pushes
 from demo.triage_history import HISTORY_RUN, OPEN_KEY, triage_history
 from ingest import services
+from ingest.prometheus import exposition_parse
 from logbook.models import Interruption, RootCause, SdcReplay
 from logbook.services import autotriage as autotriage_services
 from logbook.services import interruptions as interruption_services
 from logbook.services import sdc as sdc_services
 from logbook.services import stragglers, triage, triage_learning
+from logbook.services.gpu_health import dcgm_push_record
+from logbook.services.incident_groups import incident_groups_refresh
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Host, Membership, Project, Run
 from telemetry.services.rank_timings import ROLLUP_OVERLAP
@@ -73,6 +77,7 @@ class Command(BaseCommand):
                 self.stderr.write(progress)
         if terminal:
             self.stderr.write("")
+        _fleet_sent(project=project, token=loader_token)
         _backfilled(project=project, batches=batches)
         _sdc_decided(project=project, user=user)
         _triage_history(project=project, user=user)
@@ -94,6 +99,28 @@ class Command(BaseCommand):
             f"(project {project.slug!r})\n"
             f"{plaintext}"
         )
+
+
+def _fleet_sent(*, project: Project, token: Any) -> None:
+    """The fleet around the demo run (demo.fleet): the evaluation jobs whose rack failed, the
+    worker's pass after their interruptions done now (their group and its suggestions, as
+    the rank timings' pass below), and the exporter pushes of the GPU at risk, parsed and
+    stored as POST /api/v1/ingest/prometheus does."""
+    for document in eval_job_batches():
+        acceptance = services.batch_submit(token=token, body=json.dumps(document).encode())
+        if not acceptance.duplicate:
+            services.batch_process(batch_pk=acceptance.batch.pk)
+    members = Interruption.objects.filter(
+        run__project=project, source_key__startswith="demo-eval-"
+    ).values_list("pk", flat=True)
+    for interruption_id in members:
+        incident_groups_refresh(interruption_id=interruption_id)
+    for interruption_id in members:
+        autotriage_services.suggestion_make(interruption_id=interruption_id)
+    now = timezone.now()
+    for text in risk_pushes(now=now):
+        gpus = exposition_parse(text=text).gpus
+        dcgm_push_record(project=project, gpus=gpus, received_at=now)
 
 
 def _backfilled(*, project: Project, batches: list[dict[str, Any]]) -> None:
