@@ -16,11 +16,15 @@ time).
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 from logbook.failure_maths import PER_ACCELERATOR_DAYS, Derived
 
 DEFAULT_MISS = 0.05
 MAX_SPARES = 100_000
+# Past this mean the Poisson tail is read from its normal approximation (exact to a spare or
+# two there, where the exact sum would take a pass over thousands of terms).
+NORMAL_FROM = 1_000.0
 
 
 def expected_failures(*, accelerators: int, rate_per_1000_days: float, days: float) -> Derived:
@@ -38,13 +42,29 @@ def expected_failures(*, accelerators: int, rate_per_1000_days: float, days: flo
 
 
 def poisson_tail(mean: float, spares: int) -> float:
-    """P(Poisson(mean) > spares)."""
-    term = math.exp(-mean)
-    cumulative = term
-    for k in range(1, spares + 1):
-        term *= mean / k
-        cumulative += term
+    """P(Poisson(mean) > spares), summed in log space (exp(-mean) alone underflows past a
+    mean of ~745: a projection to 100,000 accelerators with days of repair gets there)."""
+    if mean <= 0:
+        return 0.0
+    log_mean = math.log(mean)
+    cumulative = sum(math.exp(-mean + k * log_mean - math.lgamma(k + 1)) for k in range(spares + 1))
     return max(0.0, 1.0 - cumulative)
+
+
+def spares_needed(mean: float, miss: float) -> int:
+    """The fewest s with P(Poisson(mean) > s) <= miss: one pass over k (the tail is read as
+    it is summed), or the normal approximation m + z·√m for a mean past NORMAL_FROM."""
+    if mean <= 0:
+        return 0
+    if mean > NORMAL_FROM:
+        return math.ceil(mean + NormalDist().inv_cdf(1 - miss) * math.sqrt(mean))
+    log_mean = math.log(mean)
+    cumulative = 0.0
+    for k in range(MAX_SPARES + 1):
+        cumulative += math.exp(-mean + k * log_mean - math.lgamma(k + 1))
+        if 1.0 - cumulative <= miss:
+            return k
+    return MAX_SPARES
 
 
 def spare_hosts(
@@ -70,7 +90,4 @@ def spare_hosts(
     formula = "fewest s with P(Poisson(N·λ·R) > s) ≤ miss"
     if wait_target_hours >= repair_hours:
         return Derived(0, "hosts", formula, inputs, "the repair itself is within the wait target")
-    spares = 0
-    while poisson_tail(mean, spares) > miss and spares < MAX_SPARES:
-        spares += 1
-    return Derived(spares, "hosts", formula, inputs)
+    return Derived(spares_needed(mean, miss), "hosts", formula, inputs)

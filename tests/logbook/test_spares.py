@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from logbook.spares import expected_failures, poisson_tail, spare_hosts
+from logbook.spares import expected_failures, poisson_tail, spare_hosts, spares_needed
 
 
 def test_expected_failures_is_n_lambda_t():
@@ -40,3 +40,17 @@ def test_a_wait_target_longer_than_the_repair_needs_no_spare():
     )
     assert found.value == 0
     assert "within the wait target" in found.note
+
+
+def test_a_huge_job_gets_an_answer_at_once_close_to_the_exact_tail():
+    # 10 million accelerators, a week's repair: a mean of ~33,000 hosts out
+    found = spare_hosts(
+        accelerators=10_000_000, rate_per_1000_days=0.47, repair_hours=168, wait_target_hours=1
+    )
+    mean = found.inputs["m = N·λ·R"]
+    assert mean > 30_000
+    assert mean < found.value < mean + 2 * mean**0.5
+    # and at the switch to the approximation the two agree within a spare or two
+    exact = spares_needed(999.0, 0.05)
+    assert abs(exact - spares_needed(1001.0, 0.05)) <= 3
+    assert poisson_tail(999.0, exact) <= 0.05 < poisson_tail(999.0, exact - 1)
