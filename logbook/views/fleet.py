@@ -128,9 +128,8 @@ def _levels_body(request: HttpRequest, rule: fleet_selectors.OffenderRule) -> Sa
 
     def draw() -> str:
         sites = site_health(projects=projects, since=rule.window_start, until=rule.window_end)
-        place = dict(
-            topology_for_projects_by_host(projects=projects, hosts=[d["host"] for d in at_risk])
-        )
+        hosts = [d["host"] for d in at_risk if d["host"]]
+        place = dict(topology_for_projects_by_host(projects=projects, hosts=hosts)) if hosts else {}
         for site in sites:
             site.at_risk = sum(1 for d in at_risk if place.get(d["host"], "") == site.site)
         return run_cache.render_piece(
