@@ -20,8 +20,8 @@ from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from config import database_url
-from stack import postgres as embedded_postgres
-from stack.redis_urls import celery_broker_url, redis_cache_url
+from config.postgres_socket import socket_url as embedded_socket_url
+from config.redis_urls import celery_broker_url, redis_cache_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -162,11 +162,9 @@ TEMPLATES = [
 
 # --- Database --------------------------------------------------------------------------------
 # PostgreSQL only: Chronicle relies on COPY, statement triggers, arrays and composite keys.
-# Without DATABASE_URL, the embedded cluster `make demo` runs (stack.postgres).
+# Without DATABASE_URL, the embedded cluster `make demo` runs (config.postgres_socket).
 EMBEDDED_POSTGRES_DIR = BASE_DIR / "var" / "postgres"
-DATABASE_URL = env_str(
-    "DATABASE_URL", embedded_postgres.socket_url(EMBEDDED_POSTGRES_DIR, "chronicle")
-)
+DATABASE_URL = env_str("DATABASE_URL", embedded_socket_url(EMBEDDED_POSTGRES_DIR, "chronicle"))
 try:
     DATABASES = {"default": database_url.parse(DATABASE_URL, conn_max_age=60)}
 except database_url.DatabaseUrlError as exc:
@@ -321,7 +319,7 @@ RANK_SCORE_EXCLUDE = env_list("RANK_SCORE_EXCLUDE", ["collective_wait"])
 # Redis when there is one, so limits hold across web processes; a database number apart from
 # the broker's. Without Redis, a per-process memory cache.
 # A Unix socket (the demo's) as unix:///path?db=N or redis+socket:///path?db=N: each client
-# gets its own spelling (stack.redis_urls).
+# gets its own spelling (config.redis_urls).
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     CACHES = {

@@ -3,7 +3,7 @@
 
 import os
 
-from stack.redis_urls import redis_db, redis_url_with_db
+from config.redis_urls import redis_db, redis_url_with_db
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-0123456789abcdef")
 

@@ -18,7 +18,6 @@ PostgreSQL refuses root; the data directory is handed to that account.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import os
 import signal
@@ -32,6 +31,7 @@ from typing import Any
 import psycopg
 import psycopg.sql
 
+from config.postgres_socket import SOCKET_PORT, SUPERUSER, socket_dir, socket_url
 from stack.processes import (
     ChildServer,
     chown_tree,
@@ -42,10 +42,8 @@ from stack.processes import (
     wait_ready,
 )
 
-SUPERUSER = "postgres"
-SOCKET_PORT = 5432  # only names the socket file (.s.PGSQL.5432) when there is no TCP port
-# A Unix socket's path is limited to 107 bytes; beyond this a short directory in /tmp is used.
-_MAX_SOCKET_DIR_CHARS = 80
+# The socket's paths (SUPERUSER, SOCKET_PORT, socket_url) are config.postgres_socket's: the
+# production settings compute the demo's URL without importing this harness.
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 30
 
@@ -133,14 +131,6 @@ def _url(data_dir: Path, port: int | None, database: str) -> str:
     if port is not None:
         return f"postgres://{SUPERUSER}@127.0.0.1:{port}/{database}"
     return socket_url(data_dir, database)
-
-
-def socket_url(data_dir: Path, database: str) -> str:
-    """The URL of `database` on the Unix socket of a cluster in `data_dir` (running or not):
-    the socket's directory percent-encoded as the host, which libpq and dj-database-url
-    read."""
-    host = urllib.parse.quote(str(_socket_dir(data_dir.resolve(), create=False)), safe="")
-    return f"postgres://{SUPERUSER}@{host}:{SOCKET_PORT}/{database}"
 
 
 def start(
@@ -279,16 +269,12 @@ def _initdb(binaries: Path, data_dir: Path, *, log_path: Path) -> None:
 
 
 def _socket_dir(data_dir: Path, *, create: bool = True) -> Path:
-    """The data directory itself (PostgreSQL keeps it 0700) unless its path is too long for
-    a socket; then a private directory under /tmp, named after the data directory."""
-    if len(str(data_dir)) <= _MAX_SOCKET_DIR_CHARS:
-        return data_dir
-    digest = hashlib.sha256(str(data_dir).encode()).hexdigest()[:12]
-    short = Path("/tmp") / f"chronicle-pg-{digest}"
-    if create:
-        short.mkdir(mode=0o700, exist_ok=True)
-        chown_tree(short, unprivileged_account())
-    return short
+    """config.postgres_socket.socket_dir, created (0700, the server's account's) if asked."""
+    found = socket_dir(data_dir)
+    if create and found != data_dir:
+        found.mkdir(mode=0o700, exist_ok=True)
+        chown_tree(found, unprivileged_account())
+    return found
 
 
 def _stop_leftover(data_dir: Path) -> None:

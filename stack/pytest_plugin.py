@@ -26,8 +26,15 @@ import dj_database_url
 import pytest
 import redis as redis_client
 
-from stack import postgres, redis
-from stack.redis_urls import redis_cache_url, redis_db
+# Importing the config package sets DJANGO_SETTINGS_MODULE's default (config/celery.py, for
+# `celery -A config`) before pytest-django reads pyproject's config.settings_test: an
+# environment variable would win. Put the variable back as it was.
+_SETTINGS_MODULE = os.environ.get("DJANGO_SETTINGS_MODULE")
+from config.redis_urls import redis_cache_url, redis_db  # noqa: E402
+from stack import postgres, redis  # noqa: E402
+
+if _SETTINGS_MODULE is None:
+    os.environ.pop("DJANGO_SETTINGS_MODULE", None)
 
 # A throw-away cluster: durability knobs off, as the test database is dropped at the end.
 _TEST_PG_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}

@@ -27,7 +27,7 @@ from django.conf import settings
 
 from stack import browser as stack_browser
 from stack.processes import spawn
-from stack.redis_urls import redis_cache_url
+from config.redis_urls import redis_cache_url
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER_READY_TIMEOUT_S = 60

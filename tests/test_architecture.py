@@ -395,6 +395,27 @@ def test_no_product_module_imports_the_bench_or_the_chaos_run():
     assert bench_imports() == {}
 
 
+# `stack` is the development harness (the embedded servers of `make test`, `make demo`, bench
+# and chaos): production loads none of it. Only the demo's launcher and the test settings
+# may import it.
+HARNESS_ENTRY_POINTS = {"config/demo.py", "config/settings_test.py"}
+
+
+def harness_imports() -> dict[str, list[str]]:
+    found = {}
+    for _, path in _product_modules():
+        module = str(path.relative_to(ROOT))
+        if module not in HARNESS_ENTRY_POINTS and "stack" in _imported(ast.parse(path.read_text())):
+            found[module] = ["stack"]
+    return found
+
+
+def test_production_code_imports_nothing_of_the_development_harness():
+    # The rule would hold vacuously if the launcher's import were not seen.
+    assert "stack" in _imported(ast.parse((ROOT / "config" / "demo.py").read_text()))
+    assert harness_imports() == {}
+
+
 def test_no_product_module_is_over_800_lines():
     assert long_modules() == {}
 

@@ -30,8 +30,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from config.redis_urls import redis_db, redis_url_with_db
 from stack import free_port
-from stack.redis_urls import redis_db, redis_url_with_db
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 120

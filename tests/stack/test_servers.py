@@ -19,8 +19,8 @@ import pytest
 import redis as redis_client
 from kombu import Connection
 
+from config.redis_urls import celery_broker_url
 from stack import postgres, redis
-from stack.redis_urls import celery_broker_url
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

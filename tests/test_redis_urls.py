@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from stack.redis_urls import celery_broker_url, redis_cache_url, redis_db, redis_url_with_db
+from config.redis_urls import celery_broker_url, redis_cache_url, redis_db, redis_url_with_db
 
 SOCKET = "/srv/chronicle/var/redis/redis.sock"
 
