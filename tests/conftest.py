@@ -25,9 +25,9 @@ from urllib.parse import quote
 import pytest
 from django.conf import settings
 
+from config.redis_urls import redis_cache_url
 from stack import browser as stack_browser
 from stack.processes import spawn
-from config.redis_urls import redis_cache_url
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER_READY_TIMEOUT_S = 60
@@ -229,6 +229,35 @@ def wait_for(predicate: Callable[[], Any], *, timeout_s: float = 30, what: str =
 @pytest.fixture
 def wait() -> Callable[..., Any]:
     return wait_for
+
+
+class QueryBudget:
+    """A query budget stated as the constant it guards ("constant in the data"): a call costs
+    the same number of queries at two sizes of the data it reads. The number itself is not
+    the budget: an exact count moves with every change to a page, and the failure worth
+    catching is a count that grows with the runs, hosts or points (an N+1)."""
+
+    def count(self, call: Callable[[], object]) -> int:
+        """The queries `call()` sends on the default connection."""
+        return self.run(call)[0]
+
+    def run(self, call: Callable[[], Any]) -> tuple[int, Any]:
+        """The queries `call()` sends on the default connection, and what it returned."""
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        with CaptureQueriesContext(connection) as queries:
+            result = call()
+        return len(queries), result
+
+    def constant(self, *, small: int, big: int, guards: str) -> None:
+        """Fail unless the two sizes cost the same; `guards` names what grew between them."""
+        assert big == small, f"queries grow with {guards}: {small} -> {big}"
+
+
+@pytest.fixture
+def query_budget() -> QueryBudget:
+    return QueryBudget()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -170,8 +171,10 @@ def test_hf_trainer_reports_metrics_steps_checkpoints_and_evals(
     )
 
     # when it trains
+    started = time.monotonic()
     with callback:
         trainer.train()
+    trained_s = time.monotonic() - started
 
     # then every value the Trainer logged arrived at its global step
     wait(_all_batches_done, what="the worker")
@@ -198,7 +201,7 @@ def test_hf_trainer_reports_metrics_steps_checkpoints_and_evals(
     assert sorted(checkpoints) == [3, 6]
     for step, checkpoint in checkpoints.items():
         directory = tmp_path / "out" / f"checkpoint-{step}"
-        assert 0 < checkpoint.blocking_save_s < 10
+        assert 0 < checkpoint.blocking_save_s < trained_s  # a part of the training's time
         assert checkpoint.size_bytes == _tree_size(directory, leave_out="chronicle.json")
         assert checkpoint.uri == str(directory)
         assert checkpoint.attempt == attempt and checkpoint.status == "saved"
@@ -376,7 +379,9 @@ def test_lightning_reports_metrics_steps_checkpoints_and_evals(
     module = TinyRegression()
 
     # when it trains
+    started = time.monotonic()
     trainer.fit(module, regression_data(), regression_data(16, seed=1))
+    trained_s = time.monotonic() - started
 
     # then the losses arrived at the optimizer step that produced them
     wait(_all_batches_done, what="the worker")
@@ -395,7 +400,7 @@ def test_lightning_reports_metrics_steps_checkpoints_and_evals(
         assert path.name == f"epoch=0-step={step}.ckpt"
         assert path.parent == tmp_path / "chronicle" / "pl-tiny" / "checkpoints"
         assert checkpoint.size_bytes == path.stat().st_size
-        assert 0 < checkpoint.blocking_save_s < 10
+        assert 0 < checkpoint.blocking_save_s < trained_s  # a part of the training's time
     # and the two validations inside fit as eval intervals (not the sanity check)
     evals = JobInterval.objects.filter(run=run, kind="custom", label="eval").order_by("step")
     assert [i.step for i in evals] == [3, 6]

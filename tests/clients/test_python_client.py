@@ -11,7 +11,6 @@ import mmap
 import os
 import signal
 import socket
-import statistics
 import struct
 import subprocess
 import sys
@@ -198,23 +197,19 @@ def test_retry_after_is_a_floor_and_backoff_is_capped():
     assert policy.delay(1, 3600.0) == 300.0
 
 
-def test_log_returns_in_microseconds(tmp_path):
+def test_log_does_not_wait_for_the_network(tmp_path):
     # given a run whose server is unreachable, so the sender thread is busy retrying
     run = ClientRun(
         "latency", url=f"http://127.0.0.1:{_free_port()}", token="t", spool_dir=tmp_path, **FAST
     )
-    durations = []
+    # when the loop logs 20,000 steps
     for step in range(20_000):
-        started = time.perf_counter_ns()
         run.log({"loss": 1.0 / (step + 1), "lr": 3e-4}, step=step)
-        durations.append(time.perf_counter_ns() - started)
-    run.finish(timeout=0)
-
-    p50_us = statistics.median(durations) / 1000
-    p99_us = sorted(durations)[int(len(durations) * 0.99)] / 1000
-    print(f"log() latency: p50 {p50_us:.1f} µs, p99 {p99_us:.1f} µs (2 metrics per call)")
-    assert p50_us < 200
+    # then every point was taken while none could be sent: log() never waited on a send
+    # (what a call costs is python -m bench.client_overhead's figure, not a limit here)
     assert run.stats.points_logged == 40_000
+    assert run.stats.points_sent == 0
+    run.finish(timeout=0)
 
 
 # --- Against the live server ---------------------------------------------------------------
@@ -239,9 +234,11 @@ def test_metrics_and_events_land_in_the_models(
         run.interruption("faulty-gpu", attempt=1, step=130, message="XID 79", hosts=["node-b"])
         for step in range(100, 150):
             run.log({"loss": 4.0 - step / 100, "grad_norm": float("nan")}, step=step)
+        save_started = time.monotonic()
         with run.checkpoint(150, tier="object_store") as saved:
             time.sleep(0.05)  # the blocking part of a save
             saved.size_bytes = 1234
+        save_s = time.monotonic() - save_started
         run.note("LR warm restart", "Dropped the LR by 2x.", kind="config_change", step=150)
         run.heartbeat()
         assert run.flush(timeout=20)
@@ -267,7 +264,8 @@ def test_metrics_and_events_land_in_the_models(
         MetricPoint.objects.filter(series__name="grad_norm", series__attempt=attempt).count() == 50
     )
     checkpoint = Checkpoint.objects.get(run=stored, step=150)
-    assert checkpoint.blocking_save_s >= 0.05 and checkpoint.blocking_save_s < 5
+    # the save's own time: at least the sleep, at most the block around it
+    assert 0.05 <= checkpoint.blocking_save_s <= save_s
     assert (checkpoint.size_bytes, checkpoint.tier, checkpoint.status) == (
         1234,
         "object_store",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +61,15 @@ def test_one_event_per_aligned_window_with_the_mean_per_step() -> None:
     assert len(run.events) == 3
 
 
-def test_a_section_costs_microseconds() -> None:
-    # Loose (a shared machine): the training loop must not notice the timer.
-    timer = RankTimer(RecordingRun(), every=1_000_000)  # type: ignore[arg-type]
-    section = timer.section
-    count = 20_000
-    started = time.perf_counter()
-    for _ in range(count):
-        with section("forward"):
+def test_sections_send_nothing_until_the_window_is_full() -> None:
+    # The training loop must not notice the timer: a section only records (what one costs is
+    # python -m bench.client_overhead's figure, not a limit here).
+    run = RecordingRun()
+    timer = RankTimer(run, every=1_000_000)  # type: ignore[arg-type]
+    for step in range(2_000):
+        with timer.step(step), timer.section("forward"):
             pass
-    per_section_us = (time.perf_counter() - started) / count * 1e6
-    assert per_section_us < 20, per_section_us
+    assert run.events == []
 
 
 # --- The nvidia-resiliency-ext bridge ------------------------------------------------------

@@ -447,28 +447,24 @@ def _grow(project: Project, run: Run) -> None:
 
 
 @pytest.mark.django_db
-def test_query_count_does_not_grow_with_the_run(
-    client, alice, project, worked_run, django_assert_max_num_queries
-):
+def test_query_count_does_not_grow_with_the_run(client, alice, project, worked_run, query_budget):
     mfu_run = _mfu_run(project, name="small", attempts=2, steps=10)
     client.force_login(alice)
     urls = [goodput_url(worked_run, "?exclude_planned=1"), f"/runs/{worked_run.pk}/goodput/",
             mfu_url(mfu_run), f"/runs/{mfu_run.pk}/mfu/"]  # fmt: skip
-    # 1 session + 1 user + 2 for the run and its project check, then the page's reads
-    bound = 16
-    for url in urls:
-        with django_assert_max_num_queries(bound):
-            assert client.get(url).status_code == 200
+    got: list[Any] = []
+    small = [query_budget.count(lambda url=url: got.append(client.get(url))) for url in urls]
 
     # when the runs grow (more attempts, steps, intervals, checkpoints, interruptions)
     _grow(project, worked_run)
     bigger = _mfu_run(project, name="big", attempts=8, steps=300)
     urls[2:] = [mfu_url(bigger), f"/runs/{bigger.pk}/mfu/"]
+    big = [query_budget.count(lambda url=url: got.append(client.get(url))) for url in urls]
 
-    # then the same bound holds
-    for url in urls:
-        with django_assert_max_num_queries(bound):
-            assert client.get(url).status_code == 200
+    # then each page costs what it did (constant in the run's size)
+    assert [response.status_code for response in got] == [200] * 8
+    for url, before, after in zip(urls, small, big, strict=True):
+        query_budget.constant(small=before, big=after, guards=f"the run's size ({url})")
 
 
 # --- In a browser ---------------------------------------------------------------------------

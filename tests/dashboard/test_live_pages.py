@@ -18,6 +18,9 @@ from telemetry.models import Attempt, Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 START = datetime(2026, 11, 20, tzinfo=UTC)
+# A wait for what a poll brings, not a limit on it: the pages poll every 5 s, and a loaded
+# 2-core machine may take a while to draw; how fast an update shows is `make bench`'s.
+LIVE_TIMEOUT_MS = 30_000
 
 
 def _points(names: list[str], steps: range) -> list[tuple[str, int, float, datetime | None]]:
@@ -63,11 +66,12 @@ def test_the_run_page_updates_itself_after_a_new_batch(
     # when a new batch brings steps 100 to 199
     add_points(["loss"], range(100, 200))
 
-    # then within the 5 s poll interval (and a margin) the chart shows them, without a reload
+    # then a poll brings them into the chart, without a reload (the wait is generous: the
+    # poll comes every 5 s, and a loaded machine may be slow to draw)
     page.wait_for_function(
         "() => Math.max(...Array.from("
         "document.querySelector('[data-metric=loss]')._fullData[0].x)) >= 199",
-        timeout=9000,
+        timeout=LIVE_TIMEOUT_MS,
     )
     assert page.evaluate("window.__notReloaded") is True
     assert "199" in page.locator("#run-head").inner_text()
@@ -251,16 +255,16 @@ def test_the_lists_update_themselves_and_keep_what_the_reader_did(
     page.fill("input[name=q]", "half-typed")
     page.evaluate("window.__notReloaded = true")
 
-    # when a new run appears, the list shows it within the poll interval, without a reload
+    # when a new run appears, a poll shows it in the list, without a reload
     telemetry_services.run_upsert(project=run.project, name="newcomer")
-    page.wait_for_selector("#run-list a:has-text('newcomer')", timeout=9000)
+    page.wait_for_selector("#run-list a:has-text('newcomer')", timeout=LIVE_TIMEOUT_MS)
     assert page.evaluate("window.__notReloaded") is True
     # and what the reader did is still there, and "updated" keeps counting
     assert page.is_checked(f"input[name=runs][value='{run.pk}']")
     assert page.input_value("input[name=q]") == "half-typed"
     page.wait_for_function(
         "() => /updated [0-9]+ s ago/.test(document.getElementById('live-updated').textContent)",
-        timeout=5000,
+        timeout=LIVE_TIMEOUT_MS,
     )
 
     # and the triage queue shows a new incident the same way, its date presets still working
@@ -269,7 +273,7 @@ def test_the_lists_update_themselves_and_keep_what_the_reader_did(
     interruption_services.interruption_record(
         run=run, source_key="live-1", occurred_at=START + timedelta(hours=1), category="nic"
     )
-    page.wait_for_selector("#incidents tr[data-status=open]", timeout=9000)
+    page.wait_for_selector("#incidents tr[data-status=open]", timeout=LIVE_TIMEOUT_MS)
     assert page.evaluate("window.__notReloaded") is True
     page.click("[data-preset='7d']")
     assert page.input_value("input[name=since]") != ""

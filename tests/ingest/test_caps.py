@@ -99,19 +99,34 @@ def tracking_caps(mlflow_tracking: str) -> str:
 
 
 @pytest.mark.django_db
-def test_a_known_runs_batch_checks_its_caps_in_one_query(project, django_assert_num_queries):
+def test_a_known_runs_batch_checks_its_caps_in_one_query(project, query_budget):
     from ingest.caps import batch_caps_check
     from ingest.schema import validate_batch
     from telemetry import services as telemetry_services
 
-    # given a run that already holds one of the batch's series
-    run = telemetry_services.run_upsert(project=project, name="r")
-    attempt = telemetry_services.attempt_ensure(run=run, number=1)
-    telemetry_services.series_ensure(run=run, attempt=attempt, names=["loss"])
-    batch_in = validate_batch(batch("k", "r", ["loss", "lr"]), max_metrics=10, max_events=10)
-    # when its caps are checked, then one query finds the known names (and so the run)
-    with django_assert_num_queries(2):  # the known names, and the count for the new "lr"
-        batch_caps_check(project_id=project.pk, batch_in=batch_in)
-    steady = validate_batch(batch("s", "r", ["loss"]), max_metrics=10, max_events=10)
-    with django_assert_num_queries(1):
-        batch_caps_check(project_id=project.pk, batch_in=steady)
+    costs: dict[str, list[int]] = {"new": [], "steady": []}
+    for size in (1, 20):
+        # given a run that already holds `size` of the batch's series
+        name = f"r{size}"
+        known = [f"m{index}" for index in range(size)]
+        run = telemetry_services.run_upsert(project=project, name=name)
+        attempt = telemetry_services.attempt_ensure(run=run, number=1)
+        telemetry_services.series_ensure(run=run, attempt=attempt, names=known)
+        batch_in = validate_batch(
+            batch(f"k{size}", name, [*known, "lr"]), max_metrics=50, max_events=10
+        )
+        steady = validate_batch(batch(f"s{size}", name, known), max_metrics=50, max_events=10)
+        # when its caps are checked: the known names (and so the run), and the count for
+        # the new "lr"; a batch of known series only, the names alone
+        costs["new"].append(
+            query_budget.count(
+                lambda b=batch_in: batch_caps_check(project_id=project.pk, batch_in=b)
+            )
+        )
+        costs["steady"].append(
+            query_budget.count(lambda b=steady: batch_caps_check(project_id=project.pk, batch_in=b))
+        )
+    # then both cost the same queries (constant in the run's series), the steady one fewer
+    for kind, (small, big) in costs.items():
+        query_budget.constant(small=small, big=big, guards=f"the series ({kind} batch)")
+    assert costs["steady"][0] < costs["new"][0]

@@ -290,24 +290,18 @@ def test_quarantine_api_refuses_viewer_outsider_and_anonymous(bob, charlie, proj
         "/api/v1/fleet/hosts",
     ],
 )
-def test_query_count_does_not_grow_with_the_data(
-    client, alice, project, url, django_assert_max_num_queries
-):
+def test_query_count_does_not_grow_with_the_data(client, alice, project, url, query_budget):
     # given one small run, then the same page over five runs with ten times the hosts
     client.force_login(alice)
     build_run(project)
-    # 14 (one of them the straggler records, issue 16), plus the host page's three GPU-health
-    # reads (missing counters, readings, events) and its ranks' scores (runs, placements),
-    # plus the fleet page's live version (two aggregates, what its poll reads), plus its
-    # sites, grouped failures and at-risk list (issue 36: sites 4, groups 2, the at-risk
-    # list's projects, newest push, versions, XIDs and candidates 5, the piece's versions 1)
-    bound = 19 if "/hosts/" in url else 28 if url.startswith("/fleet/") else 14
-    with django_assert_max_num_queries(bound):
-        assert client.get(url).status_code == 200
+    got: list[Any] = []
+    small = query_budget.count(lambda: got.append(client.get(url)))
     for index in range(4):
         build_run(project, f"more-{index}", hosts=40)
-    with django_assert_max_num_queries(bound):
-        assert client.get(url).status_code == 200
+    big = query_budget.count(lambda: got.append(client.get(url)))
+    # then the page costs what it did (constant in the runs and hosts)
+    assert [response.status_code for response in got] == [200, 200]
+    query_budget.constant(small=small, big=big, guards="the runs and hosts")
 
 
 # --- In a browser ---------------------------------------------------------------------------------

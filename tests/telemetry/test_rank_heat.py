@@ -212,7 +212,7 @@ def test_the_migration_gives_existing_buckets_their_rows_and_coarse_levels(proje
 
 @pytest.mark.django_db
 def test_the_spread_of_a_long_run_reads_blocks_of_steps_with_the_same_figures(
-    project: Any, django_assert_max_num_queries: Any
+    project: Any, query_budget: Any
 ) -> None:
     # given: 250 steps of 8 ranks; rank 5 slowest at step 130, rank 2 at every other step
     token, _ = services.token_create(project=project, name="blocks")
@@ -240,10 +240,14 @@ def test_the_spread_of_a_long_run_reads_blocks_of_steps_with_the_same_figures(
     assert whole.max_s == pytest.approx(9.0) and whole.slowest_rank == 5
     assert whole.median_s == pytest.approx(np.mean([s.median_s for s in stats]))
     assert whole.min_s == pytest.approx(min(s.min_s for s in stats))
+
     # and the spread drawn in 2 points reads the blocks of 100 (2 per point): steps 0-199
     # and 200-249, the same figures as merging the steps themselves
-    with django_assert_max_num_queries(4):
-        points = rank_selectors.rank_spread(run=run, section="step", max_points=2)
+    def spread() -> list[Any]:
+        return rank_selectors.rank_spread(run=run, section="step", max_points=2)
+
+    small = query_budget.count(spread)
+    points = spread()
     assert [p.step for p in points] == [0, 200]
     first = [s for s in stats if s.step < 200]
     assert points[0].max_s == pytest.approx(9.0) and points[0].slowest_rank == 5
@@ -252,3 +256,12 @@ def test_the_spread_of_a_long_run_reads_blocks_of_steps_with_the_same_figures(
     assert points[1].slowest_rank == 2 and points[1].min_s == pytest.approx(1.2)
     # while a short spread still draws every step
     assert len(rank_selectors.rank_spread(run=run, section="step")) == 250
+    # and the spread costs the same queries (constant in the steps) after 250 steps more
+    more = [
+        rank_event(at + timedelta(seconds=6 * step), step, [1.0] * 8) for step in range(250, 500)
+    ]
+    body = json.dumps({"batch_id": "c", "run": "blocks", "attempt": 1, "events": more})
+    services.batch_process(batch_pk=services.batch_submit(token=token, body=body.encode()).batch.pk)
+    rank_timings.rank_timings_rollup(attempt_id=attempt.pk, since=at - timedelta(days=999))
+    assert len(rank_selectors.rank_spread(run=run, section="step")) > 250
+    query_budget.constant(small=small, big=query_budget.count(spread), guards="the steps")

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from telemetry import services as telemetry_services
 from telemetry.downsample import ROLLUP_WIDTHS, ReadPlan, read_plan, split_budget
@@ -257,55 +256,68 @@ def test_spikes_nan_and_infinities_survive_a_million_to_a_thousand(project):
     assert one.steps.size <= 1000
 
 
-@pytest.mark.parametrize("length", [30_000, 400_000])
 @pytest.mark.django_db
-def test_a_read_costs_the_same_queries_and_a_bounded_number_of_rows(project, length, rows_read):
-    # given one long series (written the way COPY loaders write: in big statements)
-    run = telemetry_services.run_upsert(project=project, name=f"long-{length}")
-    attempt = telemetry_services.attempt_ensure(run=run, number=1)
-    for first in range(0, length, 100_000):
-        telemetry_services.metric_points_insert(
-            run=run,
-            attempt=attempt,
-            points=[
-                ("loss", s, math.sin(s / 500), None)
-                for s in range(first, min(first + 100_000, length))
-            ],
+def test_a_read_costs_the_same_queries_and_a_bounded_number_of_rows(
+    project, rows_read, query_budget
+):
+    costs = []
+    for length in (30_000, 400_000):
+        # given one long series (written the way COPY loaders write: in big statements)
+        run = telemetry_services.run_upsert(project=project, name=f"long-{length}")
+        attempt = telemetry_services.attempt_ensure(run=run, number=1)
+        for first in range(0, length, 100_000):
+            telemetry_services.metric_points_insert(
+                run=run,
+                attempt=attempt,
+                points=[
+                    ("loss", s, math.sin(s / 500), None)
+                    for s in range(first, min(first + 100_000, length))
+                ],
+            )
+        points_before = rows_read("telemetry_metricpoint")
+        rollups_before = rows_read("telemetry_metricrollup")
+
+        # when it is read at 2,000 points
+        cost, read = query_budget.run(
+            lambda run=run: selectors.series_for_run(run=run, name="loss", max_points=2000)
         )
-    points_before = rows_read("telemetry_metricpoint")
-    rollups_before = rows_read("telemetry_metricrollup")
+        costs.append(cost)
 
-    # when it is read at 2,000 points
-    with CaptureQueriesContext(connection) as queries:
-        (one,) = selectors.series_for_run(run=run, name="loss", max_points=2000)
-
-    # then the same few queries, no point read, and at most ~4 rollup rows per bucket
-    assert len(queries) == 3
-    assert rows_read("telemetry_metricpoint") == points_before
-    assert 1000 <= rows_read("telemetry_metricrollup") - rollups_before <= 4 * 1000 + 100
-    assert one.total_points == length
-    assert 1000 <= one.steps.size <= 2000
+        # then no point read, and at most ~4 rollup rows per bucket
+        (one,) = read
+        assert rows_read("telemetry_metricpoint") == points_before
+        assert 1000 <= rows_read("telemetry_metricrollup") - rollups_before <= 4 * 1000 + 100
+        assert one.total_points == length
+        assert 1000 <= one.steps.size <= 2000
+    # and the same queries at 30,000 and 400,000 points (constant in the points)
+    query_budget.constant(small=costs[0], big=costs[1], guards="the series' points")
 
 
 @pytest.mark.django_db
-def test_many_attempts_cost_a_fixed_number_of_queries(project):
-    run = telemetry_services.run_upsert(project=project, name="many")
-    for number in range(1, 41):
-        attempt = telemetry_services.attempt_ensure(run=run, number=number)
-        telemetry_services.metric_points_insert(
-            run=run,
-            attempt=attempt,
-            points=[
-                ("loss", s, float(s % 11), None) for s in range(number * 100, number * 100 + 500)
-            ],
+def test_many_attempts_cost_a_fixed_number_of_queries(project, query_budget):
+    costs = []
+    for attempts in (4, 40):
+        run = telemetry_services.run_upsert(project=project, name=f"many-{attempts}")
+        for number in range(1, attempts + 1):
+            attempt = telemetry_services.attempt_ensure(run=run, number=number)
+            telemetry_services.metric_points_insert(
+                run=run,
+                attempt=attempt,
+                points=[
+                    ("loss", s, float(s % 11), None)
+                    for s in range(number * 100, number * 100 + 500)
+                ],
+            )
+
+        cost, series = query_budget.run(
+            lambda run=run: selectors.series_for_run(run=run, name="loss", max_points=1500)
         )
+        costs.append(cost)
 
-    with CaptureQueriesContext(connection) as queries:
-        series = selectors.series_for_run(run=run, name="loss", max_points=1500)
-
-    assert len(queries) <= 4
-    assert [one.attempt for one in series] == list(range(1, 41))
-    assert sum(one.steps.size for one in series) <= 1500
+        assert [one.attempt for one in series] == list(range(1, attempts + 1))
+        assert sum(one.steps.size for one in series) <= 1500
+    # the same queries for 4 attempts and 40 (constant in the attempts)
+    query_budget.constant(small=costs[0], big=costs[1], guards="the attempts")
 
 
 @pytest.mark.django_db

@@ -4,7 +4,6 @@ survive, the budget holds, counts are exact, and the answer keeps every attempt.
 from __future__ import annotations
 
 import math
-import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -40,10 +39,7 @@ def test_a_long_series_is_bucketed_in_postgresql_keeping_spikes_and_nans(project
     )
 
     # when the series is read downsampled to 4,000 points
-    began = time.perf_counter()
     series = selectors.series_for_run(run=run, name="loss", max_points=4000)
-    elapsed_ms = (time.perf_counter() - began) * 1000
-    print(f"250,000 points bucketed in {elapsed_ms:.0f} ms")
 
     # then each attempt is there with its exact size, within the budget, spikes kept
     assert [one.attempt for one in series] == [1, 2]
