@@ -18,7 +18,7 @@ XDIST := $(filter-out 0 1,$(TEST_PROCESSES))
 FUZZ_TESTS := tests/test_fuzz.py
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-run demo web web-ingest worker beat migrate browser prometheus test chaos chaos-failover backup restore restore-drill bench lint format check-deploy clean
+.PHONY: help install install-run demo web web-ingest worker beat migrate browser prometheus test chaos chaos-failover backup restore restore-drill bench lint commit-subjects format check-deploy clean
 
 help: ## List the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -111,12 +111,26 @@ restore-drill: $(STAMP) ## Back up the Llama-scale database, restore it into a f
 bench: $(STAMP) browser ## Ingest, chart and page speed against MLflow in the same run (writes bench/results/)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
-lint: $(STAMP) ## ruff (lint and format check) and a check for missing migrations
+lint: $(STAMP) commit-subjects ## ruff (lint and format check), commit subjects and a check for missing migrations
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	@# No database is needed to compare models and migrations; Django warns when none answers.
 	DEBUG=1 $(BIN)/python -W 'ignore:Got an error checking a consistent migration history' \
 		manage.py makemigrations --check --dry-run
+
+# Commit subjects of at most COMMIT_SUBJECT_MAX characters (CONTRIBUTING.md), checked for the
+# commits after the one that added this check (the first to name COMMIT_SUBJECT_MAX here:
+# found by content, so a rebase that changes its hash changes nothing). Outside a git
+# checkout (a tarball) there is nothing to check.
+COMMIT_SUBJECT_MAX := 72
+commit-subjects: ## Refuse commit subjects over 72 characters (the commits since this check)
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+		since=$$(git log --format=%H -S'COMMIT_SUBJECT_MAX :=' -- Makefile | tail -n 1); \
+		test -n "$$since" || exit 0; \
+		git log --format='%h %s' "$$since..HEAD" | awk -v max=$(COMMIT_SUBJECT_MAX) \
+			'length($$0) - index($$0, " ") > max { print "commit subject over " max " characters: " $$0; bad = 1 } \
+			END { if (bad) print "Put the detail in the body (CONTRIBUTING.md): git commit --amend, or git rebase -i."; exit bad }'; \
+	fi
 
 format: $(STAMP) ## Format and auto-fix with ruff
 	$(BIN)/ruff format .
