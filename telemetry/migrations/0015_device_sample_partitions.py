@@ -16,7 +16,50 @@ import django.contrib.postgres.fields
 import django.db.models.deletion
 from django.db import migrations, models
 
-from telemetry.device_samples import SUMMARY_BUCKET_S, SUMMARY_FIELDS, SUMMARY_MERGE
+# telemetry.device_samples' SUMMARY_BUCKET_S, SUMMARY_FIELDS and SUMMARY_MERGE, frozen here as
+# this migration runs them today: the live ones may change, what this migration does must not.
+SUMMARY_BUCKET_S = 300
+SUMMARY_FIELDS = [
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_MEMORY_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_DEV_MEM_CLOCK",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_MEM_COPY_UTIL",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+    "DCGM_FI_DEV_RETIRED_SBE",
+    "DCGM_FI_DEV_RETIRED_DBE",
+    "DCGM_FI_DEV_RETIRED_PENDING",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_THERMAL_VIOLATION",
+    "DCGM_FI_DEV_POWER_VIOLATION",
+]
+SUMMARY_MERGE = r"""summed AS (
+    INSERT INTO telemetry_devicesamplesummary AS old
+        (device_id, bucket_start, sample_counts, value_sums, value_maxes)
+    SELECT device_id, bucket_start, counts, sums, maxes FROM per_bucket
+    ON CONFLICT (device_id, bucket_start) DO UPDATE SET
+        sample_counts = ARRAY(SELECT coalesce(a + b, a, b) FROM unnest(old.sample_counts,
+            EXCLUDED.sample_counts) WITH ORDINALITY AS u(a, b, i) ORDER BY i),
+        value_sums = ARRAY(SELECT coalesce(a + b, a, b) FROM unnest(old.value_sums,
+            EXCLUDED.value_sums) WITH ORDINALITY AS u(a, b, i) ORDER BY i),
+        value_maxes = ARRAY(SELECT greatest(a, b) FROM unnest(old.value_maxes,
+            EXCLUDED.value_maxes) WITH ORDINALITY AS u(a, b, i) ORDER BY i)
+    RETURNING 1
+)"""
 
 TABLE = "telemetry_devicesample"
 OLD = "telemetry_devicesample_unpartitioned"

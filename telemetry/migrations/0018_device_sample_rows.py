@@ -17,7 +17,36 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-from telemetry.device_samples import SUMMARY_FIELDS
+# telemetry.device_samples.SUMMARY_FIELDS as this migration was written (frozen here: the
+# live list may grow; what this migration converts must not change with it).
+SUMMARY_FIELDS = [
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_MEMORY_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_DEV_MEM_CLOCK",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_MEM_COPY_UTIL",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+    "DCGM_FI_DEV_RETIRED_SBE",
+    "DCGM_FI_DEV_RETIRED_DBE",
+    "DCGM_FI_DEV_RETIRED_PENDING",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_THERMAL_VIOLATION",
+    "DCGM_FI_DEV_POWER_VIOLATION",
+]
 
 TABLE = "telemetry_devicesample"
 NEXT = "telemetry_devicesample_next"

@@ -3,36 +3,31 @@
 The rollups (0005), the throughput sums (0016) and the series check (0019) each had their
 own AFTER INSERT ... FOR EACH STATEMENT trigger over the same transition table: three
 PL/pgSQL calls, and three passes over the statement's rows to find its few series
-(DISTINCT series_id in the series check twice and in the throughput sums once). One
-function now does the three, in the order the triggers fired (by name): it finds the
-statement's series once, KEY SHARE-locks them and fails on a missing one, upserts the
-rollups, then the throughput sums. Measured on 1,000-point batches of the bench's columns
-form in-process, the three triggers against this one alternating, four rounds of 150
-batches (load average 3-5): PostgreSQL's CPU 10.57 -> 9.93 ms a batch (docs/performance.md).
+(DISTINCT series_id in the series check twice and in the throughput sums once). They fired
+in the order of their names (rollup, series_check, throughputsum). One function now does
+the three: it finds the statement's series once, KEY SHARE-locks them and fails on a missing
+one first (the check now runs before the rollups: a statement with a missing series fails
+either way, and nothing it wrote stays), then upserts the rollups, then the throughput sums.
+Measured on 1,000-point batches of the bench's columns form in-process, the three triggers
+against this one alternating, four rounds of 150 batches (load average 3-5): PostgreSQL's
+CPU 10.57 -> 9.93 ms a batch (bench/results/, docs/performance.md's history).
 
 A statement that inserted nothing (every point already stored) now returns at once.
 
-The SQL of each part is the earlier migrations' own (imported from them: a migration does
-not change once applied, so this one keeps doing what it did). Their functions
-telemetry_metricrollup_add, telemetry_throughputsum_add and telemetry_metricpoint_series_check
-are dropped with their triggers; the rebuild functions and the series' delete check stay.
+The SQL is frozen here, verbatim: the text this migration has installed since it was first
+applied (it was once assembled from 0005's, 0016's and 0019's SQL; a migration must not
+change when an older one is edited or squashed). The live function's canonical source is
+telemetry/sql/telemetry_metricpoint_added.sql: a later change edits that file and adds a
+migration holding its new text (tests/telemetry/test_trigger_sources.py compares the two
+after migrate). Reversed, 0005's, 0016's and 0019's functions and triggers come back, as
+they were: telemetry_metricrollup_add, telemetry_throughputsum_add and
+telemetry_metricpoint_series_check (dropped here with their triggers); the rebuild functions
+and the series' delete check stay either way.
 """
-
-import importlib
 
 from django.db import migrations
 
-_rollups = importlib.import_module("telemetry.migrations.0005_metric_rollups")
-_sums = importlib.import_module("telemetry.migrations.0016_throughput_sums")
-_check = importlib.import_module("telemetry.migrations.0019_metricpoint_series_check_per_statement")
-
-# 0016's function body (lock the attempts' rows, then add in a new snapshot), over the
-# series ids found once instead of DISTINCT over the transition table.
-_SUMS_BODY = _sums.INSTALL.split("BEGIN\n", 1)[1].split("END $$;", 1)[0]
-assert _SUMS_BODY.count(_sums_from := "(SELECT DISTINCT series_id FROM new_points) d") == 2
-_SUMS_BODY = _SUMS_BODY.replace(_sums_from, "unnest(ids) d(series_id)")
-
-INSTALL = f"""
+INSTALL = r"""
 DROP TRIGGER telemetry_metricpoint_rollup ON telemetry_metricpoint;
 DROP TRIGGER telemetry_metricpoint_series_check ON telemetry_metricpoint;
 DROP TRIGGER telemetry_metricpoint_throughputsum ON telemetry_metricpoint;
@@ -65,44 +60,163 @@ BEGIN
                              'telemetry_metricseries', missing);
     END IF;
     -- The rollups (0005).
-    INSERT INTO telemetry_metricrollup AS r ({_rollups.COLUMNS})
-    {_rollups._aggregate("new_points")}
-    {_rollups._MERGE};
+    INSERT INTO telemetry_metricrollup AS r (series_id, width, bucket, point_count, first_step, last_step, finite_count, finite_sum, min_value, min_step, min_time, max_value, max_step, max_time, nonfinite_value, nonfinite_step, nonfinite_time)
+    WITH l0 AS (SELECT series_id, step / 16 AS bucket, count(*) AS n, min(step) AS first_step, max(step) AS last_step, count(*) FILTER (WHERE finite) AS finite_count, coalesce(sum(value) FILTER (WHERE finite), 0) AS finite_sum, min(ARRAY[value, hi, lo, t]) FILTER (WHERE finite) AS lo, max(ARRAY[value, -hi, -lo, t]) FILTER (WHERE finite) AS hi, min(ARRAY[hi, lo, value, t]) FILTER (WHERE NOT finite) AS bad FROM (SELECT series_id, step, value, date_part('epoch', wall_time) AS t, value NOT IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8) AS finite, (step / 2147483648)::float8 AS hi, (step % 2147483648)::float8 AS lo FROM new_points) p GROUP BY 1, 2), l1 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l0 GROUP BY 1, 2), l2 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l1 GROUP BY 1, 2), l3 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l2 GROUP BY 1, 2), l4 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l3 GROUP BY 1, 2), l5 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l4 GROUP BY 1, 2), l6 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l5 GROUP BY 1, 2) SELECT series_id, width, bucket, n, first_step, last_step, finite_count, finite_sum, lo[1], ((lo[2])::bigint * 2147483648 + (lo[3])::bigint), to_timestamp(lo[4]), hi[1], ((-hi[2])::bigint * 2147483648 + (-hi[3])::bigint), to_timestamp(hi[4]), bad[3], ((bad[1])::bigint * 2147483648 + (bad[2])::bigint), to_timestamp(bad[4]) FROM (SELECT 16 AS width, * FROM l0 UNION ALL SELECT 64 AS width, * FROM l1 UNION ALL SELECT 256 AS width, * FROM l2 UNION ALL SELECT 1024 AS width, * FROM l3 UNION ALL SELECT 4096 AS width, * FROM l4 UNION ALL SELECT 16384 AS width, * FROM l5 UNION ALL SELECT 65536 AS width, * FROM l6) a ORDER BY series_id, width, bucket
+    ON CONFLICT (series_id, width, bucket) DO UPDATE SET point_count = r.point_count + EXCLUDED.point_count, first_step = LEAST(r.first_step, EXCLUDED.first_step), last_step = GREATEST(r.last_step, EXCLUDED.last_step), finite_count = r.finite_count + EXCLUDED.finite_count, finite_sum = r.finite_sum + EXCLUDED.finite_sum, min_value = CASE WHEN EXCLUDED.min_step IS NOT NULL AND (r.min_step IS NULL OR EXCLUDED.min_value < r.min_value OR (EXCLUDED.min_value = r.min_value AND EXCLUDED.min_step < r.min_step)) THEN EXCLUDED.min_value ELSE r.min_value END, min_step = CASE WHEN EXCLUDED.min_step IS NOT NULL AND (r.min_step IS NULL OR EXCLUDED.min_value < r.min_value OR (EXCLUDED.min_value = r.min_value AND EXCLUDED.min_step < r.min_step)) THEN EXCLUDED.min_step ELSE r.min_step END, min_time = CASE WHEN EXCLUDED.min_step IS NOT NULL AND (r.min_step IS NULL OR EXCLUDED.min_value < r.min_value OR (EXCLUDED.min_value = r.min_value AND EXCLUDED.min_step < r.min_step)) THEN EXCLUDED.min_time ELSE r.min_time END, max_value = CASE WHEN EXCLUDED.max_step IS NOT NULL AND (r.max_step IS NULL OR EXCLUDED.max_value > r.max_value OR (EXCLUDED.max_value = r.max_value AND EXCLUDED.max_step < r.max_step)) THEN EXCLUDED.max_value ELSE r.max_value END, max_step = CASE WHEN EXCLUDED.max_step IS NOT NULL AND (r.max_step IS NULL OR EXCLUDED.max_value > r.max_value OR (EXCLUDED.max_value = r.max_value AND EXCLUDED.max_step < r.max_step)) THEN EXCLUDED.max_step ELSE r.max_step END, max_time = CASE WHEN EXCLUDED.max_step IS NOT NULL AND (r.max_step IS NULL OR EXCLUDED.max_value > r.max_value OR (EXCLUDED.max_value = r.max_value AND EXCLUDED.max_step < r.max_step)) THEN EXCLUDED.max_time ELSE r.max_time END, nonfinite_value = CASE WHEN EXCLUDED.nonfinite_step IS NOT NULL AND (r.nonfinite_step IS NULL OR EXCLUDED.nonfinite_step < r.nonfinite_step) THEN EXCLUDED.nonfinite_value ELSE r.nonfinite_value END, nonfinite_step = CASE WHEN EXCLUDED.nonfinite_step IS NOT NULL AND (r.nonfinite_step IS NULL OR EXCLUDED.nonfinite_step < r.nonfinite_step) THEN EXCLUDED.nonfinite_step ELSE r.nonfinite_step END, nonfinite_time = CASE WHEN EXCLUDED.nonfinite_step IS NOT NULL AND (r.nonfinite_step IS NULL OR EXCLUDED.nonfinite_step < r.nonfinite_step) THEN EXCLUDED.nonfinite_time ELSE r.nonfinite_time END;
     -- The throughput sums (0016).
-{_SUMS_BODY}END $$;
+    INSERT INTO telemetry_throughputsum AS t (attempt_id, reported_points, timed_points, both_points, first_step, last_step, reported_finite_count, reported_finite_sum, timed_finite_count, timed_positive_count, timed_positive_sum_s, paired_weighted_sum, paired_weight_s)
+    SELECT DISTINCT s.attempt_id, 0, 0, 0, NULL::bigint, NULL::bigint, 0, 0.0, 0, 0, 0.0, 0.0, 0.0
+    FROM unnest(ids) d(series_id)
+    JOIN telemetry_metricseries s ON s.id = d.series_id AND s.name IN ('tokens_per_s', 'step_time_s')
+    ORDER BY 1
+    ON CONFLICT (attempt_id) DO UPDATE SET reported_points = t.reported_points;
+    GET DIAGNOSTICS touched = ROW_COUNT;
+    IF touched = 0 THEN
+        RETURN NULL;
+    END IF;
+    WITH ns AS (
+    SELECT s.id, s.attempt_id, s.name = 'tokens_per_s' AS is_reported, os.id AS other_id
+    FROM unnest(ids) d(series_id)
+    JOIN telemetry_metricseries s ON s.id = d.series_id AND s.name IN ('tokens_per_s', 'step_time_s')
+    LEFT JOIN telemetry_metricseries os ON os.run_id = s.run_id
+        AND os.attempt_id = s.attempt_id
+        AND os.name = CASE WHEN s.name = 'tokens_per_s' THEN 'step_time_s' ELSE 'tokens_per_s' END
+), n AS (
+    SELECT ns.attempt_id, ns.is_reported, p.step,
+        CASE WHEN ns.is_reported THEN p.value ELSE o.value END AS reported,
+        CASE WHEN ns.is_reported THEN o.value ELSE p.value END AS timed,
+        o.step IS NOT NULL AND (NOT ns.is_reported OR q.step IS NULL) AS counted
+    FROM new_points p JOIN ns ON ns.id = p.series_id
+    LEFT JOIN telemetry_metricpoint o ON o.series_id = ns.other_id AND o.step = p.step
+    LEFT JOIN new_points q ON q.series_id = ns.other_id AND q.step = p.step
+)
+    UPDATE telemetry_throughputsum AS t SET reported_points = t.reported_points + a.reported_points, timed_points = t.timed_points + a.timed_points, both_points = t.both_points + a.both_points, first_step = LEAST(t.first_step, a.first_step), last_step = GREATEST(t.last_step, a.last_step), reported_finite_count = t.reported_finite_count + a.reported_finite_count, reported_finite_sum = t.reported_finite_sum + a.reported_finite_sum, timed_finite_count = t.timed_finite_count + a.timed_finite_count, timed_positive_count = t.timed_positive_count + a.timed_positive_count, timed_positive_sum_s = t.timed_positive_sum_s + a.timed_positive_sum_s, paired_weighted_sum = t.paired_weighted_sum + a.paired_weighted_sum, paired_weight_s = t.paired_weight_s + a.paired_weight_s
+    FROM (SELECT attempt_id, count(*) FILTER (WHERE is_reported) AS reported_points, count(*) FILTER (WHERE NOT is_reported) AS timed_points, count(*) FILTER (WHERE counted) AS both_points, min(step) AS first_step, max(step) AS last_step, count(*) FILTER (WHERE is_reported AND (reported > '-Infinity'::float8 AND reported < 'Infinity'::float8)) AS reported_finite_count, coalesce(sum(reported) FILTER (WHERE is_reported AND (reported > '-Infinity'::float8 AND reported < 'Infinity'::float8)), 0) AS reported_finite_sum, count(*) FILTER (WHERE NOT is_reported AND (timed > '-Infinity'::float8 AND timed < 'Infinity'::float8)) AS timed_finite_count, count(*) FILTER (WHERE NOT is_reported AND (timed > 0 AND timed < 'Infinity'::float8)) AS timed_positive_count, coalesce(sum(timed) FILTER (WHERE NOT is_reported AND (timed > 0 AND timed < 'Infinity'::float8)), 0) AS timed_positive_sum_s, coalesce(sum(reported * timed) FILTER (WHERE counted AND (reported > '-Infinity'::float8 AND reported < 'Infinity'::float8) AND (timed > 0 AND timed < 'Infinity'::float8)), 0) AS paired_weighted_sum, coalesce(sum(timed) FILTER (WHERE counted AND (reported > '-Infinity'::float8 AND reported < 'Infinity'::float8) AND (timed > 0 AND timed < 'Infinity'::float8)), 0) AS paired_weight_s FROM n GROUP BY attempt_id) a
+    WHERE t.attempt_id = a.attempt_id;
+    RETURN NULL;
+END $$;
 
 CREATE TRIGGER telemetry_metricpoint_added AFTER INSERT ON telemetry_metricpoint
     REFERENCING NEW TABLE AS new_points
     FOR EACH STATEMENT EXECUTE FUNCTION telemetry_metricpoint_added();
 """
 
+UNINSTALL = r"""DROP TRIGGER telemetry_metricpoint_added ON telemetry_metricpoint;DROP FUNCTION telemetry_metricpoint_added();
+CREATE OR REPLACE FUNCTION telemetry_metricrollup_add() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO telemetry_metricrollup AS r (series_id, width, bucket, point_count, first_step, last_step, finite_count, finite_sum, min_value, min_step, min_time, max_value, max_step, max_time, nonfinite_value, nonfinite_step, nonfinite_time)
+    WITH l0 AS (SELECT series_id, step / 16 AS bucket, count(*) AS n, min(step) AS first_step, max(step) AS last_step, count(*) FILTER (WHERE finite) AS finite_count, coalesce(sum(value) FILTER (WHERE finite), 0) AS finite_sum, min(ARRAY[value, hi, lo, t]) FILTER (WHERE finite) AS lo, max(ARRAY[value, -hi, -lo, t]) FILTER (WHERE finite) AS hi, min(ARRAY[hi, lo, value, t]) FILTER (WHERE NOT finite) AS bad FROM (SELECT series_id, step, value, date_part('epoch', wall_time) AS t, value NOT IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8) AS finite, (step / 2147483648)::float8 AS hi, (step % 2147483648)::float8 AS lo FROM new_points) p GROUP BY 1, 2), l1 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l0 GROUP BY 1, 2), l2 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l1 GROUP BY 1, 2), l3 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l2 GROUP BY 1, 2), l4 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l3 GROUP BY 1, 2), l5 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l4 GROUP BY 1, 2), l6 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l5 GROUP BY 1, 2) SELECT series_id, width, bucket, n, first_step, last_step, finite_count, finite_sum, lo[1], ((lo[2])::bigint * 2147483648 + (lo[3])::bigint), to_timestamp(lo[4]), hi[1], ((-hi[2])::bigint * 2147483648 + (-hi[3])::bigint), to_timestamp(hi[4]), bad[3], ((bad[1])::bigint * 2147483648 + (bad[2])::bigint), to_timestamp(bad[4]) FROM (SELECT 16 AS width, * FROM l0 UNION ALL SELECT 64 AS width, * FROM l1 UNION ALL SELECT 256 AS width, * FROM l2 UNION ALL SELECT 1024 AS width, * FROM l3 UNION ALL SELECT 4096 AS width, * FROM l4 UNION ALL SELECT 16384 AS width, * FROM l5 UNION ALL SELECT 65536 AS width, * FROM l6) a ORDER BY series_id, width, bucket
+    ON CONFLICT (series_id, width, bucket) DO UPDATE SET point_count = r.point_count + EXCLUDED.point_count, first_step = LEAST(r.first_step, EXCLUDED.first_step), last_step = GREATEST(r.last_step, EXCLUDED.last_step), finite_count = r.finite_count + EXCLUDED.finite_count, finite_sum = r.finite_sum + EXCLUDED.finite_sum, min_value = CASE WHEN EXCLUDED.min_step IS NOT NULL AND (r.min_step IS NULL OR EXCLUDED.min_value < r.min_value OR (EXCLUDED.min_value = r.min_value AND EXCLUDED.min_step < r.min_step)) THEN EXCLUDED.min_value ELSE r.min_value END, min_step = CASE WHEN EXCLUDED.min_step IS NOT NULL AND (r.min_step IS NULL OR EXCLUDED.min_value < r.min_value OR (EXCLUDED.min_value = r.min_value AND EXCLUDED.min_step < r.min_step)) THEN EXCLUDED.min_step ELSE r.min_step END, min_time = CASE WHEN EXCLUDED.min_step IS NOT NULL AND (r.min_step IS NULL OR EXCLUDED.min_value < r.min_value OR (EXCLUDED.min_value = r.min_value AND EXCLUDED.min_step < r.min_step)) THEN EXCLUDED.min_time ELSE r.min_time END, max_value = CASE WHEN EXCLUDED.max_step IS NOT NULL AND (r.max_step IS NULL OR EXCLUDED.max_value > r.max_value OR (EXCLUDED.max_value = r.max_value AND EXCLUDED.max_step < r.max_step)) THEN EXCLUDED.max_value ELSE r.max_value END, max_step = CASE WHEN EXCLUDED.max_step IS NOT NULL AND (r.max_step IS NULL OR EXCLUDED.max_value > r.max_value OR (EXCLUDED.max_value = r.max_value AND EXCLUDED.max_step < r.max_step)) THEN EXCLUDED.max_step ELSE r.max_step END, max_time = CASE WHEN EXCLUDED.max_step IS NOT NULL AND (r.max_step IS NULL OR EXCLUDED.max_value > r.max_value OR (EXCLUDED.max_value = r.max_value AND EXCLUDED.max_step < r.max_step)) THEN EXCLUDED.max_time ELSE r.max_time END, nonfinite_value = CASE WHEN EXCLUDED.nonfinite_step IS NOT NULL AND (r.nonfinite_step IS NULL OR EXCLUDED.nonfinite_step < r.nonfinite_step) THEN EXCLUDED.nonfinite_value ELSE r.nonfinite_value END, nonfinite_step = CASE WHEN EXCLUDED.nonfinite_step IS NOT NULL AND (r.nonfinite_step IS NULL OR EXCLUDED.nonfinite_step < r.nonfinite_step) THEN EXCLUDED.nonfinite_step ELSE r.nonfinite_step END, nonfinite_time = CASE WHEN EXCLUDED.nonfinite_step IS NOT NULL AND (r.nonfinite_step IS NULL OR EXCLUDED.nonfinite_step < r.nonfinite_step) THEN EXCLUDED.nonfinite_time ELSE r.nonfinite_time END;
+    RETURN NULL;
+END $$;
 
-def _restored(install: str, until: str | None = None) -> str:
-    """An earlier migration's INSTALL (up to `until`), its functions replaced where they
-    still exist."""
-    if until is not None:
-        install = install[: install.index(until)]
-    return install.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+CREATE TRIGGER telemetry_metricpoint_rollup AFTER INSERT ON telemetry_metricpoint
+    REFERENCING NEW TABLE AS new_points
+    FOR EACH STATEMENT EXECUTE FUNCTION telemetry_metricrollup_add();
 
+CREATE OR REPLACE FUNCTION telemetry_metricrollup_rebuild(ids bigint[]) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    written bigint;
+BEGIN
+    DELETE FROM telemetry_metricrollup WHERE series_id = ANY(ids);
+    INSERT INTO telemetry_metricrollup (series_id, width, bucket, point_count, first_step, last_step, finite_count, finite_sum, min_value, min_step, min_time, max_value, max_step, max_time, nonfinite_value, nonfinite_step, nonfinite_time)
+    WITH l0 AS (SELECT series_id, step / 16 AS bucket, count(*) AS n, min(step) AS first_step, max(step) AS last_step, count(*) FILTER (WHERE finite) AS finite_count, coalesce(sum(value) FILTER (WHERE finite), 0) AS finite_sum, min(ARRAY[value, hi, lo, t]) FILTER (WHERE finite) AS lo, max(ARRAY[value, -hi, -lo, t]) FILTER (WHERE finite) AS hi, min(ARRAY[hi, lo, value, t]) FILTER (WHERE NOT finite) AS bad FROM (SELECT series_id, step, value, date_part('epoch', wall_time) AS t, value NOT IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8) AS finite, (step / 2147483648)::float8 AS hi, (step % 2147483648)::float8 AS lo FROM telemetry_metricpoint WHERE series_id = ANY(ids)) p GROUP BY 1, 2), l1 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l0 GROUP BY 1, 2), l2 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l1 GROUP BY 1, 2), l3 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l2 GROUP BY 1, 2), l4 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l3 GROUP BY 1, 2), l5 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l4 GROUP BY 1, 2), l6 AS (SELECT series_id, bucket / 4 AS bucket, sum(n)::bigint AS n, min(first_step) AS first_step, max(last_step) AS last_step, sum(finite_count)::bigint AS finite_count, sum(finite_sum) AS finite_sum, min(lo) AS lo, max(hi) AS hi, min(bad) AS bad FROM l5 GROUP BY 1, 2) SELECT series_id, width, bucket, n, first_step, last_step, finite_count, finite_sum, lo[1], ((lo[2])::bigint * 2147483648 + (lo[3])::bigint), to_timestamp(lo[4]), hi[1], ((-hi[2])::bigint * 2147483648 + (-hi[3])::bigint), to_timestamp(hi[4]), bad[3], ((bad[1])::bigint * 2147483648 + (bad[2])::bigint), to_timestamp(bad[4]) FROM (SELECT 16 AS width, * FROM l0 UNION ALL SELECT 64 AS width, * FROM l1 UNION ALL SELECT 256 AS width, * FROM l2 UNION ALL SELECT 1024 AS width, * FROM l3 UNION ALL SELECT 4096 AS width, * FROM l4 UNION ALL SELECT 16384 AS width, * FROM l5 UNION ALL SELECT 65536 AS width, * FROM l6) a ORDER BY series_id, width, bucket;
+    GET DIAGNOSTICS written = ROW_COUNT;
+    RETURN written;
+END $$;
 
-UNINSTALL = (
-    "DROP TRIGGER telemetry_metricpoint_added ON telemetry_metricpoint;"
-    "DROP FUNCTION telemetry_metricpoint_added();"
-    + _restored(_rollups.INSTALL)
-    + _restored(_sums.INSTALL)
-    + _restored(_check.INSTALL, until="CREATE FUNCTION telemetry_metricseries_points_check")
+CREATE OR REPLACE FUNCTION telemetry_throughputsum_add() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    touched bigint;
+BEGIN
+    INSERT INTO telemetry_throughputsum AS t (attempt_id, reported_points, timed_points, both_points, first_step, last_step, reported_finite_count, reported_finite_sum, timed_finite_count, timed_positive_count, timed_positive_sum_s, paired_weighted_sum, paired_weight_s)
+    SELECT DISTINCT s.attempt_id, 0, 0, 0, NULL::bigint, NULL::bigint, 0, 0.0, 0, 0, 0.0, 0.0, 0.0
+    FROM (SELECT DISTINCT series_id FROM new_points) d
+    JOIN telemetry_metricseries s ON s.id = d.series_id AND s.name IN ('tokens_per_s', 'step_time_s')
+    ORDER BY 1
+    ON CONFLICT (attempt_id) DO UPDATE SET reported_points = t.reported_points;
+    GET DIAGNOSTICS touched = ROW_COUNT;
+    IF touched = 0 THEN
+        RETURN NULL;
+    END IF;
+    WITH ns AS (
+    SELECT s.id, s.attempt_id, s.name = 'tokens_per_s' AS is_reported, os.id AS other_id
+    FROM (SELECT DISTINCT series_id FROM new_points) d
+    JOIN telemetry_metricseries s ON s.id = d.series_id AND s.name IN ('tokens_per_s', 'step_time_s')
+    LEFT JOIN telemetry_metricseries os ON os.run_id = s.run_id
+        AND os.attempt_id = s.attempt_id
+        AND os.name = CASE WHEN s.name = 'tokens_per_s' THEN 'step_time_s' ELSE 'tokens_per_s' END
+), n AS (
+    SELECT ns.attempt_id, ns.is_reported, p.step,
+        CASE WHEN ns.is_reported THEN p.value ELSE o.value END AS reported,
+        CASE WHEN ns.is_reported THEN o.value ELSE p.value END AS timed,
+        o.step IS NOT NULL AND (NOT ns.is_reported OR q.step IS NULL) AS counted
+    FROM new_points p JOIN ns ON ns.id = p.series_id
+    LEFT JOIN telemetry_metricpoint o ON o.series_id = ns.other_id AND o.step = p.step
+    LEFT JOIN new_points q ON q.series_id = ns.other_id AND q.step = p.step
 )
+    UPDATE telemetry_throughputsum AS t SET reported_points = t.reported_points + a.reported_points, timed_points = t.timed_points + a.timed_points, both_points = t.both_points + a.both_points, first_step = LEAST(t.first_step, a.first_step), last_step = GREATEST(t.last_step, a.last_step), reported_finite_count = t.reported_finite_count + a.reported_finite_count, reported_finite_sum = t.reported_finite_sum + a.reported_finite_sum, timed_finite_count = t.timed_finite_count + a.timed_finite_count, timed_positive_count = t.timed_positive_count + a.timed_positive_count, timed_positive_sum_s = t.timed_positive_sum_s + a.timed_positive_sum_s, paired_weighted_sum = t.paired_weighted_sum + a.paired_weighted_sum, paired_weight_s = t.paired_weight_s + a.paired_weight_s
+    FROM (SELECT attempt_id, count(*) FILTER (WHERE is_reported) AS reported_points, count(*) FILTER (WHERE NOT is_reported) AS timed_points, count(*) FILTER (WHERE counted) AS both_points, min(step) AS first_step, max(step) AS last_step, count(*) FILTER (WHERE is_reported AND (reported > '-Infinity'::float8 AND reported < 'Infinity'::float8)) AS reported_finite_count, coalesce(sum(reported) FILTER (WHERE is_reported AND (reported > '-Infinity'::float8 AND reported < 'Infinity'::float8)), 0) AS reported_finite_sum, count(*) FILTER (WHERE NOT is_reported AND (timed > '-Infinity'::float8 AND timed < 'Infinity'::float8)) AS timed_finite_count, count(*) FILTER (WHERE NOT is_reported AND (timed > 0 AND timed < 'Infinity'::float8)) AS timed_positive_count, coalesce(sum(timed) FILTER (WHERE NOT is_reported AND (timed > 0 AND timed < 'Infinity'::float8)), 0) AS timed_positive_sum_s, coalesce(sum(reported * timed) FILTER (WHERE counted AND (reported > '-Infinity'::float8 AND reported < 'Infinity'::float8) AND (timed > 0 AND timed < 'Infinity'::float8)), 0) AS paired_weighted_sum, coalesce(sum(timed) FILTER (WHERE counted AND (reported > '-Infinity'::float8 AND reported < 'Infinity'::float8) AND (timed > 0 AND timed < 'Infinity'::float8)), 0) AS paired_weight_s FROM n GROUP BY attempt_id) a
+    WHERE t.attempt_id = a.attempt_id;
+    RETURN NULL;
+END $$;
 
+CREATE TRIGGER telemetry_metricpoint_throughputsum AFTER INSERT ON telemetry_metricpoint
+    REFERENCING NEW TABLE AS new_points
+    FOR EACH STATEMENT EXECUTE FUNCTION telemetry_throughputsum_add();
 
-def _on_postgresql(sql: str):
-    """A RunPython step executing `sql` (no other vendor has the triggers)."""
+CREATE OR REPLACE FUNCTION telemetry_throughputsum_rebuild(ids bigint[]) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    written bigint;
+BEGIN
+    DELETE FROM telemetry_throughputsum WHERE attempt_id = ANY(ids);
+    INSERT INTO telemetry_throughputsum (attempt_id, reported_points, timed_points, both_points, first_step, last_step, reported_finite_count, reported_finite_sum, timed_finite_count, timed_positive_count, timed_positive_sum_s, paired_weighted_sum, paired_weight_s)
+    SELECT m.attempt_id, count(*) FILTER (WHERE rs IS NOT NULL) AS reported_points, count(*) FILTER (WHERE ts IS NOT NULL) AS timed_points, count(*) FILTER (WHERE (rs IS NOT NULL AND ts IS NOT NULL)) AS both_points, min(step) AS first_step, max(step) AS last_step, count(*) FILTER (WHERE rs IS NOT NULL AND (rv > '-Infinity'::float8 AND rv < 'Infinity'::float8)) AS reported_finite_count, coalesce(sum(rv) FILTER (WHERE rs IS NOT NULL AND (rv > '-Infinity'::float8 AND rv < 'Infinity'::float8)), 0) AS reported_finite_sum, count(*) FILTER (WHERE ts IS NOT NULL AND (tv > '-Infinity'::float8 AND tv < 'Infinity'::float8)) AS timed_finite_count, count(*) FILTER (WHERE ts IS NOT NULL AND (tv > 0 AND tv < 'Infinity'::float8)) AS timed_positive_count, coalesce(sum(tv) FILTER (WHERE ts IS NOT NULL AND (tv > 0 AND tv < 'Infinity'::float8)), 0) AS timed_positive_sum_s, coalesce(sum(rv * tv) FILTER (WHERE (rs IS NOT NULL AND ts IS NOT NULL) AND (rv > '-Infinity'::float8 AND rv < 'Infinity'::float8) AND (tv > 0 AND tv < 'Infinity'::float8)), 0) AS paired_weighted_sum, coalesce(sum(tv) FILTER (WHERE (rs IS NOT NULL AND ts IS NOT NULL) AND (rv > '-Infinity'::float8 AND rv < 'Infinity'::float8) AND (tv > 0 AND tv < 'Infinity'::float8)), 0) AS paired_weight_s
+    FROM (SELECT attempt_id, max(id) FILTER (WHERE name = 'tokens_per_s') AS reported_id,
+                 max(id) FILTER (WHERE name = 'step_time_s') AS timed_id
+          FROM telemetry_metricseries
+          WHERE attempt_id = ANY(ids) AND name IN ('tokens_per_s', 'step_time_s')
+          GROUP BY attempt_id) m
+    CROSS JOIN LATERAL (
+        SELECT step, r.step AS rs, t.step AS ts, r.value AS rv, t.value AS tv
+        FROM (SELECT step, value FROM telemetry_metricpoint WHERE series_id = m.reported_id) r
+        FULL JOIN (SELECT step, value FROM telemetry_metricpoint WHERE series_id = m.timed_id) t
+        USING (step)
+    ) j
+    GROUP BY m.attempt_id
+    ORDER BY m.attempt_id;
+    GET DIAGNOSTICS written = ROW_COUNT;
+    RETURN written;
+END $$;
 
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            with schema_editor.connection.cursor() as cursor:
-                cursor.execute(sql)
+CREATE OR REPLACE FUNCTION telemetry_metricpoint_series_check() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    missing bigint;
+BEGIN
+    PERFORM 1 FROM telemetry_metricseries
+    WHERE id IN (SELECT series_id FROM new_points)
+    ORDER BY id
+    FOR KEY SHARE;
+    SELECT n.series_id INTO missing
+    FROM (SELECT DISTINCT series_id FROM new_points) n
+    WHERE NOT EXISTS (SELECT 1 FROM telemetry_metricseries s WHERE s.id = n.series_id)
+    LIMIT 1;
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'foreign_key_violation',
+            MESSAGE = format('telemetry_metricpoint: series %s is not present in '
+                             'telemetry_metricseries', missing);
+    END IF;
+    RETURN NULL;
+END $$;
 
-    return run
+CREATE TRIGGER telemetry_metricpoint_series_check AFTER INSERT ON telemetry_metricpoint
+    REFERENCING NEW TABLE AS new_points
+    FOR EACH STATEMENT EXECUTE FUNCTION telemetry_metricpoint_series_check();
+
+"""
 
 
 class Migration(migrations.Migration):
@@ -111,5 +225,6 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_on_postgresql(INSTALL), _on_postgresql(UNINSTALL)),
+        # Lists: each is sent whole (a string would be split on its semicolons).
+        migrations.RunSQL([INSTALL], [UNINSTALL]),
     ]
