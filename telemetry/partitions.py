@@ -2,6 +2,8 @@
 (and on demand, before a write that needs one), and expire by DROP TABLE of a whole
 partition, never by a DELETE of millions of rows. Used by the raw rank timings (hourly,
 telemetry.services.rank_timings) and the raw DCGM samples (daily, telemetry.device_samples).
+Here: what a partitioned table is, and the reads of its catalog; the DDL that makes and
+drops partitions is telemetry.services.partitions'.
 
 A partition's range is read from the catalog, not parsed from its name, so a partition of any
 span (the DCGM table from before partitioning, attached whole by migration 0015) expires like
@@ -10,11 +12,10 @@ the others once all of it is older than the window.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db import DatabaseError, connection, transaction
+from django.db import connection
 
 
 @dataclass(frozen=True)
@@ -73,68 +74,8 @@ def partitions_list(spec: PartitionedTable) -> list[Partition]:
     return sorted(found, key=lambda p: (p.lower or datetime.min.replace(tzinfo=UTC), p.name))
 
 
-def partitions_ensure(
-    spec: PartitionedTable, *, moments: Iterable[datetime], existing: list[Partition] | None = None
-) -> list[str]:
-    """Make the partitions that rows dated `moments` need, unless a partition already covers
-    them. Returns the names created. Call outside the transaction that writes the rows: the
-    DDL locks the parent table until its transaction ends.
-
-    Two processes may race to make the same partition: the loser's CREATE fails, which is
-    fine, the partition is there. If a default partition already holds rows of that range the
-    CREATE fails too, and those rows stay in the default (expired row by row; see
-    partitions_maintain)."""
-    partitions = partitions_list(spec) if existing is None else existing
-    starts = sorted({spec.span_start(moment) for moment in moments})
-    created: list[str] = []
-    for start in starts:
-        if any(p.covers(start) for p in partitions):
-            continue
-        name = spec.partition_name(start)
-        end = start + spec.span
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                # Literal bounds: DDL takes no bind parameters (they are our own datetimes).
-                cursor.execute(
-                    f'CREATE TABLE IF NOT EXISTS "{name}" PARTITION OF {spec.table}'
-                    f" FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
-                )
-        except DatabaseError:
-            continue
-        created.append(name)
-        partitions.append(Partition(name, start, end, is_default=False))
-    return created
-
-
-def partitions_maintain(
-    spec: PartitionedTable, *, window: timedelta, now: datetime | None = None
-) -> tuple[list[str], list[str]]:
-    """Make the partitions from the current span to `spec.ahead`, drop those wholly older
-    than `window`, and delete the expired rows a default partition (if any) caught. Returns
-    (created, dropped) partition names. Idempotent."""
-    now = now or datetime.now(UTC)
-    existing = partitions_list(spec)
-    wanted = []
-    start = spec.span_start(now)
-    while start <= now + spec.ahead:
-        wanted.append(start)
-        start += spec.span
-    created = partitions_ensure(spec, moments=wanted, existing=existing)
-    dropped = []
-    with connection.cursor() as cursor:
-        for partition in existing:
-            if partition.upper is not None and partition.upper <= now - window:
-                cursor.execute(f'DROP TABLE "{partition.name}"')
-                dropped.append(partition.name)
-            elif partition.is_default:
-                column = _range_column(spec)
-                cursor.execute(
-                    f'DELETE FROM "{partition.name}" WHERE {column} < %s', [now - window]
-                )
-    return created, dropped
-
-
-def _range_column(spec: PartitionedTable) -> str:
+def range_column(spec: PartitionedTable) -> str:
+    """The column the table is partitioned on."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT a.attname FROM pg_partitioned_table t JOIN pg_attribute a"

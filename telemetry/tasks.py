@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from telemetry import device_samples
-from telemetry.services import rank_timings
+from telemetry.services import device_samples, rank_timings
 
 
 @shared_task(name="telemetry.rank_partitions_maintain", ignore_result=True, soft_time_limit=120)

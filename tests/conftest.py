@@ -117,7 +117,7 @@ def _fresh_cache() -> Iterator[None]:
     the runs, attempts and series its batches resolved."""
     from ingest.batch_ids import batch_ids_forget
     from ingest.selectors import token_cache_forget
-    from telemetry.device_samples import device_sample_partitions_forget
+    from telemetry.services.device_samples import device_sample_partitions_forget
 
     _delete_cache_keys()
     device_sample_partitions_forget()

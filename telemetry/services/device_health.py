@@ -13,13 +13,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from django.db import Error, connection, transaction
-from django.db.backends.utils import CursorWrapper
+from django.db import connection, transaction
 from django.db.models import F
 
 from config.prepared import Prepared, array_literal, prepared_execute
+from config.raw_transaction import RawTransaction, raw_transaction, raw_transaction_possible
 from telemetry import dcgm, device_samples
 from telemetry.models import Device, DeviceEvent, DeviceHealthState, Host, Project
+from telemetry.services import device_samples as sample_writes
 from telemetry.services import devices_ensure, fleet_version_bump, hosts_ensure
 
 
@@ -37,7 +38,7 @@ def dcgm_sample_partitions_ensure(
     beat has usually made it already."""
     moments = {received_at}
     moments.update(_stamp(t) for gpu in gpus for t in gpu.timestamps.values())
-    device_samples.device_sample_partitions_ensure(moments=moments, now=received_at)
+    sample_writes.device_sample_partitions_ensure(moments=moments, now=received_at)
 
 
 @transaction.atomic(savepoint=False)  # inside the push's transaction: no savepoint queries
@@ -94,34 +95,16 @@ def dcgm_readings_record_quiet(
     None, having written nothing and released its locks, when the push needs
     dcgm_readings_record (an event to record, a GPU to create or place), and at once inside a
     transaction: this one begins and commits its own."""
-    if connection.in_atomic_block or not connection.get_autocommit():
+    if not raw_transaction_possible():
         return None
-    committed = False
-    with connection.cursor() as cursor:
-        try:
-            known = _known_lock(project_id=project.pk, gpus=gpus, cursor=cursor, begin=True)
-            if not _in_place(known, gpus) or any(
-                found for _, found in _push_events(known=known, gpus=gpus)
-            ):
-                return None
-            prepared_execute(
-                cursor, _PUSH_WRITE, _push_write_params(known, gpus, received_at), after=["COMMIT"]
-            )
-            committed = True
-        finally:
-            if not committed:
-                _rollback(cursor)
+    with raw_transaction() as window:
+        known = _known_lock(project_id=project.pk, gpus=gpus, window=window)
+        if not _in_place(known, gpus) or any(
+            found for _, found in _push_events(known=known, gpus=gpus)
+        ):
+            return None  # the window rolls back: nothing written, the locks released
+        window.execute(_PUSH_WRITE, _push_write_params(known, gpus, received_at), commit=True)
     return Readings(devices={uuid: row.device_id for uuid, row in known.items()}, events=[])
-
-
-def _rollback(cursor: CursorWrapper) -> None:
-    """End the transaction dcgm_readings_record_quiet began (Django, in autocommit, knows
-    nothing of it): a connection left in it would run the next request's statements there."""
-    try:
-        cursor.execute("ROLLBACK")
-    except Error:
-        # Closed, PostgreSQL rolls the transaction back; Django reconnects on next use.
-        connection.close()
 
 
 def _push_events(
@@ -219,13 +202,13 @@ _KNOWN_LOCK = Prepared(
     WHERE d.project_id = $1 AND d.uuid = ANY($2)
     ORDER BY s.device_id FOR UPDATE OF s""",
 )
-# The push's samples and summaries (device_samples.RECORD_CTES, $1-$4), and its states ($5:
+# The push's samples and summaries (sample_writes.RECORD_CTES, $1-$4), and its states ($5:
 # a JSON document of rows; as a jsonb[] parameter psycopg escaped every quote of every
 # state's JSON with a regular expression substitution, 512 a push).
 _PUSH_WRITE = Prepared(
     name="telemetry_dcgm_push_write",
-    types=(*device_samples.RECORD_TYPES, "jsonb"),
-    sql=f"""WITH {device_samples.RECORD_CTES}, saved AS (
+    types=(*sample_writes.RECORD_TYPES, "jsonb"),
+    sql=f"""WITH {sample_writes.RECORD_CTES}, saved AS (
         UPDATE {_STATE} AS s SET last_values = u.last_values, fields_sent = u.fields_sent,
             last_xid = u.last_xid, last_xid_message = u.last_xid_message,
             last_xid_at = u.last_xid_at, model_name = u.model_name,
@@ -245,20 +228,20 @@ def _known_lock(
     *,
     project_id: int,
     gpus: Sequence[dcgm.GpuReadings],
-    cursor: CursorWrapper | None = None,
-    begin: bool = False,
+    window: RawTransaction | None = None,
 ) -> dict[str, _Known]:
-    """The push's GPUs that have a health state, by UUID, their states locked (`begin`: in a
-    transaction begun by the same round trip, on `cursor`)."""
-    with contextlib.nullcontext(cursor) if cursor else connection.cursor() as cursor:
-        params = [project_id, array_literal(g.uuid for g in gpus)]
-        # The generic plan, planned once per connection: PostgreSQL otherwise often keeps
-        # planning the lock afresh for its `uuid = ANY($2)` (800 plans in 800 pushes, 0.4 ms
-        # each, in one in-process run; 0.27 ms in make bench's). Only for the transaction.
-        generic = "SET LOCAL plan_cache_mode = force_generic_plan"
-        prepared_execute(
-            cursor, _KNOWN_LOCK, params, before=["BEGIN", generic] if begin else [generic]
-        )
+    """The push's GPUs that have a health state, by UUID, their states locked (`window`: in
+    the hand-made transaction, begun by the same round trip)."""
+    params = [project_id, array_literal(g.uuid for g in gpus)]
+    # The generic plan, planned once per connection: PostgreSQL otherwise often keeps
+    # planning the lock afresh for its `uuid = ANY($2)` (800 plans in 800 pushes, 0.4 ms
+    # each, in one in-process run; 0.27 ms in make bench's). Only for the transaction.
+    generic = "SET LOCAL plan_cache_mode = force_generic_plan"
+    with contextlib.nullcontext(window.cursor) if window else connection.cursor() as cursor:
+        if window:
+            window.execute(_KNOWN_LOCK, params, before=[generic])
+        else:
+            prepared_execute(cursor, _KNOWN_LOCK, params, before=[generic])
         # jsonb arrives as text (Django's JSONField parses it; this is not the ORM).
         return {
             uuid: _Known(device_id, host_id, host, index, model, orjson.loads(values), *rest)

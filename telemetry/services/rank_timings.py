@@ -20,8 +20,9 @@ from django.db import connection, transaction
 
 from telemetry import rank_heat
 from telemetry.models import Attempt, RankStepStats
-from telemetry.partitions import PartitionedTable, partitions_maintain
+from telemetry.partitions import PartitionedTable
 from telemetry.services import fleet_version_bump, hosts_ensure, run_data_version_bump
+from telemetry.services.partitions import partitions_maintain
 from telemetry.straggler_scores import percentiles
 
 RAW_TABLE = "telemetry_ranktiming_raw"

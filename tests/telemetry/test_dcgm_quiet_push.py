@@ -25,6 +25,7 @@ from telemetry.models import (
     DeviceSampleSummary,
     Host,
 )
+from telemetry.services import device_samples as sample_writes
 
 FIXTURE = (Path(__file__).parents[1] / "ingest" / "fixtures" / "dcgm_exposition.txt").read_text()
 START = datetime(2026, 11, 27, 6, 0, 3, tzinfo=UTC)
@@ -141,7 +142,7 @@ def _push_all(project: Any, *, full_path: bool) -> list[tuple[int, int, int]]:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_quiet_path_stores_what_the_full_path_stores(project: Any) -> None:
-    device_samples.device_sample_partitions_forget()
+    sample_writes.device_sample_partitions_forget()
     # given the same pushes through the full path (each in the caller's transaction)
     full_outcomes = _push_all(project, full_path=True)
     full = _stored()
@@ -167,7 +168,7 @@ def test_the_quiet_path_stores_what_the_full_path_stores(project: Any) -> None:
 @pytest.mark.django_db(transaction=True)
 def test_a_steady_push_is_two_round_trips_and_leaves_the_connection_idle(project: Any) -> None:
     # given a fleet's GPUs known (pushed once)
-    device_samples.device_sample_partitions_forget()
+    sample_writes.device_sample_partitions_forget()
     _push_all(project, full_path=False)
     gpus = exposition_parse(text=_text(14, xid="79")).gpus
 
@@ -198,7 +199,7 @@ def test_a_steady_push_is_two_round_trips_and_leaves_the_connection_idle(project
 @pytest.mark.django_db(transaction=True)
 def test_a_failed_quiet_push_stores_nothing_and_holds_no_lock(project: Any, monkeypatch) -> None:
     # given a fleet's GPUs known
-    device_samples.device_sample_partitions_forget()
+    sample_writes.device_sample_partitions_forget()
     _push_all(project, full_path=False)
     before = _stored()
 

@@ -17,6 +17,7 @@ from telemetry import device_samples
 from telemetry.device_samples import PARTITIONS, SUMMARY_BUCKET_S, SUMMARY_FIELDS
 from telemetry.models import Device, DeviceEvent, DeviceSample, DeviceSampleSummary
 from telemetry.selectors.dcgm import device_field_history
+from telemetry.services import device_samples as sample_writes
 from telemetry.tasks import device_sample_partitions_maintain_task
 
 URL = "/api/v1/ingest/prometheus"
@@ -122,7 +123,7 @@ def test_retention_drops_old_partitions_whole_and_keeps_recent_samples(push, set
     assert [row.readings_by_field() for row in DeviceSample.objects.all()] == [{TEMP: 72.0}]
     assert DeviceSampleSummary.objects.count() == 2
     # and running it again changes nothing
-    assert device_samples.device_sample_partitions_maintain() == ([], [])
+    assert sample_writes.device_sample_partitions_maintain() == ([], [])
 
 
 def as_if_committed() -> None:
@@ -149,8 +150,8 @@ def test_the_table_from_before_partitioning_expires_whole(settings):
         )
 
     # when the upkeep runs a day before, then on the day all of it leaves the window
-    _, kept = device_samples.device_sample_partitions_maintain(now=now - timedelta(days=2))
-    _, dropped = device_samples.device_sample_partitions_maintain(now=now - timedelta(days=1))
+    _, kept = sample_writes.device_sample_partitions_maintain(now=now - timedelta(days=2))
+    _, dropped = sample_writes.device_sample_partitions_maintain(now=now - timedelta(days=1))
 
     # then it is dropped only once its upper bound is older than the seven-day window
     assert kept == []
@@ -207,7 +208,7 @@ def test_history_reads_summaries_before_the_window_and_raw_samples_in_it(push, s
     push(exposition({TEMP: 75.0}, now))
     settings.DEVICE_SAMPLE_RETENTION_DAYS = 2
     as_if_committed()
-    device_samples.device_sample_partitions_maintain(now=now)
+    sample_writes.device_sample_partitions_maintain(now=now)
 
     # when the device's history since five days ago is read
     device = Device.objects.get(uuid=GPU)
