@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -9,7 +11,8 @@ from ingest.models import IngestBatch, IngestToken
 @admin.register(IngestToken)
 class IngestTokenAdmin(admin.ModelAdmin):
     """Tokens are created with `manage.py create_ingest_token` (the plaintext is shown once);
-    here they are listed and revoked."""
+    here they are listed and revoked, through token_revoke (which drops the token from every
+    process's cache): nothing else is edited or deleted here."""
 
     list_display = ["name", "project", "prefix", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["project"]
@@ -18,6 +21,12 @@ class IngestTokenAdmin(admin.ModelAdmin):
     actions = ["revoke"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     @admin.action(description="Revoke selected tokens (immediately)")
@@ -29,6 +38,9 @@ class IngestTokenAdmin(admin.ModelAdmin):
 
 @admin.register(IngestBatch)
 class IngestBatchAdmin(admin.ModelAdmin):
+    """Batches are shown, and processed again through batches_process_again (the action):
+    their status is the pipeline's, never edited by hand."""
+
     list_display = [
         "batch_id",
         "project",
@@ -60,6 +72,15 @@ class IngestBatchAdmin(admin.ModelAdmin):
         "last_error",
     ]
     actions = ["requeue"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
     @admin.action(description="Process again (dead batches are set back to pending)")
     def requeue(self, request: HttpRequest, queryset: QuerySet[IngestBatch]) -> None:

@@ -1,6 +1,7 @@
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from logbook.models import (
@@ -14,7 +15,7 @@ from logbook.models import (
     TriageSuggestion,
 )
 from logbook.services import sdc as sdc_services
-from logbook.services import taxonomy
+from logbook.services import taxonomy, triage_patterns
 from telemetry.admin import CheckedInitialAdmin
 
 
@@ -44,6 +45,12 @@ class RootCauseAdmin(CheckedInitialAdmin):
     def save_model(self, request: HttpRequest, obj: RootCause, form: Any, change: bool) -> None:
         # Its name and whether it is planned show on the incident, failure and goodput pages.
         taxonomy.root_cause_save(root_cause=obj)
+
+    def delete_model(self, request: HttpRequest, obj: RootCause) -> None:
+        taxonomy.root_causes_delete(root_causes=[obj])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RootCause]) -> None:
+        taxonomy.root_causes_delete(root_causes=list(queryset))
 
 
 @admin.register(Interruption)
@@ -152,6 +159,15 @@ class TriagePatternAdmin(CheckedInitialAdmin):
     list_filter = ["enabled", "root_cause"]
     search_fields = ["pattern", "component", "note"]
     list_select_related = ["root_cause"]
+
+    def save_model(self, request: HttpRequest, obj: TriagePattern, form: Any, change: bool) -> None:
+        triage_patterns.triage_pattern_save(pattern=obj)
+
+    def delete_model(self, request: HttpRequest, obj: TriagePattern) -> None:
+        triage_patterns.triage_patterns_delete(patterns=[obj])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[TriagePattern]) -> None:
+        triage_patterns.triage_patterns_delete(patterns=list(queryset))
 
 
 @admin.register(TriageSuggestion)

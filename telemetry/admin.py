@@ -1,12 +1,13 @@
 from collections.abc import Sequence
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from telemetry import services as telemetry_services
 from telemetry.models import (
     Attempt,
     Cluster,
@@ -92,26 +93,72 @@ class FleetEditAdmin(EditedThroughServicesAdmin):
 
 
 class MembershipInline(admin.TabularInline):
+    """The project's members, shown; they are changed on the project's Members page or under
+    Memberships here (both through telemetry.services.membership_set, which keeps an admin)."""
+
     model = Membership
-    extra = 1
-    autocomplete_fields = ["user"]
+    extra = 0
+    fields = ["user", "role", "created_at"]
+    readonly_fields = ["user", "role", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(EditedThroughServicesAdmin):
     list_display = ["slug", "name", "created_at"]
     search_fields = ["slug", "name"]
     prepopulated_fields = {"slug": ["name"]}
     readonly_fields = ["fleet_version"]
     inlines = [MembershipInline]
 
+    def save_row(self, obj: Project, form: Any) -> None:
+        edits.project_save(project=obj)
+
+    def delete_rows(self, rows: Sequence[Project]) -> None:
+        edits.projects_delete(projects=rows)
+
 
 @admin.register(Membership)
 class MembershipAdmin(CheckedInitialAdmin):
+    """Roles through telemetry.services.membership_set and removals through membership_remove,
+    as on the Members page: a project is never left without an admin. A membership's user and
+    project are fixed once made (add another instead)."""
+
     list_display = ["user", "project", "role", "created_at"]
     list_filter = ["role", "project"]
     search_fields = ["user__username", "project__slug"]
     autocomplete_fields = ["user", "project"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return ["user", "project"] if obj is not None and obj.pk else []
+
+    def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        try:
+            saved = telemetry_services.membership_set(
+                project=obj.project, username=obj.user.get_username(), role=obj.role
+            )
+        except ValidationError as refused:  # the last admin: said, not a 500
+            self.message_user(request, " ".join(refused.messages), messages.ERROR)
+            return
+        obj.pk = saved.pk  # the admin's messages and redirect name the saved row
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        self.delete_queryset(request, Membership.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
+        for membership in queryset:
+            try:
+                telemetry_services.membership_remove(membership=membership)
+            except ValidationError as refused:
+                self.message_user(request, " ".join(refused.messages), messages.ERROR)
 
 
 class AttemptInline(admin.TabularInline):

@@ -234,3 +234,121 @@ def test_the_logbooks_records_are_read_only_in_the_admin(run, alice, admin_clien
     delete = f"/admin/logbook/{model}/{row.pk}/delete/"
     assert admin_client.post(delete, {"post": "yes"}).status_code == 403
     assert type(row).objects.filter(pk=row.pk).exists()
+
+
+# --- What issue 39's checker found: every admin write goes through a service --------------------
+
+
+@pytest.mark.django_db
+def test_a_token_is_only_revoked_in_the_admin_and_the_revoke_is_token_revokes(
+    project, admin_client, post_batch
+):
+    from ingest import services as ingest_services
+    from ingest.models import IngestToken
+
+    # given a token that works (and so sits in this process's token cache)
+    token, plaintext = ingest_services.token_create(project=project, name="ci")
+    batch = {"batch_id": "b1", "run": "r", "attempt": 1, "metrics": []}
+    assert post_batch(batch, token=plaintext).status_code == 202
+    # when the admin tries to edit or delete it, then it is refused (read-only)
+    change = f"/admin/ingest/ingesttoken/{token.pk}/change/"
+    assert admin_client.get(change).status_code == 200
+    assert (
+        admin_client.post(change, {"name": "renamed", "revoked_at_0": "2026-01-01"}).status_code
+        == 403
+    )
+    delete = f"/admin/ingest/ingesttoken/{token.pk}/delete/"
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    assert IngestToken.objects.get(pk=token.pk).revoked_at is None
+    # when it is revoked with the action
+    listing = "/admin/ingest/ingesttoken/"
+    body = {"action": "revoke", "_selected_action": [token.pk], "index": 0}
+    assert admin_client.post(listing, body).status_code == 302
+    # then the very next request with it is refused: the cache was flushed (token_revoke)
+    assert IngestToken.objects.get(pk=token.pk).revoked_at is not None
+    assert post_batch({**batch, "batch_id": "b2"}, token=plaintext).status_code == 401
+
+
+@pytest.mark.django_db
+def test_a_batchs_status_is_not_edited_in_the_admin(project, admin_client, post_batch):
+    from ingest.models import IngestBatch
+
+    assert (
+        post_batch({"batch_id": "b1", "run": "r", "attempt": 1, "metrics": []}).status_code == 202
+    )
+    batch = IngestBatch.objects.get(batch_id="b1")
+    change = f"/admin/ingest/ingestbatch/{batch.pk}/change/"
+    assert admin_client.get(change).status_code == 200
+    assert admin_client.post(change, {"status": "dead"}).status_code == 403
+    assert (
+        admin_client.post(
+            f"/admin/ingest/ingestbatch/{batch.pk}/delete/", {"post": "yes"}
+        ).status_code
+        == 403
+    )
+    assert IngestBatch.objects.get(pk=batch.pk).status == batch.status
+
+
+@pytest.mark.django_db
+def test_memberships_in_the_admin_keep_a_project_admin(project, dave, bob, admin_client):
+    from telemetry.models import Membership
+
+    # when bob is made on-call in the admin, then it is saved (membership_set)
+    bobs = Membership.objects.get(project=project, user=bob)
+    url = f"/admin/telemetry/membership/{bobs.pk}/change/"
+    _saved(admin_client.post(url, {"role": "oncall"}))
+    assert Membership.objects.get(pk=bobs.pk).role == "oncall"
+    # when the project's only admin is demoted, or deleted, then it is refused, said, kept
+    daves = Membership.objects.get(project=project, user=dave)
+    url = f"/admin/telemetry/membership/{daves.pk}/change/"
+    refused = admin_client.post(url, {"role": "viewer"}, follow=True)
+    assert refused.status_code == 200 and "at least one admin" in refused.content.decode()
+    delete = f"/admin/telemetry/membership/{daves.pk}/delete/"
+    refused = admin_client.post(delete, {"post": "yes"}, follow=True)
+    assert refused.status_code == 200 and "at least one admin" in refused.content.decode()
+    assert Membership.objects.get(pk=daves.pk).role == "admin"
+
+
+@pytest.mark.django_db
+def test_a_projects_members_are_shown_not_edited_on_its_admin_page(
+    project, dave, admin_client, form_values
+):
+    from django.contrib.auth import get_user_model
+
+    from telemetry.models import Membership, Project
+
+    # given a user who is not a member
+    eve = get_user_model().objects.create_user("eve", password="eve-pw-1")
+    url = f"/admin/telemetry/project/{project.pk}/change/"
+    values = form_values(admin_client, url)
+    # when the project is renamed, with a member row for eve slipped into the post
+    values |= {"name": ["Renamed"], "memberships-TOTAL_FORMS": ["1"],
+               "memberships-0-user": [str(eve.pk)], "memberships-0-role": ["admin"]}  # fmt: skip
+    _saved(admin_client.post(url, values))
+    # then the name is saved (project_save), and no member was added from the inline
+    assert Project.objects.get(pk=project.pk).name == "Renamed"
+    assert not Membership.objects.filter(user=eve).exists()
+
+
+@pytest.mark.django_db
+def test_a_root_cause_deleted_in_the_admin_moves_the_fleets_version(run, admin_client):
+    from logbook.services import taxonomy
+
+    spare = taxonomy.root_cause_create(name="Cosmic rays", slug="cosmic-rays", group="Unknown")
+    before = _versions(run)
+    _saved(admin_client.post(f"/admin/logbook/rootcause/{spare.pk}/delete/", {"post": "yes"}))
+    assert not RootCause.objects.filter(pk=spare.pk).exists()
+    assert _versions(run)[1] > before[1]
+
+
+@pytest.mark.django_db
+def test_a_triage_pattern_is_added_and_deleted_in_the_admin(run, admin_client):
+    from logbook.models import TriagePattern
+
+    nic = RootCause.objects.get(slug="nic")
+    body = {"pattern": "mlx5_core.*link down", "root_cause": nic.pk, "component": "NIC",
+            "weight": "0.8", "enabled": "on", "note": "our fleet"}  # fmt: skip
+    _saved(admin_client.post("/admin/logbook/triagepattern/add/", body))
+    pattern = TriagePattern.objects.get(pattern="mlx5_core.*link down")
+    _saved(admin_client.post(f"/admin/logbook/triagepattern/{pattern.pk}/delete/", {"post": "yes"}))
+    assert not TriagePattern.objects.filter(pk=pattern.pk).exists()

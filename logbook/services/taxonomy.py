@@ -1,7 +1,9 @@
 """Writes to the root-cause taxonomy: seeding the shipped rows, resolving a job's category
-to a row, adding categories and editing one."""
+to a row, adding categories, editing one and deleting those no incident names."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from django.db import transaction
 from django.db.models import Q
@@ -75,4 +77,14 @@ def root_cause_save(*, root_cause: RootCause) -> None:
     runs = Interruption.objects.filter(root_cause=root_cause).values_list("run_id", flat=True)
     for run_id in sorted(set(runs)):
         telemetry_services.run_data_version_bump(run_id=run_id)
+    telemetry_services.fleet_version_bump(project_id=None)
+
+
+@transaction.atomic
+def root_causes_delete(*, root_causes: Sequence[RootCause]) -> None:
+    """Delete categories (the admin's). One an interruption names cannot go (ProtectedError:
+    the incidents keep their category); the pickers on every project's incident pages list
+    them, so every fleet version moves."""
+    for root_cause in root_causes:
+        root_cause.delete()
     telemetry_services.fleet_version_bump(project_id=None)

@@ -1,5 +1,5 @@
-"""Rows edited whole, field by field: the Django admin's forms save and delete runs, attempts
-and hardware here, so the versions the cached pages key on move in the same transaction and
+"""Rows edited whole, field by field: the Django admin's forms save and delete projects, runs,
+attempts and hardware here, so the versions the cached pages key on move in the same transaction and
 the next page shows the edit. Quarantine is not edited that way: it goes through the fleet
 page (logbook.services.quarantine, audited)."""
 
@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from django.db import transaction
 
-from telemetry.models import Attempt, Cluster, Device, Host, MetricSeries, Run, Site
+from telemetry.models import Attempt, Cluster, Device, Host, MetricSeries, Project, Run, Site
 from telemetry.services import fleet_version_bump, run_data_version_bump
 
 # Hardware and places: every project's fleet lists them (a host's name, its cluster).
@@ -27,6 +27,21 @@ def hardware_delete(*, rows: Sequence[Hardware]) -> None:
     for row in rows:
         row.delete()
     fleet_version_bump(project_id=None)
+
+
+@transaction.atomic
+def project_save(*, project: Project) -> None:
+    """A project's name or slug: its fleet pages show them."""
+    project.save()
+    fleet_version_bump(project_id=project.pk)
+
+
+@transaction.atomic
+def projects_delete(*, projects: Sequence[Project]) -> None:
+    """Projects with everything that is theirs (runs, tokens, members: the cascade). No page
+    of another project shows them: nothing else to move."""
+    for project in projects:
+        project.delete()
 
 
 @transaction.atomic
