@@ -282,9 +282,9 @@ if not re.fullmatch(r"0|[1-9][0-9]*/(s|m|h|d)[a-z]*", INGEST_RATE_LIMIT):
 INGEST_TOKEN_CACHE_S = env_float("INGEST_TOKEN_CACHE_S", 5.0)
 # JSON ingest: token buckets in Redis per token and per project (ingest.rate_limit), in
 # requests/s and points/s, bursts of 2 s; 0 disables one. Defaults from this machine's
-# measured capacity (docs/performance.md: ~29,000 points/s for one client in 1,000-point
-# batches on 2 cores): one token gets about half of it and one project about two thirds, so
-# neither saturates the server on its own.
+# measured capacity (~29,000 points/s for one client in 1,000-point batches on 2 cores,
+# then; docs/reliability-security.md): one token gets about half of it and one project
+# about two thirds, so neither saturates the server on its own.
 INGEST_TOKEN_POINTS_PER_S = env_int("INGEST_TOKEN_POINTS_PER_S", 15_000)
 INGEST_TOKEN_REQUESTS_PER_S = env_int("INGEST_TOKEN_REQUESTS_PER_S", 20)
 INGEST_PROJECT_POINTS_PER_S = env_int("INGEST_PROJECT_POINTS_PER_S", 20_000)

@@ -7,9 +7,9 @@ of the web process's CPU per 1,000-point batch, a third of its share (measured 8
 batch before, 4.9-5.3 ms after); PostgreSQL's share was within the noise.
 
 What a lookup also does still happens when it matters: a batch with run_info updates the run
-as before (ingest.services._apply reads the run afresh then); a batch that names a metric not
-remembered for its attempt looks the run, attempt and series up (creating what is missing,
-with the version bumps and the cap check) as before; only what a committed transaction
+as before (ingest.services.processing._apply reads the run afresh then); a batch that names
+a metric not remembered for its attempt looks the run, attempt and series up (creating what
+is missing, with the version bumps and the cap check) as before; only what a committed transaction
 resolved is remembered (transaction.on_commit).
 
 A remembered row deleted since (admin, retention) cannot make a batch write orphans: a

@@ -178,9 +178,9 @@ def _target(
 
 # dcgm-exporter's own rendering, `name{label="value",...} value [timestamp_ms]` with plain
 # label values, is read without prometheus_client: building its metric family for each line
-# was 60% of a push's CPU (docs/performance.md, "GPU health at fleet scale"). The line is cut
-# at its first `{` and last `}` (a value or timestamp has neither), and each part checked:
-# the name and the label text once per push (they repeat on every line), the value and
+# was 60% of a push's CPU (bench/results/history/2026-11-25-gpu-health-at-fleet-scale.md).
+# The line is cut at its first `{` and last `}` (a value or timestamp has neither), and each
+# part checked: the name and the label text once per push (they repeat on every line), the value and
 # timestamp by a short pattern. Any other line (escapes, spaces, other number forms,
 # duplicate or reserved labels) goes through prometheus_client's parser, which also words
 # the errors. A line read here reads as the one pattern of the whole line read it before

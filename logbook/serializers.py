@@ -1,10 +1,11 @@
 """What the logbook's JSON APIs answer, as output serializers: the OpenAPI schema documents
 every field of every response, and every number follows one policy for NaN and infinities.
 
-The policy (docs/api.md): a value a job measured (a metric point, an SDC observation) keeps
-its NaN or ±Infinity, as the strings "NaN", "Infinity" and "-Infinity" that ingest accepts
-and MLflow writes, because a NaN loss is a signal; a figure Chronicle derives that has no
-value (a rate without interruptions, a ratio without time) is null.
+The policy (docs/ingest.md, "NaN and infinities in what Chronicle answers"): a value a job
+measured (a metric point, an SDC observation) keeps its NaN or ±Infinity, as the strings
+"NaN", "Infinity" and "-Infinity" that ingest accepts and MLflow writes, because a NaN loss
+is a signal; a figure Chronicle derives that has no value (a rate without interruptions, a
+ratio without time) is null.
 """
 
 from __future__ import annotations

@@ -41,8 +41,9 @@ def test_the_readme_links_every_docs_page():
 
 
 def test_the_client_readme_says_what_a_heartbeat_updates():
-    # The server moves the run's last-seen time on a heartbeat (ingest.services._apply), which
-    # is what keeps a live run off the stalled-run alert; "updates nothing" sent users astray.
+    # The server moves the run's last-seen time on a heartbeat
+    # (ingest.services.processing._apply), which is what keeps a live run off the stalled-run
+    # alert; "updates nothing" sent users astray.
     readme = (ROOT / "clients" / "python" / "README.md").read_text()
     row = next(line for line in readme.splitlines() if line.startswith("| `run.heartbeat()`"))
     assert "updates nothing" not in row

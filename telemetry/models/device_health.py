@@ -18,7 +18,8 @@ class DeviceSample(models.Model):
     an older row's shorter array still lines up), NULL for a field the push lacked or left
     blank. A fleet pushes every 30 s, so a push is a row per GPU, not a row per field: the
     16 fields dcgm-exporter sends by default take one row header and one key entry instead of
-    16 (README "GPU health at fleet scale": a tenth of the bytes and of the insert's work).
+    16 (a tenth of the bytes and of the insert's work:
+    bench/results/history/2026-11-25-gpu-health-at-fleet-scale.md).
 
     The composite primary key (device, sampled_at) is the only index: a device's history (a
     range scan) reads it, and a re-sent timestamped push inserts nothing. The table is

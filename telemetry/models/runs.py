@@ -67,7 +67,7 @@ class Run(models.Model):
     # run sent after the fact (a backfill, an import) is not "observed" until it arrived.
     # last_seen_at (the receive time) stays the clock of liveness and hang detection.
     data_until = models.DateTimeField(null=True, blank=True)
-    # Hang threshold; empty: 10 x the median step time, at least 5 min (logbook.hangs).
+    # Hang threshold; empty: 10 x the median step time, at least 5 min (logbook.services.hangs).
     hang_after_s = models.PositiveIntegerField(null=True, blank=True)
     # Moves whenever anything a run's pages show changes (its points, attempts, intervals, and
     # the logbook's incidents, checkpoints, annotations and entries): the figures derived from

@@ -1,4 +1,4 @@
-"""Reads of GPU health events for auto-triage (logbook.selectors.triage_evidence): the events
+"""Reads of GPU health events for auto-triage (logbook.selectors.triage): the events
 on a set of hosts in a time window, the events of a push by id, and an attempt's hosts."""
 
 from __future__ import annotations

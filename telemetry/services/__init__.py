@@ -70,10 +70,10 @@ def fleet_version_bump(*, project_id: int | None) -> None:
 def version_bumps_deferred() -> Iterator[None]:
     """An ingest batch calls many services, each of which bumps a version; made there and
     then, the first would lock the run's row for the rest of the batch, while batches of one
-    run share it by taking that lock last (see ingest.services._apply). Inside this block the
-    bumps are collected, and made once at its end, still in the batch's transaction (not at
-    all if the block raises: the transaction is rolled back anyway). run_progress_record, the
-    batch's last write, bumps the run's version itself."""
+    run share it by taking that lock last (see ingest.services.processing._apply). Inside this
+    block the bumps are collected, and made once at its end, still in the batch's transaction
+    (not at all if the block raises: the transaction is rolled back anyway).
+    run_progress_record, the batch's last write, bumps the run's version itself."""
     pending = _Deferred()
     token = _deferred.set(pending)
     try:

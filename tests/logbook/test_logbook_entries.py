@@ -211,8 +211,8 @@ def test_no_restart_draft_without_a_preceding_interruption(run):
 
 @pytest.mark.django_db
 def test_restart_draft_through_ingest(project):
-    """Through ingest.services._apply, which calls logbook's restart_drafts_refresh once the
-    batch's other records are written."""
+    """Through ingest.services.processing._apply, which calls logbook's restart_drafts_refresh
+    once the batch's other records are written."""
     # given a job that reports attempt 11's interruption, then attempt 12's start and restore
     token, _ = ingest_services.token_create(project=project, name="job")
 

@@ -303,7 +303,7 @@ def test_other_runs_are_not_compared(project):
     assert sdc_services.sdc_divergence_check(run=run, attempt=mine) == []
 
 
-# --- End to end through ingest (needs the call in ingest.services._apply) ----------------------
+# --- End to end through ingest (needs the call in ingest.services.processing._apply) -------
 
 
 @pytest.mark.django_db
