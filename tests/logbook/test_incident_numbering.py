@@ -61,4 +61,3 @@ def test_restart_card_text_link_and_incident_page_say_one_number(
     page.screenshot(path=str(SHOTS / "incident-detail.png"), full_page=True)
     assert errors == []
     page.close()
-
