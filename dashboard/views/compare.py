@@ -3,6 +3,7 @@ side by side where they differ."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pandas as pd
@@ -15,8 +16,9 @@ from dashboard import charts as marks_charts
 from dashboard import config_diff, metric_sections
 from dashboard.selectors import runs as run_selectors
 from dashboard.views.runs import CHART_MAX_POINTS
-from telemetry import charts, metric_charts, selectors
+from telemetry import charts, configs, metric_charts, selectors
 from telemetry.models import Run
+from telemetry.selectors import attempts as attempt_selectors
 from telemetry.selectors import series as series_selectors
 
 MAX_COMPARED = 8
@@ -99,6 +101,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             "runs_param": ",".join(str(run.pk) for run in runs),
             "metric_count": len(names),
             "figures": figures,
+            "attempt_changes": _attempt_changes(runs),
             "differences": config_diff.config_differences(
                 [config_diff.run_settings(run.config or {}, run.tags) for run in runs]
             ),
@@ -108,6 +111,20 @@ def compare(request: HttpRequest) -> HttpResponse:
             ),
         },
     )
+
+
+def _attempt_changes(runs: list[Run]) -> list[dict[str, Any]]:
+    """Config changes between consecutive attempts (that sent a config) of each run."""
+    names = {run.pk: run.name for run in runs}
+    rows = []
+    for run_id, sent in attempt_selectors.attempt_configs(run_ids=list(names)).items():
+        for (before_number, before), (number, after) in pairwise(sent):
+            for key, old, new in configs.config_changes(before, after):
+                rows.append(
+                    {"run": names[run_id], "before_attempt": before_number, "attempt": number,
+                     "key": key, "before": old, "after": new}
+                )  # fmt: skip
+    return rows
 
 
 # Each line's key in the attempt column: the run's position times this plus the attempt

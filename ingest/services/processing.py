@@ -126,6 +126,13 @@ def _apply(
         if event.type == "attempt_started":
             _attempt_started(context, event)
     attempt = context.attempt(default_number)
+    # run_info.config is the config of the attempt the batch belongs to (the run keeps the
+    # latest as well): a later attempt's no longer hides what an earlier one ran.
+    config_changed = False
+    if batch_in.run_info and isinstance(batch_in.run_info.get("config"), dict):
+        config_changed = telemetry_services.attempt_config_set(
+            attempt=attempt, config=batch_in.run_info["config"]
+        )
     # MetricIn is the (name, step, value, time) tuple the insert takes: no copy per point.
     points = batch_in.metrics
     series_ids = None
@@ -147,11 +154,14 @@ def _apply(
             if name in deterministic:
                 steps_by_metric.setdefault(name, []).append(step)
         sdc_services.sdc_divergence_check(run=run, attempt=attempt, steps_by_metric=steps_by_metric)
-    if any(map(_changes_config, batch_in.events)):
+    if config_changed or any(map(_changes_config, batch_in.events)):
         # Reported after the attempts it separates: their suspicions were never corruption.
         sdc_services.sdc_divergences_withdraw(run=run)
     # Restart drafts last: the batch's restore and interruption are recorded by now.
     draft_services.restart_drafts_refresh(events=batch_in.events, attempt_of=context.event_attempt)
+    if config_changed:
+        # Its before → after table reads the attempt's config, which may come after its start.
+        draft_services.restart_entry_draft(attempt=attempt)
     # Last, and once: this UPDATE locks the run's row until commit, and every batch of the
     # run needs it, so holding it briefly is what lets workers share a run.
     # "Last seen" (and the stalled-run alert) is when the server received the batch: a

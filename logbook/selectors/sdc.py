@@ -4,6 +4,7 @@ runs of projects the user may see, with the weekly rate they add up to."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,8 +16,10 @@ from django.db.models.functions import Coalesce
 from logbook import sdc_maths
 from logbook.models import Interruption, LogbookEntry, SdcReplay
 from logbook.selectors.filters import FilterParams
+from telemetry import configs
 from telemetry.models import Attempt, Cluster, Host, Run
 from telemetry.selectors import User, projects_for_user, run_get_for_user
+from telemetry.selectors import attempts as attempt_selectors
 
 CONFIG_CHANGE_SLUG = "config-change"  # logbook.taxonomy: "Config or Dataset Change"
 
@@ -283,6 +286,14 @@ def config_changes_by_run(
             run__in=runs, attempt__isnull=False, root_cause__slug=CONFIG_CHANGE_SLUG
         ).values_list("run_id", "pk", "attempt__number")
     ]
+    # And the attempts' own configs (run_info.config, kept per attempt): an attempt that ran
+    # a config other than the one before it that sent one changed it, whatever else says so.
+    run_ids = list(runs) if isinstance(runs, list) else list(runs.values_list("pk", flat=True))
+    for run_id, sent in attempt_selectors.attempt_configs(run_ids=run_ids).items():
+        for (_, before), (number, after) in itertools.pairwise(sent):
+            keys = [key for key, _, _ in configs.config_changes(before, after)]
+            if keys:
+                rows.append((run_id, number, f"config changed: {', '.join(keys[:5])}"))
     changes: dict[int, list[sdc_maths.ConfigChange]] = {}
     for run_id, number, reason in sorted(rows, key=lambda row: (row[0], row[1], row[2])):
         changes.setdefault(run_id, []).append(sdc_maths.ConfigChange(number, reason))

@@ -20,6 +20,7 @@ from logbook.services.entries import (
 )
 from logbook.services.interruptions import interruption_restart_fill
 from logbook.taxonomy import UNKNOWN_SLUG
+from telemetry import configs
 from telemetry.models import Attempt, MetricPoint
 
 # The job events after which an attempt's restart draft may read differently.
@@ -78,6 +79,15 @@ def _restart_interruption(*, attempt: Attempt, previous: Attempt) -> Interruptio
     )
 
 
+def _config_changes(*, previous: Attempt, attempt: Attempt) -> list[dict[str, str]]:
+    if previous.config is None or attempt.config is None:
+        return []
+    return [
+        {"key": key, "before": before, "after": after}
+        for key, before, after in configs.config_changes(previous.config, attempt.config)
+    ]
+
+
 def restart_entry_draft(*, attempt: Attempt) -> LogbookEntry | None:
     """Draft the automatic "restart" entry of an attempt that started after an interruption
     (the text: logbook.restart_drafts). None when no interruption precedes it.
@@ -133,6 +143,9 @@ def restart_entry_draft(*, attempt: Attempt) -> LogbookEntry | None:
     draft = {
         "title": text.title,
         "body": text.body,
+        # The config the attempt ran against the one before it (run_info.config per attempt):
+        # the entry's before → after table.
+        "config_changes": _config_changes(previous=previous, attempt=attempt),
         "occurred_at": attempt.started_at or interruption.recovered_at or timezone.now(),
         "step": resume_step,
         "step_end": text.step_end,

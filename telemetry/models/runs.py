@@ -106,6 +106,10 @@ class Attempt(models.Model):
     # Accelerators this attempt ran on, when it differs from the run's (BLOOM-176B resumed on
     # 24 nodes instead of 48); MFU and failure rates prefer it to run.accelerator_count.
     accelerator_count = models.PositiveIntegerField(null=True, blank=True)
+    # The run_info.config this attempt sent (null: it sent none). A later attempt's config
+    # no longer overwrites an earlier one's: a difference between two attempts is a config
+    # change (SDC comparisons, slowdown causes, the logbook's before → after table).
+    config = models.JSONField(null=True, blank=True)
     # Where the periodic rank-timings pass left off: raw rows received since then (less an
     # overlap) are rolled up next, however late the pass runs. Null: never rolled up.
     rank_timings_rolled_up_at = models.DateTimeField(null=True, blank=True)

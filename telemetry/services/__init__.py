@@ -182,6 +182,16 @@ def attempt_ensure(
     return attempt
 
 
+def attempt_config_set(*, attempt: Attempt, config: dict[str, Any]) -> bool:
+    """Keep `config` (a batch's run_info.config) as the attempt's own; True if it changed."""
+    if attempt.config == config:
+        return False
+    attempt.config = config
+    attempt.save(update_fields=["config"])
+    run_data_version_bump(run_id=attempt.run_id)
+    return True
+
+
 def attempt_end(*, attempt: Attempt, status: str, ended_at: datetime, reason: str = "") -> Attempt:
     attempt.status = status
     attempt.ended_at = ended_at

@@ -11,7 +11,9 @@ import pytest
 
 from ingest import services as ingest_services
 from logbook import sdc_maths
-from logbook.models import SdcReplay
+from logbook.models import LogbookEntry, SdcReplay
+from logbook.selectors import sdc as sdc_selectors
+from telemetry.models import Attempt, Run
 
 EPOCH = 1_793_000_000
 
@@ -121,3 +123,46 @@ def test_a_spike_the_replay_disagrees_with_is_one_record_detected_two_ways(send,
     assert body["total"] == 1
     assert body["records"][0]["detected_by"] == ["loss_spike", "attempt_divergence"]
     assert "Loss spike + attempt divergence (loss)" in client.get("/sdc/").content.decode()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("config_in", ["with-the-points", "after-the-points"])
+def test_an_attempt_sending_another_config_is_a_config_change_without_a_note(config_in, send):
+    # given attempt 1 with lr 3e-4, stopped by a planned interruption, and attempt 2 resumed
+    # from step 5 with lr 1e-4 (its losses differ): the job sends no config_change note
+    first = {"batch_id": "c1", "run": "cfg", "attempt": 1, "metrics": _losses(range(10), 0, EPOCH),
+             "events": [_started(1), {"type": "interruption", "time": EPOCH + 50, "attempt": 1,
+                                      "category": "planned-maintenance", "planned": True}],
+             "run_info": {"config": {"lr": 3e-4, "seed": 1}}}  # fmt: skip
+    send(first)
+    second = _second("cfg", 0.2)
+    if config_in == "with-the-points":
+        second["run_info"] = {"config": {"lr": 1e-4, "seed": 1}}
+    # when it is sent
+    send(second)
+    if config_in == "after-the-points":
+        assert SdcReplay.objects.count() == 1  # the config is not known yet: suspected
+        send({"batch_id": "c2", "run": "cfg", "attempt": 2,
+              "run_info": {"config": {"lr": 1e-4, "seed": 1}}})  # fmt: skip
+    # then no divergence record, each attempt keeps its own config, and the restart's draft
+    # carries the before → after table
+    assert not SdcReplay.objects.exists()
+    attempts = dict(Attempt.objects.filter(run__name="cfg").values_list("number", "config"))
+    assert attempts == {1: {"lr": 3e-4, "seed": 1}, 2: {"lr": 1e-4, "seed": 1}}
+    changes = sdc_selectors.config_changes(run=Run.objects.get(name="cfg"))
+    assert [(one.attempt, one.reason) for one in changes if "lr" in one.reason] == [
+        (2, "config changed: lr")
+    ]
+    draft = LogbookEntry.objects.get(run__name="cfg", kind=LogbookEntry.Kind.RESTART)
+    assert draft.config_changes == [{"key": "lr", "before": "0.0003", "after": "0.0001"}]
+
+
+@pytest.mark.django_db
+def test_attempts_sending_the_same_config_are_still_compared(send):
+    same = {"lr": 3e-4}
+    send({"batch_id": "s1", "run": "same", "attempt": 1, "metrics": _losses(range(10), 0, EPOCH),
+          "events": [_started(1)], "run_info": {"config": same}})  # fmt: skip
+    second = _second("same", 0.2)
+    second["run_info"] = {"config": same}
+    send(second)
+    assert SdcReplay.objects.count() == 1
