@@ -73,6 +73,10 @@ _FIELDS = [
     # at-risk list's "pending row remap"); the exporter's default counters leave it out.
     DcgmField("DCGM_FI_DEV_ROW_REMAP_PENDING", "Row remap pending", "1 = pending", "gauge",
               "row_remap", False),
+    # NVML's clock event (throttle) reasons bitmask (nvmlClocksEventReasons): what a slowdown's
+    # thermal and power causes read (diagnosis.slowdown_rules). Appended: FIELDS is append-only.
+    DcgmField("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Clock event reasons", "bitmask", "gauge",
+              "clocks", False),
 ]  # fmt: skip
 
 FIELDS: dict[str, DcgmField] = {field.name: field for field in _FIELDS}
