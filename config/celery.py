@@ -31,6 +31,7 @@ app.conf.task_routes = {
     "logbook.triage_run_evidence": {"queue": QUEUE_DEFAULT},
     "logbook.incident_groups_refresh": {"queue": QUEUE_DEFAULT},
     "telemetry.rank_partitions_maintain": {"queue": QUEUE_DEFAULT},
+    "diagnosis.slowdowns_refresh": {"queue": QUEUE_DEFAULT},
     "telemetry.device_sample_partitions_maintain": {"queue": QUEUE_DEFAULT},
 }
 
@@ -59,6 +60,9 @@ app.conf.beat_schedule = {
         "task": "logbook.triage_classifiers_refresh",
         "schedule": 900.0,
     },
+    # Slowdowns of the runs whose data changed (diagnosis.services.slowdowns): a live run's
+    # appear within a pass or two of the data that shows them, after the rank timings' pass.
+    "diagnosis-slowdowns-refresh": {"task": "diagnosis.slowdowns_refresh", "schedule": 30.0},
     # Raw rank timings: make the coming hours' partitions, drop the expired ones whole.
     "telemetry-rank-partitions": {"task": "telemetry.rank_partitions_maintain", "schedule": 600.0},
     # Raw DCGM samples: make the coming days' partitions, drop those past

@@ -315,6 +315,10 @@ RANK_STRAGGLER_WINDOWS = env_int("RANK_STRAGGLER_WINDOWS", 3)
 # that wait longest are the victims of a straggler, not stragglers themselves.
 RANK_SCORE_EXCLUDE = env_list("RANK_SCORE_EXCLUDE", ["collective_wait"])
 
+# --- Slowdowns (diagnosis.slowdown_rules holds the detector's and the rules' thresholds)
+# A slowdown costing at least this many GPU-hours notifies the project's webhooks, once.
+SLOWDOWN_WEBHOOK_GPU_HOURS = env_float("SLOWDOWN_WEBHOOK_GPU_HOURS", 10.0)
+
 # --- Cache (throttles, backlog gauge) ----------------------------------------------------------
 # Redis when there is one, so limits hold across web processes; a database number apart from
 # the broker's. Without Redis, a per-process memory cache.

@@ -15,6 +15,7 @@ api_v1 = [
     path("", include("telemetry.api_urls")),
     path("", include("logbook.api_urls")),
     path("", include("dashboard.api_urls")),
+    path("", include("diagnosis.api_urls")),
 ]
 
 urlpatterns = [
@@ -30,6 +31,7 @@ urlpatterns = [
     path("", include("logbook.urls")),
     path("", include("telemetry.urls")),
     path("", include("dashboard.urls")),
+    path("", include("diagnosis.urls")),
 ]
 
 handler400 = "config.errors.bad_request"

@@ -60,6 +60,25 @@ def chart_marks(annotations: Iterable[Any], entries: Iterable[Any], axis: Axis) 
     )
 
 
+def slowdown_marks(slowdowns: Iterable[Any], axis: Axis) -> pd.DataFrame:
+    """Where a run's slowdowns sit on its charts (shaded ranges, kind "slowdown"), in
+    chart_marks' columns. slowdowns: objects with start_step, end_step, start_time, end_time,
+    drop_pct and cause_kind (diagnosis.models.Slowdown rows)."""
+    rows = []
+    for one in slowdowns:
+        label = _label(f"slowdown: \u2212{one.drop_pct:.1f}% ({one.get_cause_kind_display()})")
+        if axis == "step":
+            rows.append((one.start_step, one.end_step, label, "slowdown"))
+        elif one.start_time is not None and one.end_time is not None:
+            rows.append((naive_utc(one.start_time), naive_utc(one.end_time), label, "slowdown"))
+    return pd.DataFrame(
+        {
+            name: pd.Series([row[index] for row in rows], dtype=object)
+            for index, name in enumerate(("x0", "x1", "label", "kind"))
+        }
+    )
+
+
 # Earlier attempts of a compared run: its hue mixed with white up to this much (the earliest),
 # and dashed, so a run reads as one colour and its latest attempt as the strongest line.
 EARLIEST_SHADE = 0.5

@@ -41,6 +41,9 @@ STEPS_PER_BATCH = 600
 RANK_STEPS = 12
 RANK_SEED = 16
 SLOW_FACTOR, SLOW_FOR_S = 1.15, 3 * 3600
+# The steps the failing GPU runs slow for: the whole job waits for it (a synchronous job runs
+# at its slowest rank's pace), so its step time grows too: the run page's explained slowdown.
+SLOW_STEPS = round(SLOW_FOR_S / BASE_STEP_S)
 SPIKE_STEP = 1290  # inside attempt 2's wasted range, so attempt 3 replays it cleanly
 MILESTONE_STEP = math.ceil(100e9 / TOKENS_PER_STEP)  # first step past 100B tokens
 
@@ -173,6 +176,8 @@ def demo_batches(*, seed: int = 7, start: datetime | None = None) -> list[dict[s
         step_at: dict[int, float] = {}
         for step in range(first, stop.last_step + 1):
             dt = _step_time(rng, t0, clock)
+            if stop.category == "faulty-gpu" and step > stop.last_step - SLOW_STEPS:
+                dt *= SLOW_FACTOR
             if step == first:  # compile, NCCL init and data-loader warmup land on step one
                 dt += float(rng.uniform(180, 420))
             clock += dt
@@ -286,7 +291,8 @@ def demo_batches(*, seed: int = 7, start: datetime | None = None) -> list[dict[s
         # Its own generator: the rank timings draw nothing from `rng`, so adding them left
         # every other number of the demo as it was.
         timings_rng = np.random.default_rng([seed, attempt, RANK_SEED])
-        events += _rank_timings(timings_rng, t0, rows, placed, slow_rank)
+        slow_from = stop.last_step - SLOW_STEPS + 1 if slow_rank is not None else None
+        events += _rank_timings(timings_rng, t0, rows, placed, slow_rank, slow_from)
         batches += _chunk(t0, attempt, len(batches), seed, rows, events)
 
     batches[0]["run_info"] = _run_info()
@@ -342,22 +348,25 @@ def _rank_timings(
     rows: list[tuple[int, float, dict[str, float]]],
     hosts: list[str],
     slow_rank: int | None,
+    slow_from: int | None = None,
 ) -> list[tuple[float, dict[str, Any]]]:
     """One rank_timings event per RANK_STEPS steps, gathered on rank 0 for all N_GPUS ranks:
     each rank's mean step, forward and data-loading time over those steps. `slow_rank`, when
-    given, runs SLOW_FACTOR slower for the attempt's last SLOW_FOR_S (a GPU failing slowly
-    before it falls off the bus); the straggler ledger finds it, and the next attempt, on a
-    spare host, resolves it."""
+    given, runs SLOW_FACTOR slower from step `slow_from` (a GPU failing slowly before it
+    falls off the bus; the job's step time, which waits for it, is slower by as much there);
+    the straggler ledger finds it, the slowdown pass charges it the slowdown, and the next
+    attempt, on a spare host, resolves it."""
     events = []
-    end = rows[-1][1] if rows else 0.0
     for index in range(0, len(rows), RANK_STEPS):
         block = rows[index : index + RANK_STEPS]
         when = block[-1][1]
         # Without the attempt's first step (compile and warm-up): section timers skip it.
         timed = block[1:] if index == 0 and len(block) > 1 else block
         step_s = float(np.mean([values["step_time_s"] for _, _, values in timed]))
-        times = step_s * rng.normal(1.0, 0.008, N_GPUS)
-        if slow_rank is not None and when >= end - SLOW_FOR_S:
+        slow = slow_rank is not None and slow_from is not None and block[0][0] >= slow_from
+        # The ranks' own time: the job's step less the wait for the slow rank.
+        times = (step_s / SLOW_FACTOR if slow else step_s) * rng.normal(1.0, 0.008, N_GPUS)
+        if slow:
             times[slow_rank] *= SLOW_FACTOR
         event: dict[str, Any] = {
             "type": "rank_timings",

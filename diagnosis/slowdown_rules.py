@@ -219,7 +219,14 @@ def host_what_ifs(facts: SlowdownFacts) -> list[HostWhatIf]:
         found.append(
             HostWhatIf(
                 host=host,
-                ranks=tuple(sorted(rank for rank in ranks if during[rank] > median * 1.0001)),
+                # The host's ranks that are slow themselves, not its others.
+                ranks=tuple(
+                    sorted(
+                        rank
+                        for rank in ranks
+                        if during[rank] >= median * (1 + STRAGGLER_MIN_EXCESS)
+                    )
+                ),
                 devices=devices,
                 excess=slowest / median - 1.0 if median > 0 else 0.0,
                 step_s=actual,

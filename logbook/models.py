@@ -429,6 +429,7 @@ class AuditEvent(models.Model):
         HOST = "host", "Host"
         DEVICE = "device", "Device"
         ALERT_RULE = "alert_rule", "Alert rule"
+        SLOWDOWN = "slowdown", "Slowdown"
 
     # Null only for quarantine events of hardware no project's data ever named (see
     # telemetry.Host); every other event names its project.
@@ -508,6 +509,7 @@ class WebhookEndpoint(models.Model):
         SDC_CONFIRMED = "sdc_confirmed", "SDC confirmed"
         RUN_STALLED = "run_stalled", "Run stopped reporting"
         ALERT = "alert", "Metric alert rule fired"
+        SLOWDOWN = "slowdown", "Costly slowdown"
 
     class Format(models.TextChoices):
         # What the body looks like (logbook.webhook_formats): Slack's incoming-webhook JSON

@@ -62,6 +62,15 @@ BADPUT_BUCKETS = (
     WASTED_PROGRESS,
     INFRASTRUCTURE_RECOVERY,
 )
+# The buckets a restart costs: what "lost to interruptions" adds up.
+INTERRUPTION_BUCKETS = (
+    ACCELERATOR_INIT,
+    TRAINING_PREP,
+    PROGRAM_STARTUP,
+    CHECKPOINT_RESTORE,
+    WASTED_PROGRESS,
+    INFRASTRUCTURE_RECOVERY,
+)
 BUCKET_LABELS = {
     PRODUCTIVE: "Productive",
     ACCELERATOR_INIT: "Accelerator init",
@@ -90,6 +99,8 @@ EPSILON_S = 1e-9
 def bucket_label(bucket: str) -> str:
     if bucket.startswith(CUSTOM_PREFIX):
         return f"Custom: {bucket[len(CUSTOM_PREFIX) :]}"
+    if bucket.startswith("slowdown:"):  # telemetry.goodput_slowdowns
+        return f"Slowdown: {bucket.partition(':')[2].replace('_', ' ')}"
     return BUCKET_LABELS.get(bucket, bucket)
 
 

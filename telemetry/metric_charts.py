@@ -479,11 +479,13 @@ def metric_unit_title(name: str) -> str:
     return ""
 
 
-NOTE_COLOURS = {"annotation": "#1f6feb", "logbook": "#2e7d32"}
+NOTE_COLOURS = {"annotation": "#1f6feb", "logbook": "#2e7d32", "slowdown": "#e67e22"}
+NOTE_NAMES = {"annotation": "annotations", "logbook": "logbook entries", "slowdown": "slowdowns"}
 
 
 def _notes(marks: Marks, notes: pd.DataFrame, bottom: float) -> list[dict[str, Any]]:
-    """Marks for annotations and logbook entries, and their hover markers at `bottom`."""
+    """Marks for annotations, logbook entries and slowdowns, and their hover markers at
+    `bottom`."""
     for kind, group in notes.groupby("kind", sort=True):
         colour = NOTE_COLOURS.get(str(kind), "#1f6feb")
         ranged = [x1 is not None and not pd.isna(x1) for x1 in group["x1"]]
@@ -506,7 +508,7 @@ def _notes(marks: Marks, notes: pd.DataFrame, bottom: float) -> list[dict[str, A
             top=False,
             colour=NOTE_COLOURS.get(str(kind), "#1f6feb"),
             symbol="triangle-up",
-            name="annotations" if kind == "annotation" else "logbook entries",
+            name=NOTE_NAMES.get(str(kind), "logbook entries"),
             hovertemplate="%{x}<br>%{text}<extra></extra>",
         )
     ]

@@ -34,6 +34,7 @@ import pytest
 from config.demo import Demo as DemoProcesses
 from stack import free_port, postgres
 from stack.processes import children_of, pid_alive
+from tests.diagnosis import slowdown_job
 
 ROOT = Path(__file__).resolve().parent.parent
 # A fresh demo migrates and loads in ~80 s on 2 quiet cores; at load 13 (a full suite beside
@@ -535,6 +536,74 @@ def test_the_fleet_across_racks_and_sites_sent_as_a_user_would(demo, browser):
     _send(demo, "/api/v1/ingest/prometheus", xid, "text/plain")
     _until(lambda: _run(api, "risk-job")["interruption_count"] == 1, "the XID 79's incident")
     context.close()
+
+
+# A live run's slowdowns appear within this long of the data that shows them (issue 35).
+SLOWDOWN_OPENED_S = 120
+
+
+@pytest.mark.browser
+def test_slowdowns_sent_through_the_contract_open_explained_within_two_minutes(demo, browser):
+    # given five jobs, as a job and its hosts' dcgm-exporter send them through the documented
+    # contract: a config change between attempts, a slow new host after a restart, a
+    # thermally throttled host, a job-wide data-loading stall, and noise only
+    jobs = slowdown_job.jobs("demo-slow", end_s=time.time())
+    for job in jobs:
+        for document in job.batches:
+            _send(demo, "/api/v1/ingest", json.dumps(document))
+        for host, text in job.pushes:
+            _send(demo, f"/api/v1/ingest/prometheus?host={host}", text, "text/plain")
+    sent_at = time.monotonic()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    _log_in(page, demo)
+    try:
+        # when the beat's passes run, as a user reads the API
+        listed = page.request.get(f"{demo.url}/api/v1/runs?q=demo-slow").json()
+        ids = {run["name"]: run["id"] for run in listed}
+        found: dict[str, list[dict[str, Any]]] = {}
+        while True:
+            for job in jobs:
+                answer = page.request.get(f"{demo.url}/api/v1/runs/{ids[job.run]}/slowdowns")
+                found[job.kind] = answer.json()["slowdowns"]
+            if all(found[job.kind] for job in jobs if job.kind != "noise"):
+                break
+            assert time.monotonic() - sent_at < SLOWDOWN_OPENED_S, found
+            time.sleep(2)
+        opened_s = time.monotonic() - sent_at
+        # then each planted cause opened one slowdown whose top cause names it, the noise none
+        for job in jobs:
+            if job.kind == "noise":
+                assert found["noise"] == []
+                continue
+            assert len(found[job.kind]) == 1, found[job.kind]
+            top = found[job.kind][0]["causes"][0]
+            assert top["kind"] == job.kind, found[job.kind]
+            assert set(job.hosts) <= set(top["hosts"]) and set(job.config_keys) <= set(
+                top["config_keys"]
+            ), top
+        print(f"demo slowdowns: all four opened and explained {opened_s:.0f} s after sending")
+        # and the thermal run's page shows the section, and the window shaded on its chart
+        thermal = next(job for job in jobs if job.kind == "thermal")
+        page.goto(f"{demo.url}/runs/{ids[thermal.run]}/")
+        page.wait_for_selector("#slowdowns article.slowdown", timeout=15_000)
+        assert "Thermal throttling" in page.inner_text("#slowdowns")
+        page.wait_for_selector('figure.chart[data-metric="tokens_per_s"] .main-svg')
+        shaded = page.evaluate(
+            """() => {
+              const chart = document.querySelector('figure.chart[data-metric="tokens_per_s"]');
+              const shapes = (chart._fullLayout && chart._fullLayout.shapes) || [];
+              const traces = chart._fullData || [];
+              return shapes.some(s => String(s.fillcolor).includes('230, 126, 34')
+                                   || String(s.fillcolor).includes('e67e22'))
+                || traces.some(t => String(t.name).includes('slowdown'));
+            }"""
+        )
+        assert shaded, "the slowdown's window is not marked on the throughput chart"
+        shots = Path(os.environ.get("JOB_PATH_SHOTS") or demo.var_dir.parent)
+        page.screenshot(path=str(shots / "demo-slowdowns-run-page.png"), full_page=True)
+    finally:
+        context.close()
 
 
 def test_stopping_the_demo_stops_every_process_in_order(demo):

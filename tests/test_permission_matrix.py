@@ -83,6 +83,8 @@ RULES: list[Rule] = [
     api_read("/api/v1/runs/{run}/mfu"),
     api_read("/api/v1/runs/{run}/goodput"),
     api_read("/api/v1/runs/{run}/checkpoints"),
+    api_read("/api/v1/runs/{run}/slowdowns"),
+    list_page("/slowdowns/"),
     api_list("/api/v1/failures"),
     api_list("/api/v1/sdc"),
     api_list("/api/v1/fleet/hosts"),

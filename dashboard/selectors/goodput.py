@@ -17,9 +17,11 @@ from django.utils import timezone
 
 from dashboard.query import Window, window_key
 from dashboard.selectors.mfu import STEP_TIME_S
+from diagnosis.selectors import slowdowns as slowdown_selectors
 from logbook.models import Checkpoint, Interruption
 from telemetry import goodput as gp
 from telemetry import run_cache
+from telemetry.goodput_slowdowns import with_slowdowns
 from telemetry.models import (
     Attempt,
     JobInterval,
@@ -229,14 +231,21 @@ def run_goodput(
     if ledger is None:
         report.notes.append("No job start or step start has been reported for this run.")
         return report
-    report.result = gp.summarise(ledger, window=window.as_seconds(), exclusions=excluded_s)
+    # Time in productive steps run below the baseline pace is badput too (diagnosis's
+    # slowdowns, by cause), so the buckets still add up to the elapsed time.
+    slowed = slowdown_selectors.lost_windows(run=run)
+    report.result = with_slowdowns(
+        gp.summarise(ledger, window=window.as_seconds(), exclusions=excluded_s), slowed
+    )
     # Per attempt: from its job start to the next one's (so its recovery is charged to it).
     started = [(a.number, a.started_at.timestamp()) for a in attempts if a.started_at is not None]
     bounds = [start for _, start in started]
     rows = []
     for index, start in enumerate(bounds):
         end = bounds[index + 1] if index + 1 < len(bounds) else ledger.job_end
-        one = gp.summarise(ledger, window=(start, end), exclusions=excluded_s)
+        one = with_slowdowns(
+            gp.summarise(ledger, window=(start, end), exclusions=excluded_s), slowed
+        )
         number = started[index][0]
         rows.append(
             {

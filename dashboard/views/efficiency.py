@@ -19,7 +19,7 @@ from dashboard.query import (
 from dashboard.selectors import goodput as goodput_selectors
 from dashboard.selectors import mfu as mfu_selectors
 from telemetry import charts as telemetry_charts
-from telemetry import efficiency_charts, goodput, run_cache, selectors
+from telemetry import efficiency_charts, goodput, goodput_slowdowns, run_cache, selectors
 
 # Tables of one row per attempt show the latest ones; ?rows=all shows every one (a Llama 3
 # scale run has hundreds of attempts; the JSON has them all).
@@ -140,6 +140,14 @@ def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
             "result": result,
             "error": error,
             "buckets": buckets,
+            # What the restarts cost (the time between the job stopping and training at pace
+            # again) beside what running below the baseline cost (telemetry.goodput_slowdowns).
+            "lost_to_interruptions_s": sum(
+                result.badput_s.get(name, 0.0) for name in goodput.INTERRUPTION_BUCKETS
+            )
+            if result
+            else 0.0,
+            "lost_to_slowdowns_s": goodput_slowdowns.slowdown_seconds(result) if result else 0.0,
             "window_start": goodput_selectors.as_datetime(result.window_start) if result else None,
             "window_end": goodput_selectors.as_datetime(result.window_end) if result else None,
             "per_attempt": [{**row, "goodput_pct": row["goodput"] * 100} for row in per_attempt],

@@ -12,6 +12,7 @@ import pandas as pd
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
@@ -19,6 +20,9 @@ from django.utils.safestring import mark_safe
 from dashboard import charts as marks_charts
 from dashboard import config_diff, metric_sections
 from dashboard.selectors import runs as run_selectors
+from diagnosis import slowdown_rules
+from diagnosis.models import Slowdown
+from diagnosis.selectors import slowdowns as slowdown_selectors
 from logbook.selectors import fleet as fleet_selectors
 from telemetry import charts, liveness, metric_charts, run_cache, selectors
 from telemetry.choices import experiment_of
@@ -38,10 +42,13 @@ RUN_COLUMNS = {
     "attempt": "Attempt",
     "step": "Latest step",
     "interruptions": "Interruptions",
+    "slowdowns": "Lost to slowdowns",
     "loss": "Last loss",
     "last_seen": "Last seen",
 }
 RUN_LIST_PAGE_SIZE = 50
+# Columns read for the page's rows only (not an order the list's query can take).
+UNSORTED_COLUMNS = frozenset({"slowdowns"})
 _STATUS_LABELS = dict(Attempt.Status.choices)
 
 
@@ -61,6 +68,10 @@ def run_list(request: HttpRequest) -> HttpResponse:
         # one step ("no progress since ..."), so the list does not call a run "running" that
         # the run page does not.
         run.live = _run_liveness(run, run.current_status, now, run.hung_since)
+    # GPU-hours lost below each run's baseline (diagnosis's slowdowns): one query a page.
+    lost = slowdown_selectors.gpu_hours_lost_by_run(run_ids=[run.pk for run in page.rows])
+    for run in page.rows:
+        run.slowdown_gpu_hours = lost.get(run.pk)
     chosen = [c for c in request.GET.getlist("cols") if c in RUN_COLUMNS] or list(RUN_COLUMNS)
     return render(
         request,
@@ -80,6 +91,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
                     "key": key,
                     "label": label,
                     "shown": key in ("name", *chosen),
+                    "sortable": key not in UNSORTED_COLUMNS,
                     **_sort_link(request, key),
                 }
                 for key, label in {"name": "Run", **RUN_COLUMNS}.items()
@@ -149,6 +161,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         lambda: _charts_block(_figures(run, axis, annotations, drawn)),
     )
     live = _liveness(run, latest)
+    # Not cached: its confirm form carries the reader's CSRF token (a few rows, two queries).
+    slowdowns = mark_safe(_slowdowns_html(request, run, names, can_decide=can_annotate))
     return render(
         request,
         "dashboard/run_detail.html",
@@ -163,6 +177,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "drawn": drawn,
             "pinned": ",".join(drawn) if pinned else "",
             "tables": tables,
+            "slowdowns": slowdowns,
             "attempt_count": counts[0],
             "interruption_count": counts[1],
             "quarantined": quarantined,
@@ -175,6 +190,24 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "config_rows": sorted(config_diff.flatten(run.config or {}).items()),
             "experiment": experiment_of(list(run.tags or [])),
         },
+    )
+
+
+def _slowdowns_html(request: HttpRequest, run: Run, names: list[str], *, can_decide: bool) -> str:
+    """The Slowdowns section (diagnosis's): each window with its ranked causes, and on-call's
+    confirm / correct form."""
+    return render_to_string(
+        "diagnosis/_run_slowdowns.html",
+        {
+            "run": run,
+            "slowdowns": slowdown_selectors.with_words(slowdown_selectors.run_slowdowns(run=run)),
+            "can_decide": can_decide,
+            "kinds": Slowdown.Kind.choices,
+            "min_drop_pct": round(slowdown_rules.MIN_DROP * 100),
+            "min_steps": slowdown_rules.MIN_STEPS,
+            "has_throughput": any(name in slowdown_selectors.THROUGHPUT_METRICS for name in names),
+        },
+        request=request,
     )
 
 
@@ -235,6 +268,9 @@ def _figures(
     marks = _chart_marks(attempts, interruptions, axis)
     entries = run_selectors.run_chart_entries(run=run)
     notes = marks_charts.chart_marks(annotations, entries, axis)
+    slowed = marks_charts.slowdown_marks(slowdown_selectors.run_slowdowns(run=run), axis)
+    if not slowed.empty:
+        notes = slowed if notes.empty else pd.concat([notes, slowed], ignore_index=True)
     figures: list[dict[str, Any]] = []
     read = series_selectors.series_for_run_by_name(
         run=run, names=names, max_points=CHART_MAX_POINTS

@@ -139,3 +139,15 @@ def run_checkpoints_cached(
     version = run_cache.run_version_key(run=run)
     window = f"{start.isoformat() if start else ''}/{end.isoformat() if end else ''}"
     return run_cache.cached(f"logbook-checkpoints:{name}:{version}:{window}", compute)
+
+
+def blocking_save_steps(*, run: Run) -> dict[int, list[int]]:
+    """attempt number -> the steps its blocking checkpoint saves were taken at (steps whose
+    time is the save's as much as training's). One query."""
+    found: dict[int, list[int]] = {}
+    rows = Checkpoint.objects.filter(run=run, attempt__isnull=False).values_list(
+        "attempt__number", "step"
+    )
+    for number, step in rows:
+        found.setdefault(number, []).append(step)
+    return found

@@ -1,6 +1,7 @@
-"""Project webhooks (Slack-compatible JSON): what to send for a new unexpected interruption, a
-confirmed SDC and a run that stopped reporting; one delivery row per endpoint and event,
-POSTed after commit, retried with backoff, and given up as failed after MAX_ATTEMPTS.
+"""Project webhooks (Slack-compatible JSON): what to send for a new unexpected interruption,
+a confirmed SDC, a run that stopped reporting and a costly slowdown; one delivery row per
+endpoint and event, POSTed after commit, retried with backoff, and given up as failed after
+MAX_ATTEMPTS.
 
 A delivery talks to its endpoint's URL and nothing else: no proxies, no redirects, and only
 public addresses unless WEBHOOK_ALLOWED_NETWORKS opens internal ones (logbook.webhook_transport).
@@ -319,6 +320,27 @@ def sdc_confirmed_notify(replay: SdcReplay) -> list[WebhookDelivery]:
         event=Event.SDC_CONFIRMED,
         event_key=f"sdc_confirmed:{replay.pk}",
         payload=sdc_confirmed_payload(replay),
+    )
+
+
+def slowdown_notify(
+    *,
+    project: Project,
+    slowdown_id: int,
+    title: str,
+    lines: list[str],
+    path: str,
+    facts: dict[str, Any],
+) -> list[WebhookDelivery]:
+    """A slowdown that cost more than SLOWDOWN_WEBHOOK_GPU_HOURS (diagnosis decides and
+    words it): once per slowdown, however often it is reported."""
+    return notify(
+        project=project,
+        event=Event.SLOWDOWN,
+        event_key=f"slowdown:{slowdown_id}",
+        payload=_message(
+            event=Event.SLOWDOWN, title=title, lines=lines, link=_absolute(path), facts=facts
+        ),
     )
 
 

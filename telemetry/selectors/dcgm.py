@@ -5,6 +5,7 @@ see."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -210,3 +211,39 @@ def host_gpu_history(
                 if value is not None:
                     rows.append((device_id, at, field, value))
     return rows
+
+
+def host_readings_between(
+    *,
+    project_id: int,
+    host_names: Iterable[str],
+    fields: Sequence[str],
+    since: datetime,
+    until: datetime,
+) -> dict[str, list[tuple[str, float, dict[str, float]]]]:
+    """host name -> its GPUs' raw readings of `fields` in [since, until], oldest first, each
+    (device uuid, epoch seconds, {field: value}) with the fields that push carried: what a
+    slowdown's DCGM evidence is read from. Only the project's own hosts. One query."""
+    positions = [(name, list(FIELDS).index(name)) for name in fields if name in FIELDS]
+    names = sorted(set(host_names))
+    if not names or not positions:
+        return {}
+    rows = (
+        DeviceSample.objects.filter(
+            device__project_id=project_id,
+            device__host__name__in=names,
+            sampled_at__gte=since,
+            sampled_at__lte=until,
+        )
+        .order_by("sampled_at")
+        .values_list("device__host__name", "device__uuid", "sampled_at", "readings")
+    )
+    found: dict[str, list[tuple[str, float, dict[str, float]]]] = {}
+    for host, uuid, at, readings in rows:
+        values = {
+            name: readings[i]
+            for name, i in positions
+            if i < len(readings) and readings[i] is not None
+        }
+        found.setdefault(host, []).append((uuid, at.timestamp(), values))
+    return found

@@ -313,3 +313,29 @@ def host_rank_scores(*, host_name: str, runs: list[int], section: str = "step") 
                     )
     rows.sort(key=lambda row: (row["run"], row["attempt"], row["rank"], row["time"]))
     return rows
+
+
+def rank_buckets_between(
+    *, attempt_id: int, since: datetime, until: datetime
+) -> list[tuple[float, str, dict[int, float]]]:
+    """(bucket start as epoch seconds, section, rank -> median seconds) of the attempt's
+    RANK_BUCKET_S buckets that lie mostly inside [since, until] (at least half of each), or,
+    when the stretch is shorter than that, the buckets it overlaps: a slowdown window's (and
+    its baseline's) per-rank pace. One query (the primary key's range)."""
+    width = settings.RANK_BUCKET_S
+    rows = list(
+        RankBucket.objects.filter(
+            attempt_id=attempt_id,
+            bucket_s=width,
+            bucket_start__gte=bucket_start(since, width),
+            bucket_start__lte=until,
+        )
+        .order_by("section", "bucket_start")
+        .values_list("bucket_start", "section", "ranks", "medians_s")
+    )
+    low, high = since.timestamp() - width / 2, until.timestamp() - width / 2
+    inside = [row for row in rows if low <= row[0].timestamp() <= high]
+    return [
+        (start.timestamp(), section, dict(zip(ranks, medians, strict=True)))
+        for start, section, ranks, medians in (inside or rows)
+    ]

@@ -1,0 +1,78 @@
+"""Where an operator meets slowdowns: the run page's Slowdowns section (the window shaded on
+its charts), the fleet-wide list of open ones, goodput's slowdown bucket adding up with the
+others, the run list's column, and on-call's confirm form."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from diagnosis.models import Slowdown
+from telemetry.models import Run
+from tests.diagnosis import slowdown_job
+
+
+@pytest.fixture
+def slowed(send, passes) -> Run:
+    run = send(slowdown_job.build("thermal", "page-run", end_s=time.time()))
+    passes()
+    assert Slowdown.objects.filter(run=run).count() == 1
+    return run
+
+
+@pytest.mark.django_db
+def test_the_run_page_shows_the_section_and_marks_the_window(client, alice, slowed):
+    client.force_login(alice)
+    html = client.get(f"/runs/{slowed.pk}/").content.decode()
+    section = html[html.index('<section id="slowdowns"') :]
+    section = section[: section.index("</section>")]
+    assert "Thermal throttling" in section and "page-run-n1" in section
+    assert "GPU-hours lost" in section
+    # on-call may confirm or correct it
+    assert 'name="status" value="confirmed"' in section
+    # the window is a shaded range of the charts' marks, named as a slowdown
+    assert "slowdown: \\u2212" in html or "slowdown: \u2212" in html
+
+
+@pytest.mark.django_db
+def test_viewers_see_the_section_without_the_form_and_outsiders_see_nothing(
+    client, bob, charlie, slowed
+):
+    client.force_login(bob)
+    html = client.get(f"/runs/{slowed.pk}/").content.decode()
+    assert 'id="slowdowns"' in html and 'value="confirmed"' not in html
+    client.force_login(charlie)
+    assert client.get(f"/runs/{slowed.pk}/").status_code == 404
+    assert "page-run" not in client.get("/slowdowns/").content.decode()
+
+
+@pytest.mark.django_db
+def test_the_fleet_list_goodput_and_run_list_show_it_until_it_is_dismissed(
+    client, alice, slowed, django_assert_max_num_queries
+):
+    client.force_login(alice)
+    # goodput's slowdown bucket, adding up with the others
+    body = client.get(f"/api/v1/runs/{slowed.pk}/goodput").json()
+    slowdown = Slowdown.objects.get(run=slowed)
+    assert slowdown.lost_s > 0
+    assert body["badput_s"]["slowdown:thermal"] == pytest.approx(slowdown.lost_s, rel=1e-6)
+    total = body["productive_s"] + sum(v or 0 for v in body["badput_s"].values())
+    assert total == pytest.approx(body["elapsed_s"], rel=1e-9)
+    html = client.get(f"/runs/{slowed.pk}/goodput/").content.decode()
+    assert 'id="lost-slowdowns"' in html and "Slowdown: thermal" in html
+    # the run list's column
+    html = client.get("/").content.decode()
+    row = re.search(r'data-label="Lost to slowdowns">(.*?)</td>', html, re.S)
+    assert row and f"{slowdown.gpu_hours_lost:.1f} GPU-h" in row[1]
+    # the fleet-wide list
+    with django_assert_max_num_queries(12):
+        html = client.get("/slowdowns/").content.decode()
+    assert "page-run" in html and "Thermal throttling" in html
+    response = client.post(
+        f"/slowdowns/{slowdown.pk}/decide/", {"status": "dismissed", "cause_kind": "thermal"}
+    )
+    assert response.status_code == 302
+    assert "page-run" not in client.get("/slowdowns/").content.decode()
+    assert client.post(f"/slowdowns/{slowdown.pk}/decide/", {"status": "x"}).status_code == 400
