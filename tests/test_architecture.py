@@ -86,6 +86,29 @@ def test_logbook_imports_only_the_evidence_model_of_diagnosis():
     assert _imported(evidence) & set(APPS) == set()
 
 
+# diagnosis's detection, rules and words are pure: no ORM, no selector or service, and of the
+# other apps only telemetry's pure modules (the labelled scenarios run them in memory).
+DIAGNOSIS_PURE = ("slowdown_detect", "slowdown_rules", "slowdown_facts", "slowdown_text")
+PURE_TELEMETRY = {"telemetry.dcgm", "telemetry.configs", "telemetry.display"}
+
+
+def test_diagnosis_rules_are_pure():
+    wrong = {}
+    for name in DIAGNOSIS_PURE:
+        imported = _imported_modules(ast.parse((ROOT / "diagnosis" / f"{name}.py").read_text()))
+        bad = sorted(
+            module
+            for module in imported
+            if module.startswith("django")
+            or (module.split(".")[0] in APPS and module.split(".")[0] != "diagnosis"
+                and module not in PURE_TELEMETRY)
+            or module.startswith(("diagnosis.models", "diagnosis.selectors", "diagnosis.services"))
+        )  # fmt: skip
+        if bad:
+            wrong[name] = bad
+    assert wrong == {}
+
+
 def _logbook_names() -> tuple[set[str], set[str], set[str]]:
     """logbook's model class names, table names, and the names its relations give telemetry's
     models (reverse accessors and query names: Run.interruptions, Host.sdc_replays, ...)."""
