@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from diagnosis import evidence
-from telemetry import configs
+from telemetry.configs import config_changes
 from telemetry.dcgm import GPU_TEMP_LIMIT_C
 
 # --- Detection (diagnosis.slowdown_detect) ---------------------------------------------------
@@ -591,4 +591,4 @@ def config_differences(
     before: Mapping[str, object], after: Mapping[str, object]
 ) -> list[tuple[str, str, str]]:
     """(key, before, after) of each setting that differs (telemetry.configs)."""
-    return configs.config_changes(before, after)
+    return config_changes(before, after)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from telemetry import display
+from telemetry.display import duration
 
 METRIC_WORDS = {"tokens_per_s": "tokens/s", "step_time_s": "step time", "mfu": "MFU"}
 KIND_WORDS = {
@@ -60,7 +60,7 @@ def summary(slowdown: SlowdownLike) -> str:
 
 
 def cost(slowdown: SlowdownLike) -> str:
-    lost = display.duration(slowdown.lost_s)
+    lost = duration(slowdown.lost_s)
     if slowdown.gpu_hours_lost is None:
         return f"{lost} of wall time lost (GPU count unknown)"
     return f"{slowdown.gpu_hours_lost:,.1f} GPU-hours lost ({lost} of wall time)"
