@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ("telemetry", "0023_attempt_config"),
+        ("telemetry", "0024_attempt_config"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

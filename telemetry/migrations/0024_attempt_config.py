@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("telemetry", "0022_host_placement"),
+        ("telemetry", "0023_device_pci_bus_id"),
     ]
 
     operations = [
