@@ -22,6 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config import database_url
 from config.postgres_socket import socket_url as embedded_socket_url
 from config.redis_urls import celery_broker_url, redis_cache_url
+from telemetry import sso as sso_mapping
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -213,6 +214,55 @@ USE_TZ = True
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:run-list"
+
+# Single sign-on with the lab's OpenID Connect provider (telemetry/oidc.py), on when a client
+# id is set; local accounts keep logging in with their password (ModelBackend stays).
+OIDC_RP_CLIENT_ID = env_str("OIDC_RP_CLIENT_ID")
+SSO_ENABLED = OIDC_RP_CLIENT_ID is not None
+if SSO_ENABLED:
+    INSTALLED_APPS.append("mozilla_django_oidc")
+    AUTHENTICATION_BACKENDS = [
+        "telemetry.oidc.ChronicleOIDCBackend",
+        "django.contrib.auth.backends.ModelBackend",
+    ]
+    _oidc_missing = [
+        name
+        for name in (
+            "OIDC_RP_CLIENT_SECRET",
+            "OIDC_OP_AUTHORIZATION_ENDPOINT",
+            "OIDC_OP_TOKEN_ENDPOINT",
+            "OIDC_OP_USER_ENDPOINT",
+            "OIDC_OP_JWKS_ENDPOINT",
+            "OIDC_OP_ISSUER",
+        )
+        if not env_str(name)
+    ]
+    if _oidc_missing:
+        raise ImproperlyConfigured(
+            f"OIDC_RP_CLIENT_ID is set, so single sign-on needs {', '.join(_oidc_missing)} "
+            "(the provider's discovery document, /.well-known/openid-configuration, lists them)"
+        )
+    OIDC_RP_CLIENT_SECRET = env_str("OIDC_RP_CLIENT_SECRET")
+    OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_OP_AUTHORIZATION_ENDPOINT")
+    OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_OP_TOKEN_ENDPOINT")
+    OIDC_OP_USER_ENDPOINT = env_str("OIDC_OP_USER_ENDPOINT")
+    OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_OP_JWKS_ENDPOINT")
+    # Identities are keyed by (issuer, subject): the issuer names the provider.
+    OIDC_OP_ISSUER = env_str("OIDC_OP_ISSUER")
+    OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
+    OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile")
+    OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+    try:
+        OIDC_GROUP_ROLES = sso_mapping.mapping_parse(env_str("OIDC_GROUP_ROLES", "") or "")
+    except sso_mapping.MappingError as exc:
+        raise ImproperlyConfigured(str(exc)) from exc
+    OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "single sign-on")
+    LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
+    # The provider answers on loopback in tests; production's endpoints are https.
+    OIDC_VERIFY_SSL = env_bool("OIDC_VERIFY_SSL", True)
+    # A provider with one signing key may leave `kid` out of its tokens' header: 0 picks the
+    # key by its algorithm alone (the signature is still checked against it).
+    OIDC_VERIFY_KID = env_bool("OIDC_VERIFY_KID", True)
 LOGOUT_REDIRECT_URL = "login"
 
 # --- Static files ----------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 modules. Every app's HTML pages come from its `urls.py` (namespaced by app) and its API from
 its `api_urls.py`, all under /api/v1/ in the one "api" namespace."""
 
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -33,6 +34,10 @@ urlpatterns = [
     path("", include("dashboard.urls")),
     path("", include("diagnosis.urls")),
 ]
+
+if settings.SSO_ENABLED:
+    # /oidc/authenticate/ sends to the identity provider, /oidc/callback/ comes back.
+    urlpatterns.insert(3, path("oidc/", include("mozilla_django_oidc.urls")))
 
 handler400 = "config.errors.bad_request"
 handler404 = "config.errors.not_found"

@@ -15,7 +15,7 @@ from telemetry.models.metrics import (
     StepStartChunk,
     ThroughputSum,
 )
-from telemetry.models.projects import Membership, Project
+from telemetry.models.projects import Membership, Project, SsoIdentity
 from telemetry.models.ranks import (
     RankBucket,
     RankPlacement,
@@ -48,6 +48,7 @@ __all__ = [
     "RealField",
     "Run",
     "Site",
+    "SsoIdentity",
     "StepStart",
     "StepStartChunk",
     "ThroughputSum",

@@ -45,3 +45,28 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.project} ({self.role})"
+
+
+class SsoIdentity(models.Model):
+    """The single sign-on identity a user logs in with: the identity provider (its issuer)
+    and the provider's subject for them. Logins are matched on this pair, never on a name or
+    an e-mail address the provider lets users choose, so an identity cannot take over a
+    local account of the same name (local accounts, the break-glass superuser among them,
+    have none)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identity"
+    )
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    # The groups the provider named at the last login (what the memberships were set from).
+    groups = models.JSONField(default=list)
+    last_login_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="sso_identity_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

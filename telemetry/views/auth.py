@@ -139,6 +139,14 @@ def _count_failure(keys: _Keys) -> None:
 
 
 class ThrottledLoginView(auth_views.LoginView):
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        if settings.SSO_ENABLED:
+            # The sign-on link above the local form (which stays: break-glass accounts).
+            context["sso_name"] = settings.OIDC_PROVIDER_NAME
+            context["sso_failed"] = self.request.GET.get("sso") == "failed"
+        return context
+
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         wait_s = _wait_s(_keys(request))
         if wait_s:
