@@ -13,6 +13,17 @@ from typing import Any
 _MAX_INT_DIGITS = sys.get_int_max_str_digits() or 4300
 
 
+# Arrays and objects nested deeper than this are refused: every reader after the parse (the
+# text checks, serializers, json_path_of) walks the document recursively, and at ~990 levels
+# Python's recursion limit made that a 500 (issue 42, finding 8). No field of any body nests
+# past a few levels; a job's run_info config is the deepest, and far from this.
+MAX_DEPTH = 100
+
+
+class TooDeepError(ValueError):
+    """A document nested deeper than MAX_DEPTH."""
+
+
 class OversizeIntegerError(ValueError):
     """An integer too long for int() (Python refuses over 4,300 digits, against quadratic-time
     parsing); the message names where it was."""
@@ -35,13 +46,35 @@ def json_loads(body: bytes | str, **options: Any) -> Any:
             return oversize[-1]
         return int(text)
 
-    doc = json.loads(body, parse_int=parse_int, **options)
+    try:
+        doc = json.loads(body, parse_int=parse_int, **options)
+    except RecursionError as exc:
+        raise TooDeepError(f"the body nests arrays or objects more than {MAX_DEPTH} deep") from exc
+    depth_check(doc)
     if oversize:
         where = json_path_of(doc, lambda item: isinstance(item, _OversizeInteger)) or "the body"
         raise OversizeIntegerError(
             f"{where}: an integer of {oversize[0].digits} digits is too large for any field."
         )
     return doc
+
+
+def depth_check(doc: Any, limit: int = MAX_DEPTH) -> None:
+    """Raise TooDeepError if `doc` nests lists or dicts more than `limit` deep. Iterative:
+    it must not itself run out of stack on what it refuses."""
+    level: list[Any] = [doc] if isinstance(doc, dict | list) else []
+    # After k passes `level` holds the containers k + 1 deep.
+    for _ in range(limit):
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return
+    raise TooDeepError(f"the body nests arrays or objects more than {limit} deep")
 
 
 def json_path_of(doc: Any, found: Callable[[Any], bool], where: str = "") -> str | None:

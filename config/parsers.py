@@ -12,7 +12,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from config.json_input import OversizeIntegerError, json_loads
+from config.json_input import OversizeIntegerError, TooDeepError, json_loads
 
 
 def _strict_constant(name: str) -> None:
@@ -28,7 +28,7 @@ class StorableJSONParser(JSONParser):
                 codecs.getreader(encoding)(stream).read(),
                 parse_constant=_strict_constant if self.strict else None,
             )
-        except OversizeIntegerError as exc:
+        except (OversizeIntegerError, TooDeepError) as exc:
             raise ParseError(str(exc)) from exc
         except ValueError as exc:
             raise ParseError(f"JSON parse error - {exc}") from exc

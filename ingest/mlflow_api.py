@@ -27,6 +27,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import CLIENT_DISCONNECTED, RETRY_AFTER_S, is_database_unreachable
+from config.json_input import TooDeepError, depth_check
 from config.parsers import unstorable_text
 from ingest import mlflow_checks
 from ingest import services as ingest_services
@@ -164,6 +165,11 @@ class _MlflowView(APIView):
                 f"{mlflow_checks.MAX_BATCH_REQUEST_BYTES}.",
             )
         doc = parse_json(raw) if raw.strip() else {}
+        try:
+            # orjson reads 1,024 levels; the checks below walk the document recursively.
+            depth_check(doc)
+        except TooDeepError as exc:
+            raise mlflow_checks.MlflowError("INVALID_PARAMETER_VALUE", f"{exc}.") from exc
         if not isinstance(doc, dict):
             raise mlflow_checks.MlflowError(
                 "INVALID_PARAMETER_VALUE", "The request body must be a JSON object."

@@ -109,15 +109,20 @@ def check_int(raw: Any, *, what: str, default: int | None = None) -> int:
         return default
     if isinstance(raw, bool):
         raise invalid(f"'{what}' must be an integer, got a boolean.")
+    value: int | None = None
     if isinstance(raw, float) and raw.is_integer():
-        return int(raw)
-    if isinstance(raw, int):
-        if not -(2**63) <= raw < 2**63:
-            raise invalid(f"'{what}' must be a 64-bit integer, got {str(raw)[:20]}...")
-        return raw
-    if isinstance(raw, str) and re.fullmatch(r"-?\d{1,19}", raw.strip()):
-        return int(raw)
-    raise invalid(f"'{what}' must be an integer, got {raw!r:.40}.")
+        value = int(raw)
+    elif isinstance(raw, int):
+        value = raw
+    elif isinstance(raw, str) and re.fullmatch(r"-?\d{1,19}", raw.strip()):
+        value = int(raw)
+    if value is None:
+        raise invalid(f"'{what}' must be an integer, got {raw!r:.40}.")
+    # Every form is range-checked: 1e20, 1e300 and 19-digit strings passed as integers and
+    # overflowed PostgreSQL's bigint (a 500, issue 42 finding 8).
+    if not -(2**63) <= value < 2**63:
+        raise invalid(f"'{what}' must be a 64-bit integer, got {str(raw)[:20]}...")
+    return value
 
 
 def check_value(raw: Any, *, key: str) -> float:

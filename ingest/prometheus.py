@@ -260,17 +260,21 @@ def _plain_labels(label_text: str) -> dict[str, str] | None:
 def _library_sample_parse(number: int, line: str) -> Sample:
     try:
         families = list(text_string_to_metric_families(line + "\n"))
-    except (ValueError, IndexError, KeyError) as exc:
+        samples = [sample for family in families for sample in family.samples]
+        if len(samples) != 1:
+            raise ExpositionError(
+                400, f"line {number}: not a Prometheus text sample: {line[:200]!r}"
+            )
+        sample = samples[0]
+        timestamp = sample.timestamp
+        timestamp_s = float(timestamp) if timestamp is not None else None
+        return sample.name, dict(sample.labels), float(sample.value), timestamp_s
+    # OverflowError: prometheus_client reads "9" * 309 (and timestamps) with int(), which no
+    # float holds (a 500, issue 42 finding 8).
+    except (ValueError, IndexError, KeyError, OverflowError) as exc:
         raise ExpositionError(
             400, f"line {number}: not a Prometheus text sample ({exc}): {line[:200]!r}"
         ) from exc
-    samples = [sample for family in families for sample in family.samples]
-    if len(samples) != 1:
-        raise ExpositionError(400, f"line {number}: not a Prometheus text sample: {line[:200]!r}")
-    sample = samples[0]
-    timestamp = sample.timestamp
-    timestamp_s = float(timestamp) if timestamp is not None else None
-    return sample.name, dict(sample.labels), float(sample.value), timestamp_s
 
 
 def _name_check(number: int, what: str, value: str, limit: int) -> None:
@@ -310,6 +314,7 @@ def describe_gpu(gpu: GpuReadings, labels: Mapping[str, str]) -> None:
         gpu.gpu_index is None
         and index.isascii()
         and index.isdigit()
+        and len(index) <= len(str(MAX_GPU_INDEX))  # int() refuses over 4,300 digits
         and int(index) <= MAX_GPU_INDEX
     ):
         gpu.gpu_index = int(index)

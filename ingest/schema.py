@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from config.json_input import OversizeIntegerError, json_loads
+from config.json_input import OversizeIntegerError, TooDeepError, json_loads
 from ingest.checks import (
     Checker,
     ErrorList,
@@ -78,6 +78,8 @@ def parse_json(body: bytes) -> Any:
         return json_loads(body)
     except OversizeIntegerError as exc:
         raise BatchError(400, str(exc)) from exc
+    except TooDeepError as exc:
+        raise BatchError(400, f"Malformed JSON: {exc}.") from exc
     except json.JSONDecodeError as exc:
         raise BatchError(
             400, f"Malformed JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."

@@ -259,6 +259,10 @@ def markdown_to_entries(text: str) -> list[dict[str, Any]]:
     file order). Text before the first entry (a title) is ignored. Raises ChronicleError
     naming the line of the first problem."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if "\x00" in text:
+        # PostgreSQL's text cannot hold a NUL: refused here, naming its line, not a 500.
+        line = next(number for number, line in enumerate(lines, start=1) if "\x00" in line)
+        raise ChronicleError("the file holds a NUL character; a logbook is text.", line=line)
     starts = [index for index, line in enumerate(lines) if _ENTRY_START.match(line)]
     if not starts:
         raise ChronicleError(
@@ -383,6 +387,8 @@ def _parse_facts(facts: dict[str, tuple[str, int]]) -> dict[str, Any]:
                 line=line,
             )
         values["count"] = _integer(counted["count"], line)
+        if values["count"] > _MAX_COUNT:  # LogbookEntry.count is an integer column
+            raise ChronicleError(f"count {text[:40]!r} is too large.", line=line)
         values["count_approximate"] = counted["approx"] is not None
         values["count_unit"] = (counted["unit"] or "").strip()[:100]
     if "Time" in facts:
@@ -393,7 +399,10 @@ def _parse_facts(facts: dict[str, tuple[str, int]]) -> dict[str, Any]:
             raise ChronicleError(f"{text!r} is not an ISO 8601 time.", line=line) from None
         if moment.tzinfo is None:
             raise ChronicleError("the exact time needs its UTC offset.", line=line)
-        values["time"] = moment.astimezone(UTC)
+        try:
+            values["time"] = moment.astimezone(UTC)
+        except OverflowError:  # 0001-01-01T00:00+01:00 is in year 0 in UTC
+            raise ChronicleError(f"{text!r} is out of range in UTC.", line=line) from None
     if "Attempt" in facts:
         values["attempt"] = _integer(*facts["Attempt"])
     if "Steps" in facts:
@@ -435,8 +444,15 @@ def _parse_facts(facts: dict[str, tuple[str, int]]) -> dict[str, Any]:
 def _integer(text: str, line: int) -> int:
     cleaned = text.replace(",", "").strip()
     if not (cleaned.isascii() and cleaned.isdigit()):
-        raise ChronicleError(f"{text!r} is not a whole number.", line=line)
+        raise ChronicleError(f"{text[:40]!r} is not a whole number.", line=line)
+    # The length first: int() of over 4,300 digits raises, and no field holds past bigint.
+    if len(cleaned) > len(str(_MAX_BIGINT)) or int(cleaned) > _MAX_BIGINT:
+        raise ChronicleError(f"{text[:40]!r} is too large (at most {_MAX_BIGINT}).", line=line)
     return int(cleaned)
+
+
+_MAX_BIGINT = 2**63 - 1
+_MAX_COUNT = 2**31 - 1
 
 
 def _parse_table(

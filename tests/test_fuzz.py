@@ -6,6 +6,7 @@ operation) in `make test`; FUZZ_EXAMPLES and FUZZ_NEGATIVE_EXAMPLES raise it (`m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -14,7 +15,8 @@ from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
@@ -145,3 +147,65 @@ def test_api_operations_refuse_negative_data(case: Any, principals: dict, live_s
             checks=[not_a_server_error, negative_data_rejection],
         ),
     )
+
+
+# --- The parsers behind the endpoints schemathesis cannot reach (issue 42, finding 8) ------
+# Prometheus text (its plain and prometheus_client paths), logbook files and JSON bodies are
+# read before any schema applies: whatever they are given, they answer their own error (a
+# 4xx at the endpoint), never another exception (a 5xx).
+
+_PROM_PARTS = st.sampled_from([
+    "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS", "{", "}", '"', "\\", "=", ",", " ",
+    'gpu="', 'UUID="GPU-1"', 'Hostname="h"', "9" * 309, "9" * 4301, "1e309", "NaN", "-",
+    "\x00", "\n", "#", "__name__", "\u00b2", "0", "99999999999999999999",
+])  # fmt: skip
+
+
+@settings(max_examples=EXAMPLES * 20, deadline=None, derandomize=DERANDOMIZE)
+@given(st.lists(_PROM_PARTS, max_size=40).map("".join))
+def test_the_prometheus_parser_answers_only_its_own_error(text: str) -> None:
+    from ingest.prometheus import ExpositionError, exposition_parse, grouping_path_parse
+
+    for parse in (lambda: exposition_parse(text=text), lambda: grouping_path_parse(text)):
+        try:
+            parse()
+        except ExpositionError as exc:
+            assert 400 <= exc.status < 500
+
+
+_LOGBOOK_PARTS = st.sampled_from([
+    "## 2021-11-30 19:24 UTC [on-call: S] t\n", "## 0000-01-01 00:00 UTC [x] t\n",
+    "- Kind: note\n", "- Time: 0001-01-01T00:00:00+14:00\n", "- Time: 9999-12-31T23:59-14:00\n",
+    "- Attempt: " + "9" * 4301 + "\n", "- Steps: 9223372036854775808\n", "- Count: ~9 r\n",
+    "- Config changes: 1\n", "| setting | before | after |\n", "|---|---|---|\n", "| a |\n",
+    "\x00", "\\", "\n", "- Corrected by: the note of 2021-11-30 19:24 UTC: t\n",
+])  # fmt: skip
+
+
+@settings(max_examples=EXAMPLES * 20, deadline=None, derandomize=DERANDOMIZE)
+@given(st.lists(_LOGBOOK_PARTS, max_size=30).map("".join))
+def test_the_logbook_parser_answers_only_its_own_error(text: str) -> None:
+    from logbook.chronicles import ChronicleError, markdown_to_entries
+
+    with contextlib.suppress(ChronicleError):
+        markdown_to_entries(text)
+
+
+_JSON_PARTS = st.sampled_from([
+    "[", "]", "{", "}", '"a":', ",", "1", "9" * 4301, "1e400", '"\\u0000"', '"\\ud800"',
+    "NaN", "null", "[" * 1200, "]" * 1200,
+])  # fmt: skip
+
+
+@settings(max_examples=EXAMPLES * 20, deadline=None, derandomize=DERANDOMIZE)
+@given(st.lists(_JSON_PARTS, max_size=30).map("".join))
+def test_json_bodies_answer_only_a_value_error(text: str) -> None:
+    from config.json_input import json_loads
+    from ingest.schema import BatchError, parse_json
+
+    with contextlib.suppress(ValueError):
+        json_loads(text)
+    try:
+        parse_json(text.encode())
+    except BatchError as exc:
+        assert exc.status == 400

@@ -41,6 +41,11 @@ Axis = Literal["step", "time"]
 # --- Input ----------------------------------------------------------------------------------
 
 
+# Digits of the longest number a time or step field could hold (past it: out of range, and
+# int() of over 4,300 digits raises).
+_MAX_DIGITS = 20
+
+
 def epoch_ms_to_datetime(value: int) -> datetime:
     """Epoch milliseconds (Grafana's unit) as an aware UTC datetime."""
     if not MIN_EPOCH_MS <= value <= MAX_EPOCH_MS:
@@ -67,6 +72,8 @@ def parse_time(value: Any, *, field: str) -> datetime | None:
         and value.strip().lstrip("-").isascii()
         and value.strip().lstrip("-").isdigit()
     ):
+        if len(value.strip()) > _MAX_DIGITS:  # int() refuses more than 4,300 digits
+            raise ValidationError({field: "The time is out of range (years 1-9999)."})
         value = int(value.strip())
     if isinstance(value, int | float):
         if isinstance(value, float) and not math.isfinite(value):
@@ -89,6 +96,8 @@ def parse_step(value: Any, *, field: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        if len(value.strip()) > _MAX_DIGITS:
+            raise ValidationError({field: f"A step is between 0 and {MAX_BIGINT}."})
         value = int(value.strip())
     if isinstance(value, float) and value.is_integer():
         value = int(value)
