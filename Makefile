@@ -63,7 +63,7 @@ web-ingest: $(RUN_STAMP) ## A separate gunicorn pool for ingest on INGEST_PORT (
 	$(BIN)/gunicorn config.wsgi --bind $(HOST):$${INGEST_PORT:-8001} --workers $${INGEST_WORKERS:-2} --access-logfile -
 
 worker: $(RUN_STAMP) ## Run a Celery worker (needs REDIS_URL and DATABASE_URL)
-	$(BIN)/celery -A config worker --queues ingest,default --loglevel INFO
+	$(BIN)/celery -A config worker --queues ingest,ingest_overflow,default --loglevel INFO
 
 beat: $(RUN_STAMP) ## Run the Celery beat scheduler (the sweeper of pending batches)
 	@mkdir -p var

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
+import sys
+from typing import Any
 
 from celery import Celery
+from celery.signals import worker_process_init
+
+from config.queues import QUEUE_DEFAULT, QUEUE_INGEST
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -12,9 +19,25 @@ app = Celery("chronicle")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-# Queue names: ingest batches get their own queue so derived work never delays them.
-QUEUE_INGEST = "ingest"
-QUEUE_DEFAULT = "default"
+_PR_SET_PDEATHSIG = 1
+
+
+@worker_process_init.connect
+def _die_with_the_worker(**_: Any) -> None:
+    """A pool child is SIGKILLed by the kernel when its worker (the process that forked it)
+    dies, however it dies: a child stuck in C code (a regular expression, a driver call)
+    answers no signal its worker forwards, and outlived a worker stopped with SIGKILL by 13
+    minutes and more (issue 42, finding 10). Its task, acked late, is delivered again."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() == 1:  # the worker died before this ran
+        os._exit(1)
+
+
+# Queue names: config.queues.
+
 
 app.conf.task_routes = {
     "ingest.batch_process": {"queue": QUEUE_INGEST},

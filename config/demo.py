@@ -36,8 +36,9 @@ from types import FrameType
 
 import psycopg
 
+from config.queues import WORKER_QUEUES
 from stack import postgres, redis
-from stack.processes import spawn, stop_process
+from stack.processes import spawn, stop_group, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 VAR_DIR = ROOT / "var"
@@ -109,6 +110,7 @@ class Demo:
         # load_demo) that run beside them.
         self.processes: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.steps: list[subprocess.Popen[bytes]] = []
+        self.stop_timeout_s = STOP_TIMEOUT_S
 
     def say(self, message: str) -> None:
         print(f"[demo {time.monotonic() - self.started:5.1f}s] {message}", flush=True)
@@ -154,13 +156,13 @@ class Demo:
         self.env["CELERY_TASK_ALWAYS_EAGER"] = "0"
         return True
 
-    def spawn(self, name: str, command: list[str]) -> None:
+    def spawn(
+        self, name: str, command: list[str], death_signal: signal.Signals = signal.SIGTERM
+    ) -> None:
         log_dir = self.var_dir / "log"
         log_dir.mkdir(parents=True, exist_ok=True)
         with (log_dir / f"{name}.log").open("ab") as log:
-            process = spawn(
-                command, log=log, account=None, death_signal=signal.SIGTERM, env=self.env
-            )
+            process = spawn(command, log=log, account=None, death_signal=death_signal, env=self.env)
         self.processes.append((name, process))
 
     def start_web(self) -> None:
@@ -175,8 +177,13 @@ class Demo:
         self.spawn(
             "worker",
             [sys.executable, "-m", "celery", "-A", "config", "worker",
-             "--queues", "ingest,default", "--concurrency", str(WORKER_CONCURRENCY),
+             "--queues", WORKER_QUEUES, "--concurrency", str(WORKER_CONCURRENCY),
              "--loglevel", "INFO", "--without-gossip", "--without-mingle"],
+            # If this process dies (even by SIGKILL), the worker is killed outright: a warm
+            # shutdown would wait for ever on a task stuck in C code, with nobody left to
+            # end it. Its pool children die with it (config.celery); their tasks, acked
+            # late, are delivered again.
+            death_signal=signal.SIGKILL,
         )  # fmt: skip
         self.spawn(
             "beat",
@@ -240,8 +247,11 @@ class Demo:
         running = dict(self.processes)
         for name in ("web", "beat", "worker"):
             if name in running:
-                # SIGTERM: gunicorn's graceful stop, Celery's warm shutdown.
-                stop_process(running[name], first=signal.SIGTERM, timeout_s=STOP_TIMEOUT_S)
+                # SIGTERM: gunicorn's graceful stop, Celery's warm shutdown (which waits for
+                # the tasks running); past the timeout, SIGKILL to the process's whole group
+                # (it leads one, spawned in its own session): the pool children too, one
+                # stuck in a task included, not only the process that forked them.
+                stop_group(running[name], first=signal.SIGTERM, timeout_s=self.stop_timeout_s)
                 self.say(f"Stopped {name}.")
         if self.redis is not None:
             self.redis.stop()

@@ -317,16 +317,21 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = INGEST_MAX_BODY_BYTES + 1024 * 1024
 INGEST_BACKLOG_HIGH_WATER = env_int("INGEST_BACKLOG_HIGH_WATER", 5_000)
 # Per-token request rate of Prometheus (dcgm-exporter) and MLflow pushes, "<count>/<s|m|h|d>"
 # ("0" disables it; JSON batches are held to the token buckets below): a bucket of `count`
-# requests refilled at `count` a period (ingest.throttles). Size it for the fleet sharing a
-# token: its hosts / their push period, x 1.5 for uneven arrivals. The default lets 12,500
-# hosts pushing every 30 s (100,000 GPUs, 417 pushes/s) through. Hosts pushing in step (a
-# timer on the half-minute) arrive at once: a per-minute rate holds a minute's pushes,
-# "37500/m" for the same fleet. docs/gpu-health.md, "Sizing the push rate limit".
-INGEST_RATE_LIMIT = env_str("INGEST_RATE_LIMIT", "625/s") or "625/s"
-if not re.fullmatch(r"0|[1-9][0-9]*/(s|m|h|d)[a-z]*", INGEST_RATE_LIMIT):
-    raise ImproperlyConfigured(
-        f"INGEST_RATE_LIMIT={INGEST_RATE_LIMIT!r} is not <count>/<s|m|h|d> (e.g. 625/s) or 0."
-    )
+# requests refilled at `count` a period (ingest.throttles). The default is what one server
+# measurably holds (docs/gpu-health.md, "Sizing the push rate limit": 18.6-24 ms of server
+# CPU a push on 2 cores, 83-108 pushes/s; the assessment of issue 42 saw ~127/s on 4 web
+# workers): 2,000 hosts pushing every 30 s, x 1.5 for uneven arrivals. Size it for the fleet
+# sharing a token (hosts / their push period x 1.5), and raise it with the web processes.
+INGEST_RATE_LIMIT = env_str("INGEST_RATE_LIMIT", "100/s") or "100/s"
+# The same per project, all its tokens together (ingest.throttles): what one server holds,
+# so a project that makes more tokens still cannot push past it.
+INGEST_PROJECT_PUSH_RATE = env_str("INGEST_PROJECT_PUSH_RATE", "100/s") or "100/s"
+for _name, _rate in (
+    ("INGEST_RATE_LIMIT", INGEST_RATE_LIMIT),
+    ("INGEST_PROJECT_PUSH_RATE", INGEST_PROJECT_PUSH_RATE),
+):
+    if not re.fullmatch(r"0|[1-9][0-9]*/(s|m|h|d)[a-z]*", _rate):
+        raise ImproperlyConfigured(f"{_name}={_rate!r} is not <count>/<s|m|h|d> (e.g. 100/s) or 0.")
 # Seconds a web process reuses an ingest token it read (0: read it on every request): a
 # token revoked elsewhere stops working within this long (ingest.selectors).
 INGEST_TOKEN_CACHE_S = env_float("INGEST_TOKEN_CACHE_S", 5.0)
@@ -339,8 +344,24 @@ INGEST_TOKEN_POINTS_PER_S = env_int("INGEST_TOKEN_POINTS_PER_S", 15_000)
 INGEST_TOKEN_REQUESTS_PER_S = env_int("INGEST_TOKEN_REQUESTS_PER_S", 20)
 INGEST_PROJECT_POINTS_PER_S = env_int("INGEST_PROJECT_POINTS_PER_S", 20_000)
 INGEST_PROJECT_REQUESTS_PER_S = env_int("INGEST_PROJECT_REQUESTS_PER_S", 40)
+# Requests of one project's ingest tokens (JSON, Prometheus, MLflow) served at once across
+# all web processes (ingest.fair_share); past it, 429 with Retry-After before the body is
+# read. Half of the default 4 gunicorn workers: one project's flood holds two, the others'
+# requests are served by the rest. 0 turns it off. Raise it with WEB_WORKERS.
+INGEST_PROJECT_MAX_IN_FLIGHT = env_int("INGEST_PROJECT_MAX_IN_FLIGHT", 2)
+# A project's pending batches past this many are queued on the overflow queue (config.celery,
+# QUEUE_INGEST_OVERFLOW), which the workers take from in turn with the ingest queue: one
+# project's flood waits behind its own share, the others' batches behind this many of it at
+# most. 0: every batch on the ingest queue.
+INGEST_PROJECT_QUEUE_SHARE = env_int("INGEST_PROJECT_QUEUE_SHARE", 20)
 
 # --- GPU health from dcgm-exporter (telemetry.device_samples) ---------------------------------
+# GPUs one Prometheus push may place (create, or move to another host or index): placing is
+# a push's costly part (a host, a device and a health state row each), so a push naming more
+# is refused with 422 before anything is written (split it, or push per host: 8 GPUs).
+# `python -m bench.push_flood` sends four pushes past it and four at it at once
+# (docs/performance.md, "Push flood"; docs/gpu-health.md, "Limits of one push").
+DCGM_MAX_PLACEMENTS_PER_PUSH = env_int("DCGM_MAX_PLACEMENTS_PER_PUSH", 2_000)
 # Raw DCGM samples are kept this many days (daily partitions, dropped whole by the beat);
 # per-device 5-minute summaries (mean and max of each field) and health events stay.
 DEVICE_SAMPLE_RETENTION_DAYS = env_int("DEVICE_SAMPLE_RETENTION_DAYS", 7)

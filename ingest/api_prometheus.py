@@ -30,6 +30,7 @@ from ingest.prometheus import (
 )
 from logbook.services.gpu_health import dcgm_push_record
 from telemetry.dcgm import HEALTH_COUNTERS_OFF_BY_DEFAULT
+from telemetry.services.device_health import PlacementRefused
 from telemetry.services.topology import host_placements_set
 
 TEXT_TYPES = ("text/plain", "application/openmetrics-text")
@@ -68,6 +69,10 @@ _RESPONSES = {
     401: PrometheusErrorDoc,
     413: PrometheusErrorDoc,
     415: PrometheusErrorDoc,
+    422: OpenApiResponse(
+        PrometheusErrorDoc,
+        description="More GPUs to place (new or moved) than one push may place.",
+    ),
     429: OpenApiResponse(PrometheusErrorDoc, description="Rate limit; see Retry-After."),
 }
 
@@ -126,9 +131,21 @@ def _ingest(request: Request, *, grouping: str | None) -> Response:
         exposition = exposition_parse(text=text, default_host=default_host)
     except ExpositionError as exc:
         return Response({"detail": exc.detail}, status=exc.status)
-    outcome = dcgm_push_record(
-        project=request.auth.project, gpus=exposition.gpus, received_at=received_at
-    )
+    try:
+        outcome = dcgm_push_record(
+            project=request.auth.project, gpus=exposition.gpus, received_at=received_at
+        )
+    except PlacementRefused as exc:
+        return Response(
+            {
+                "detail": f"This push names {exc.unplaced} GPUs Chronicle has not placed yet "
+                f"(new, or moved to another host or index); one push places at most "
+                f"{exc.limit} (DCGM_MAX_PLACEMENTS_PER_PUSH). Nothing was stored. Split the "
+                "push (one per host is the exporter's way); once placed, a GPU costs a push "
+                "no more than a reading.",
+            },
+            status=status.HTTP_422_UNPROCESSABLE_ENTITY,
+        )
     placements = {
         gpu.host: path_placement | gpu.placement
         for gpu in exposition.gpus

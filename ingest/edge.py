@@ -5,13 +5,17 @@ gzip bombs), so JSON batches, Prometheus text and what comes next refuse alike."
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 from django.conf import settings
 from rest_framework import exceptions
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ingest import fair_share
 from ingest.authentication import HasIngestToken, IngestTokenAuthentication
+from ingest.models import IngestToken
 from ingest.throttles import IngestTokenRateThrottle
 
 # Decompressed bodies may be at most this many times the compressed size: a gzip bomb is
@@ -28,7 +32,37 @@ class BodyError(Exception):
         self.detail = detail
 
 
-class IngestTokenView(APIView):
+class ProjectShareMixin:
+    """Served within the token's project's share of the web tier (ingest.fair_share): past
+    it, 429 before the body is read. After authentication, permissions and throttles."""
+
+    _share_slot: fair_share.Slot | None = None
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        if not isinstance(request.auth, IngestToken):
+            return
+        slot = fair_share.slot_take(project_id=request.auth.project_id)
+        if slot is False:
+            raise exceptions.Throttled(
+                wait=fair_share.RETRY_AFTER_S,
+                detail=f"This project already has {settings.INGEST_PROJECT_MAX_IN_FLIGHT} "
+                "requests being served (INGEST_PROJECT_MAX_IN_FLIGHT, its share of the "
+                f"server); retry after {fair_share.RETRY_AFTER_S} s. Nothing was stored.",
+            )
+        self._share_slot = slot or None
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Response:
+        # Given back however the request ends, a 500 re-raised by DRF included.
+        try:
+            return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        finally:
+            if self._share_slot is not None:
+                fair_share.slot_give_back(self._share_slot)
+                self._share_slot = None
+
+
+class IngestTokenView(ProjectShareMixin, APIView):
     """Ingest tokens only (they open nothing else), rate-limited per token, body read raw."""
 
     authentication_classes = [IngestTokenAuthentication]

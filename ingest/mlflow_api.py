@@ -32,6 +32,7 @@ from config.parsers import unstorable_text
 from ingest import mlflow_checks
 from ingest import services as ingest_services
 from ingest.authentication import HasIngestToken
+from ingest.edge import ProjectShareMixin
 from ingest.models import IngestToken, MlflowExperiment, MlflowRun
 from ingest.schema import BatchError, parse_json
 from ingest.selectors import mlflow as mlflow_reads
@@ -86,7 +87,7 @@ def _error(error_code: str, message: str, headers: dict[str, str] | None = None)
 
 
 @extend_schema(exclude=True)
-class _MlflowView(APIView):
+class _MlflowView(ProjectShareMixin, APIView):
     authentication_classes = [MlflowTokenAuthentication]
     permission_classes = [HasIngestToken]
     throttle_classes = [IngestTokenRateThrottle]

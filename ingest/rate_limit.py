@@ -97,6 +97,11 @@ def _redis() -> Any:
 _clients: dict[int, tuple[Any, Any]] = {}
 
 
+def redis_client() -> tuple[Any, Any]:
+    """The cache's Redis client (None with the memory cache) and the bucket script."""
+    return _redis()
+
+
 def buckets_take(buckets: list[tuple[str, float, float, int]], *, now_s: float) -> float | None:
     """Take `cost` from each bucket `(key, rate per s, capacity, cost)` if every one holds it
     (a bucket starts full; keys are under the cache's prefix). Returns 0.0 when taken, the

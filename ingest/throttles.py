@@ -28,10 +28,12 @@ BACKLOG_RETRY_AFTER_S = 10
 
 
 class IngestTokenRateThrottle(BaseThrottle):
-    """At most settings.INGEST_RATE_LIMIT ("<count>/<s|m|h|d>") requests per token: a token
-    bucket in Redis (ingest.rate_limit) holding `count` requests and refilled at count per
-    period, so the period also says how large a burst passes ("625/s": 625 at once, then 625
-    a second; "37500/m": a whole minute's at once). One Redis call a request: DRF's
+    """At most settings.INGEST_RATE_LIMIT ("<count>/<s|m|h|d>") requests per token, and
+    INGEST_PROJECT_PUSH_RATE per project (all its tokens together: a project cannot pass
+    what one server holds by making more tokens): token buckets in Redis (ingest.rate_limit)
+    holding `count` requests and refilled at count per period, so the period also says how
+    large a burst passes ("100/s": 100 at once, then 100 a second; "6000/m": a whole
+    minute's at once). One Redis call a request, both buckets in it: DRF's
     SimpleRateThrottle read and wrote the token's whole history of requests (a pickled list
     of up to `count` times) on every one, ~0.8 ms of a push's web CPU."""
 
@@ -39,14 +41,23 @@ class IngestTokenRateThrottle(BaseThrottle):
         self.wait_s: float | None = None
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        rate = rate_parse(settings.INGEST_RATE_LIMIT)
-        if rate is None or not isinstance(request.auth, IngestToken):
+        if not isinstance(request.auth, IngestToken):
             return True
-        count, period_s = rate
-        self.wait_s = rate_limit.buckets_take(
-            [(f"ratelimit:token:{request.auth.pk}:push", count / period_s, count, 1)],
-            now_s=time.time(),
-        )
+        buckets = []
+        for key, setting in (
+            (f"ratelimit:token:{request.auth.pk}:push", settings.INGEST_RATE_LIMIT),
+            (
+                f"ratelimit:project:{request.auth.project_id}:push",
+                settings.INGEST_PROJECT_PUSH_RATE,
+            ),
+        ):
+            rate = rate_parse(setting)
+            if rate is not None:
+                count, period_s = rate
+                buckets.append((key, count / period_s, count, 1))
+        if not buckets:
+            return True
+        self.wait_s = rate_limit.buckets_take(buckets, now_s=time.time())
         return not self.wait_s
 
     def wait(self) -> float | None:

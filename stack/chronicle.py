@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from config.queues import WORKER_QUEUES
 from stack import postgres, redis
 from stack.postgres import PostgresServer
 from stack.processes import (
@@ -56,6 +57,8 @@ RATE_LIMITS_OFF = {
     "INGEST_PROJECT_POINTS_PER_S": "0",
     "INGEST_PROJECT_REQUESTS_PER_S": "0",
     "INGEST_RATE_LIMIT": "0",
+    "INGEST_PROJECT_MAX_IN_FLIGHT": "0",
+    "INGEST_PROJECT_PUSH_RATE": "0",
 }
 
 
@@ -158,11 +161,13 @@ class Chronicle:
         default for the block, and off again after it: the DCGM fleet phase measures a fleet
         pushing through it, as one must in production."""
         self.overrides["INGEST_RATE_LIMIT"] = None
+        self.overrides["INGEST_PROJECT_PUSH_RATE"] = None
         self.restart_web()
         try:
             yield
         finally:
             del self.overrides["INGEST_RATE_LIMIT"]
+            del self.overrides["INGEST_PROJECT_PUSH_RATE"]
             self.restart_web()
 
     def start_pool(
@@ -221,7 +226,7 @@ class Chronicle:
         log_path = self.root / f"worker-{self.worker_starts}.log"
         # fmt: off
         command = [
-            PYTHON, "-m", "celery", "-A", "config", "worker", "--queues", "ingest,default",
+            PYTHON, "-m", "celery", "-A", "config", "worker", "--queues", WORKER_QUEUES,
             "--concurrency", str(concurrency), "--pool", "prefork", "--loglevel", "INFO",
             "--hostname", f"chaos{self.worker_starts}-{os.getpid()}@%h",
             "--without-gossip", "--without-mingle", "--without-heartbeat",

@@ -24,7 +24,9 @@ from typing import IO, Any, Self
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 BIN = Path(PYTHON).parent
-READY_TIMEOUT_S = 60
+# How long a stack's process may take to start; STACK_READY_TIMEOUT_S raises it on a machine
+# other work keeps busy (four gunicorn workers importing Django at load 17 took over 60 s).
+READY_TIMEOUT_S = float(os.environ.get("STACK_READY_TIMEOUT_S", "60"))
 
 _PR_SET_PDEATHSIG = 1
 
@@ -149,6 +151,23 @@ def stop_process(
         process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         process.kill()
+        process.wait()
+
+
+def stop_group(
+    process: subprocess.Popen[bytes], *, first: signal.Signals, timeout_s: float
+) -> None:
+    """Send `first` to a process that leads its own process group (spawned in its own
+    session), then, if it has not exited within `timeout_s`, SIGKILL to the whole group; and
+    SIGKILL to whatever of the group outlives its leader (children it left behind)."""
+    group = process.pid
+    if process.poll() is None:
+        process.send_signal(first)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=timeout_s)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGKILL)
+    if process.poll() is None:
         process.wait()
 
 

@@ -25,6 +25,7 @@ from urllib.parse import quote
 import pytest
 from django.conf import settings
 
+from config.queues import WORKER_QUEUES
 from config.redis_urls import redis_cache_url
 from stack import browser as stack_browser
 from stack.processes import spawn
@@ -176,7 +177,7 @@ def celery_worker(
 
     # Messages left from an interrupted earlier run would point at rows that do not exist.
     client = redis.Redis.from_url(redis_cache_url(settings.REDIS_URL))
-    client.delete("ingest", "default")
+    client.delete(*WORKER_QUEUES.split(","))
     log_path = tmp_path_factory.mktemp("worker") / "celery.log"
     env = {
         **os.environ,
@@ -189,7 +190,7 @@ def celery_worker(
     }
     command = [
         sys.executable, "-m", "celery", "-A", "config", "worker",
-        "--queues", "ingest,default", "--concurrency", "2", "--pool", "prefork",
+        "--queues", WORKER_QUEUES, "--concurrency", "2", "--pool", "prefork",
         "--loglevel", "INFO", "--hostname", f"test-{os.getpid()}@%h",
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]  # fmt: skip

@@ -89,3 +89,13 @@ def batches_dead(*, project: Project) -> QuerySet[IngestBatch]:
 
 def batch_backlog_count() -> int:
     return IngestBatch.objects.filter(status=IngestBatch.Status.PENDING).count()
+
+
+def batch_project_pending_over(*, batch_pk: int, share: int) -> bool:
+    """Whether the batch's project has more than `share` batches pending (this one among
+    them); counts no further than share + 1."""
+    project_id = IngestBatch.objects.filter(pk=batch_pk).values("project_id")[:1]
+    pending = IngestBatch.objects.filter(
+        project_id__in=project_id, status=IngestBatch.Status.PENDING
+    )
+    return pending[: share + 1].count() > share

@@ -17,9 +17,11 @@ from django.conf import settings
 from django.db import IntegrityError, OperationalError, transaction
 from django.utils import timezone
 
+from config.queues import QUEUE_INGEST, QUEUE_INGEST_OVERFLOW
 from ingest import batch_ids, caps, rate_limit
 from ingest.models import IngestBatch, IngestToken
 from ingest.schema import BatchIn, RateLimited, parse_json, validate_batch
+from ingest.selectors import batch_project_pending_over
 from ingest.services.processing import _apply
 from telemetry import services as telemetry_services
 from telemetry.models import Project
@@ -238,9 +240,19 @@ def batch_enqueue(*, batch_pk: int) -> None:
     from ingest.tasks import batch_process_task  # tasks import services; avoid the cycle
 
     try:
-        batch_process_task.delay(batch_pk)
+        batch_process_task.apply_async((batch_pk,), queue=batch_queue(batch_pk=batch_pk))
     except Exception:
         logger.exception("could not enqueue ingest batch %s; the sweeper will retry", batch_pk)
+
+
+def batch_queue(*, batch_pk: int) -> str:
+    """The queue a batch's processing goes on: past its project's share of the ingest queue
+    (INGEST_PROJECT_QUEUE_SHARE pending), the overflow queue, so that a flood from one project
+    queues behind its own share, not ahead of everyone's (config.queues)."""
+    share = settings.INGEST_PROJECT_QUEUE_SHARE
+    if share > 0 and batch_project_pending_over(batch_pk=batch_pk, share=share):
+        return QUEUE_INGEST_OVERFLOW
+    return QUEUE_INGEST
 
 
 def batches_requeue(*, project: Project, batch_pks: Sequence[int] | None = None) -> int:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
@@ -22,6 +23,16 @@ from telemetry import dcgm, device_samples
 from telemetry.models import Device, DeviceEvent, DeviceHealthState, Host, Project
 from telemetry.services import device_samples as sample_writes
 from telemetry.services import devices_ensure, fleet_version_bump, hosts_ensure
+
+
+class PlacementRefused(Exception):
+    """A push that names more GPUs to create or move than one push may place
+    (settings.DCGM_MAX_PLACEMENTS_PER_PUSH); nothing was written."""
+
+    def __init__(self, *, unplaced: int, limit: int) -> None:
+        super().__init__(f"{unplaced} GPUs to place, at most {limit} a push")
+        self.unplaced = unplaced
+        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,12 @@ def dcgm_readings_record(
     (config.prepared). dcgm_readings_record_quiet is the same in a transaction of its own."""
     known = _known_lock(project_id=project.pk, gpus=gpus)
     if not _in_place(known, gpus):
+        # Placing hardware is the costly part of a push (a host, a device and a state row
+        # each, and the fleet's caches): bounded per push so that no push, however it is
+        # written, nears the web's timeout (issue 42; docs/gpu-health.md, "Limits").
+        unplaced = _unplaced_count(known, gpus)
+        if unplaced > settings.DCGM_MAX_PLACEMENTS_PER_PUSH:
+            raise PlacementRefused(unplaced=unplaced, limit=settings.DCGM_MAX_PLACEMENTS_PER_PUSH)
         _hardware_ensure(project=project, gpus=gpus, received_at=received_at)
         known = _known_lock(project_id=project.pk, gpus=gpus)
 
@@ -252,17 +269,21 @@ def _known_lock(
 def _in_place(known: dict[str, _Known], gpus: Sequence[dcgm.GpuReadings]) -> bool:
     """Whether every GPU of the push has a state and a device placed as the exporter says:
     on the host it names, at its index and PCI bus id, with its model (the first one seen)."""
-    for gpu in gpus:
-        row = known.get(gpu.uuid)
-        if (
-            row is None
-            or row.host_name != gpu.host
-            or (gpu.gpu_index is not None and row.index_on_host != gpu.gpu_index)
-            or (gpu.model_name and not row.accelerator_type)
-            or (gpu.pci_bus_id and row.pci_bus_id != gpu.pci_bus_id)
-        ):
-            return False
-    return True
+    return all(_gpu_in_place(known.get(gpu.uuid), gpu) for gpu in gpus)
+
+
+def _unplaced_count(known: dict[str, _Known], gpus: Sequence[dcgm.GpuReadings]) -> int:
+    return sum(not _gpu_in_place(known.get(gpu.uuid), gpu) for gpu in gpus)
+
+
+def _gpu_in_place(row: _Known | None, gpu: dcgm.GpuReadings) -> bool:
+    return not (
+        row is None
+        or row.host_name != gpu.host
+        or (gpu.gpu_index is not None and row.index_on_host != gpu.gpu_index)
+        or (gpu.model_name and not row.accelerator_type)
+        or (gpu.pci_bus_id and row.pci_bus_id != gpu.pci_bus_id)
+    )
 
 
 def _hardware_ensure(
@@ -304,9 +325,25 @@ def _devices_place(
         if after != before:
             changed.append(device)
     if changed:
-        Device.objects.bulk_update(
-            changed, ["host", "index_on_host", "accelerator_type", "pci_bus_id"]
-        )
+        # One UPDATE from arrays: Django's bulk_update writes a CASE of one branch per row
+        # for each field, which PostgreSQL evaluates for every row, quadratic in the push
+        # (20,000 new devices ran past gunicorn's 30 s timeout, issue 42 finding 1).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""UPDATE {_DEVICE} AS d SET host_id = u.host_id,
+                    index_on_host = u.index_on_host, accelerator_type = u.accelerator_type,
+                    pci_bus_id = u.pci_bus_id
+                FROM unnest(%s::bigint[], %s::bigint[], %s::smallint[], %s::text[], %s::text[])
+                    AS u(id, host_id, index_on_host, accelerator_type, pci_bus_id)
+                WHERE d.id = u.id""",
+                [
+                    [device.pk for device in changed],
+                    [device.host_id for device in changed],
+                    [device.index_on_host for device in changed],
+                    [device.accelerator_type for device in changed],
+                    [device.pci_bus_id for device in changed],
+                ],
+            )
         # The fleet page shows each device's host.
         fleet_version_bump(project_id=changed[0].project_id)
 

@@ -35,6 +35,8 @@ def test_the_stack_runs_with_every_ingest_rate_limit_off(tmp_path, monkeypatch):
         "INGEST_PROJECT_POINTS_PER_S",
         "INGEST_PROJECT_REQUESTS_PER_S",
         "INGEST_RATE_LIMIT",
+        "INGEST_PROJECT_MAX_IN_FLIGHT",
+        "INGEST_PROJECT_PUSH_RATE",
     }
     for key in RATE_LIMITS_OFF:
         assert env[key] == "0"

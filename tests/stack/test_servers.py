@@ -3,15 +3,12 @@ outlive a killed parent."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -23,16 +20,6 @@ from config.redis_urls import celery_broker_url
 from stack import postgres, redis
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    # Not pytest's tmp_path: as root, PostgreSQL runs as another account, which must be able
-    # to reach its directory (pytest's are 0700).
-    path = Path(tempfile.mkdtemp(prefix="chronicle-stack-test-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _gone(pid: int, timeout_s: float = 20) -> bool:
