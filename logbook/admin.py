@@ -11,7 +11,8 @@ from logbook.models import (
     LogbookEntry,
     RootCause,
     SdcReplay,
-    TriagePattern,
+    TriageRule,
+    TriageRuleSetting,
     TriageSuggestion,
 )
 from logbook.services import sdc as sdc_services
@@ -35,11 +36,26 @@ class ChangedOnThePagesAdmin(CheckedInitialAdmin):
         return False
 
 
+class SuperusersChangeAdmin(CheckedInitialAdmin):
+    """Site-wide rows every project reads (the taxonomy, the triage rules): changed here by
+    superusers only (issue 42 finding 3: a staff member's pattern and runbook reached every
+    project). Project admins change their project's own on its settings pages."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)
+
+
 @admin.register(RootCause)
-class RootCauseAdmin(CheckedInitialAdmin):
+class RootCauseAdmin(SuperusersChangeAdmin):
     # The runbook (Markdown) is edited here and shown beside auto-triage suggestions.
-    list_display = ["name", "group", "slug", "is_hardware", "is_planned"]
-    list_filter = ["group", "is_hardware", "is_planned"]
+    list_display = ["name", "group", "family", "slug", "project", "is_hardware", "is_planned"]
+    list_filter = ["family", "group", "is_hardware", "is_planned"]
     search_fields = ["name", "slug", "group"]
 
     def save_model(self, request: HttpRequest, obj: RootCause, form: Any, change: bool) -> None:
@@ -150,15 +166,22 @@ class LogbookEntryAdmin(ChangedOnThePagesAdmin):
     date_hierarchy = "occurred_at"
 
 
-@admin.register(TriagePattern)
-class TriagePatternAdmin(CheckedInitialAdmin):
-    """Admins' auto-triage message patterns, merged with the built-in rules on the next
-    suggestion (logbook.autotriage): no deploy needed."""
+@admin.register(TriageRule)
+class TriageRuleAdmin(SuperusersChangeAdmin):
+    """Auto-triage's rules: the built-ins seeded by migrations and those added since, read on
+    the next suggestion (logbook.selectors.triage_rules). A change to a built-in here is a
+    site-wide change: docs/triage.md says how a shipped change is made instead."""
 
-    list_display = ["pattern", "root_cause", "component", "weight", "enabled"]
-    list_filter = ["enabled", "root_cause"]
-    search_fields = ["pattern", "component", "note"]
-    list_select_related = ["root_cause"]
+    list_display = ["name", "kind", "root_cause", "weight", "enabled", "builtin", "project"]
+    list_filter = ["kind", "enabled", "builtin", "root_cause"]
+    search_fields = ["name", "pattern", "component", "source"]
+    list_select_related = ["root_cause", "project"]
+
+
+@admin.register(TriageRuleSetting)
+class TriageRuleSettingAdmin(ChangedOnThePagesAdmin):
+    list_display = ["project", "rule", "enabled", "weight", "updated_at"]
+    list_select_related = ["project", "rule"]
 
     def save_model(self, request: HttpRequest, obj: TriagePattern, form: Any, change: bool) -> None:
         triage_patterns.triage_pattern_save(pattern=obj)

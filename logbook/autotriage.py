@@ -238,7 +238,7 @@ def message_evidence(
     xid_rules = XID_RULES if xid_rules is None else xid_rules
     for code, start, end in xids_in(text):
         rule = xid_rules.get(code)
-        if rule is None or code in seen_xids:
+        if rule is None or rule.weight <= 0 or code in seen_xids:
             continue
         seen_xids.add(code)
         items.append(

@@ -19,11 +19,31 @@ from telemetry.models import Attempt, Device, Host, Project, Run
 
 
 class RootCause(models.Model):
-    """One category of the taxonomy (a Table 5 component or one added by admins)."""
+    """One category of the taxonomy: a Table 5 component or one added by admins. Site-wide
+    rows (project null) are the shipped ones and those a superuser adds; a project admin's
+    categories belong to that project alone (its forms, its jobs' reports, its triage)."""
 
-    slug = models.SlugField(max_length=64, unique=True)
-    name = models.CharField(max_length=100, unique=True)
+    class Family(models.TextChoices):
+        # How auto-triage groups evidence (logbook.triage_combine; logbook.taxonomy.FAMILIES).
+        GPU = "gpu", "The GPU's own faults"
+        HOST = "host", "The host's faults"
+        NETWORK = "network", "The network's faults"
+        SOFTWARE = "software", "Software"
+        JOB = "job", "The job's data, config and operations"
+        SYMPTOM = "symptom", "Symptoms (a stall nobody explained)"
+
+    project = models.ForeignKey(
+        "telemetry.Project",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Empty: site-wide (superusers only)",
+    )
+    slug = models.SlugField(max_length=64)
+    name = models.CharField(max_length=100)
     group = models.CharField(max_length=64)
+    family = models.CharField(max_length=16, choices=Family.choices, default=Family.SOFTWARE)
     is_hardware = models.BooleanField(default=False)
     is_planned = models.BooleanField(default=False)
     description = models.TextField(blank=True)
@@ -33,6 +53,26 @@ class RootCause(models.Model):
 
     class Meta:
         ordering = ["group", "name"]
+        constraints = [
+            # A slug or name is unique site-wide, and within a project; a project's own
+            # categories may not reuse a site-wide slug either (services check it).
+            models.UniqueConstraint(
+                fields=["slug"], condition=Q(project__isnull=True), name="root_cause_site_slug"
+            ),
+            models.UniqueConstraint(
+                fields=["name"], condition=Q(project__isnull=True), name="root_cause_site_name"
+            ),
+            models.UniqueConstraint(
+                fields=["project", "slug"],
+                condition=Q(project__isnull=False),
+                name="root_cause_project_slug",
+            ),
+            models.UniqueConstraint(
+                fields=["project", "name"],
+                condition=Q(project__isnull=False),
+                name="root_cause_project_name",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -430,6 +470,8 @@ class AuditEvent(models.Model):
         DEVICE = "device", "Device"
         ALERT_RULE = "alert_rule", "Alert rule"
         SLOWDOWN = "slowdown", "Slowdown"
+        TRIAGE_RULE = "triage_rule", "Triage rule"
+        ROOT_CAUSE = "root_cause", "Category"
 
     # Null only for quarantine events of hardware no project's data ever named (see
     # telemetry.Host); every other event names its project.
@@ -636,39 +678,99 @@ class StragglerRecord(models.Model):
         return f"{self.run} rank {self.rank} ({self.status})"
 
 
-class TriagePattern(models.Model):
-    """An admin's message pattern for auto-triage, read beside the built-in rules of
-    logbook.autotriage on the next suggestion (no deploy): a regular expression searched in
-    the interruption's message, case-insensitive, and the category it points at."""
+class TriageRule(models.Model):
+    """One rule auto-triage weighs (logbook.autotriage): a message pattern (RE2, searched
+    case-insensitively in the interruption's message), an XID code, or a DCGM event kind,
+    pointing at a category with a weight. The built-in rules are site-wide rows seeded by
+    migrations (`builtin`, each citing its `source`); superusers add site-wide rules, project
+    admins their project's own (TriageRuleSetting disables or re-weights a site-wide rule for
+    one project). Read on every suggestion: no deploy, no cache."""
 
-    pattern = models.CharField(max_length=500, help_text="Python regular expression")
+    class Kind(models.TextChoices):
+        MESSAGE = "message", "Message pattern"
+        XID = "xid", "XID code"
+        DCGM = "dcgm", "DCGM event kind"
+
+    project = models.ForeignKey(
+        "telemetry.Project",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Empty: site-wide (superusers only)",
+    )
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.MESSAGE)
+    name = models.SlugField(max_length=64)
+    pattern = models.CharField(
+        max_length=500, blank=True, help_text="RE2 regular expression (message rules)"
+    )
+    xid = models.PositiveIntegerField(null=True, blank=True)
+    dcgm_kind = models.CharField(max_length=32, blank=True)
     root_cause = models.ForeignKey(RootCause, on_delete=models.PROTECT, related_name="+")
     component = models.CharField(max_length=200, blank=True)
-    # How sure a match alone makes the category (the built-ins use 0.3 to 0.95).
+    # How sure a match alone makes the category (the built-ins use 0.1 to 0.95).
     weight = models.FloatField(default=0.7)
     enabled = models.BooleanField(default=True)
-    note = models.CharField(max_length=500, blank=True, help_text="Where the pattern comes from")
+    source = models.CharField(max_length=500, blank=True, help_text="Where the rule comes from")
+    builtin = models.BooleanField(default=False)
+    # Message rules are read in this order (the built-ins' order, then the added ones').
+    position = models.PositiveIntegerField(default=1000)
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["root_cause", "pattern"]
+        ordering = ["position", "pk"]
         constraints = [
             models.CheckConstraint(
                 condition=Q(weight__gt=0) & Q(weight__lte=1),
-                name="triage_pattern_weight_in_unit_range",
+                name="triage_rule_weight_in_unit_range",
+            ),
+            models.CheckConstraint(
+                condition=(Q(kind="message") & ~Q(pattern=""))
+                | (Q(kind="xid") & Q(xid__isnull=False))
+                | (Q(kind="dcgm") & ~Q(dcgm_kind="")),
+                name="triage_rule_kind_has_its_key",
             ),
             models.UniqueConstraint(
-                fields=["pattern", "root_cause"], name="triage_pattern_unique_per_category"
+                fields=["name"], condition=Q(project__isnull=True), name="triage_rule_site_name"
+            ),
+            models.UniqueConstraint(
+                fields=["project", "name"],
+                condition=Q(project__isnull=False),
+                name="triage_rule_project_name",
             ),
         ]
 
     def __str__(self) -> str:
-        return f"/{self.pattern}/ -> {self.root_cause_id}"
+        return f"{self.name} -> {self.root_cause_id}"
 
     def clean(self) -> None:
-        # A pattern that does not compile would be skipped silently by the rules: refuse it.
-        if problem := pattern_problem(self.pattern):
+        # A pattern RE2 cannot compile would be skipped by the rules: refuse it at save.
+        if self.kind == self.Kind.MESSAGE and (problem := pattern_problem(self.pattern)):
             raise ValidationError({"pattern": problem})
+
+
+class TriageRuleSetting(models.Model):
+    """A project's change to a site-wide rule: disabled for it, or weighed differently.
+    Other projects read the rule as it is."""
+
+    project = models.ForeignKey("telemetry.Project", on_delete=models.CASCADE, related_name="+")
+    rule = models.ForeignKey(TriageRule, on_delete=models.CASCADE, related_name="settings")
+    enabled = models.BooleanField(default=True)
+    weight = models.FloatField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "rule"], name="triage_rule_setting_unique"),
+            models.CheckConstraint(
+                condition=Q(weight__isnull=True) | (Q(weight__gt=0) & Q(weight__lte=1)),
+                name="triage_rule_setting_weight_in_unit_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project_id}: {self.rule_id} enabled={self.enabled} weight={self.weight}"
 
 
 class TriageSuggestion(models.Model):

@@ -459,6 +459,9 @@ class CategoryAccuracyOut(serializers.Serializer):
     overridden = serializers.IntegerField()
     pending = serializers.IntegerField()
     confirmed_share = serializers.FloatField(allow_null=True)
+    culprit_hosts_named = serializers.IntegerField(source="hosts_named")
+    culprit_hosts_right = serializers.IntegerField(source="hosts_right")
+    culprit_hosts_right_share = serializers.FloatField(source="hosts_right_share", allow_null=True)
 
 
 class TriageAccuracyOut(serializers.Serializer):

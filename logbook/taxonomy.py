@@ -61,7 +61,7 @@ ROOT_CAUSE_SEEDS: list[RootCauseSeed] = TABLE5_COMPONENTS + EXTRA_CATEGORIES
 # Families of causes (auto-triage weighs evidence per family and culprit: logbook
 # .triage_combine): the GPU's own faults, the host's, the network's, software, the job's data
 # and config, and symptoms that say *that* the job stopped, not why. Seeded into
-# RootCause.family (migration 0014); a category admins add names its own.
+# RootCause.family (logbook migration 0019); a category admins add names its own.
 FAMILY_GPU = "gpu"
 FAMILY_HOST = "host"
 FAMILY_NETWORK = "network"

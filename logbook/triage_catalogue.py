@@ -1,5 +1,5 @@
 """Auto-triage's built-in rules, the catalogue the migrations seeded as TriageRule rows
-(logbook/migrations/0014_triage_rules_as_data.py and later): message patterns by family,
+(logbook/migrations/0019_triage_rules_as_data.py and later): message patterns by family,
 XID codes by number (NVIDIA's XID catalog), DCGM event kinds, each citing its source. The
 engine (logbook.autotriage) reads a project's rows from the database; DB-free tests and the
 labelled sets read this catalogue, and tests/logbook/test_triage_rules.py checks that the

@@ -25,11 +25,12 @@ candidate of another family (a different kind of cause that also fits), so evide
 with the winner (its family, its place or no place) never lowers it: scores are noisy-ORs,
 monotone in every weight, and a rival of another family is untouched by it.
 
-Culprits come only from evidence that explains the winner: the winner's host and device,
-then other hosts or devices with evidence of the winning category of EXPLAINS or more (a slow
-rank on another host does not explain an XID 79). A winner with no place falls back to the
-interruption's own hosts (hardware) or, for a stall, to the hosts that stopped reporting first
-and then the stragglers'.
+Culprits come only from evidence that explains the winner: the winner's host and device
+(when its evidence there is of the winning category, or of its family and explains alone),
+then other own hosts with evidence of the winning category of EXPLAINS or more (a slow rank
+on another host does not explain an XID 79: it weighs nothing). A winner with no place falls
+back to the interruption's own hosts (hardware) or, for a stall, to the hosts that stopped
+reporting first and then the stragglers'.
 """
 
 from __future__ import annotations
@@ -267,13 +268,13 @@ def _culprits(
         return [], []  # software causes blame no hardware
     hosts: list[str] = []
     devices: list[str] = []
-    # The winner's place, when its own evidence there is of the winning category (a thermal
-    # event beside a message's ECC error corroborates the family, but blames no GPU).
-    if winner.host and any(s.host and s.category == category for s in winner.signals):
+    # The winner's place, when its evidence there is of the winning category, or of its
+    # family and explains alone (a GPU's thermal event beside a message's XID 79: one
+    # family's signals about one device corroborate, and name that device).
+    placed = [s for s in winner.signals if s.host]
+    if winner.host and (any(s.category == category for s in placed) or winner.located >= EXPLAINS):
         hosts.append(winner.host)
-        if winner.device and any(
-            s.device == winner.device and s.category == category for s in winner.signals
-        ):
+        if winner.device and any(s.device == winner.device for s in placed):
             devices.append(winner.device)
     # Other own hosts whose evidence of the winning category explains alone (two GPUs of
     # one job failing together).

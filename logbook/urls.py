@@ -8,6 +8,7 @@ from logbook.views.checkpoints import run_checkpoints
 from logbook.views.failures import failure_breakdown
 from logbook.views.incidents import incident_detail, incident_queue
 from logbook.views.triage_accuracy import triage_accuracy
+from logbook.views.triage_rules import project_triage_rules
 from logbook.views.webhooks import project_webhooks, webhooks_index
 
 app_name = "logbook"
@@ -25,6 +26,7 @@ urlpatterns: list[URLPattern] = [
     path("webhooks/", webhooks_index, name="webhooks-index"),
     path("projects/<slug:slug>/webhooks/", project_webhooks, name="webhooks"),
     path("projects/<slug:slug>/alerts/", project_alert_rules, name="alert-rules"),
+    path("projects/<slug:slug>/triage/", project_triage_rules, name="triage-rules"),
     path("runs/<int:run_id>/logbook/", logbook_views.run_logbook, name="run-logbook"),
     path(
         "runs/<int:run_id>/logbook/<int:pk>/edit/",

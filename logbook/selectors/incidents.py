@@ -3,11 +3,12 @@ incidents, one incident with what its page needs, and its audit history."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from django.db.models import Case, Exists, OuterRef, QuerySet, Value, When
+from django.db.models import Case, Exists, OuterRef, Q, QuerySet, Value, When
 from django.http import Http404
 
 from logbook.models import AuditEvent, IncidentSource, Interruption, RootCause
@@ -185,9 +186,12 @@ def incident_history(*, incident: Interruption) -> QuerySet[AuditEvent]:
     ).order_by("-at", "-pk")
 
 
-def root_causes() -> QuerySet[RootCause]:
-    """The taxonomy, as the category menus list it."""
-    return RootCause.objects.order_by("group", "name")
+def root_causes(*, project_ids: Sequence[int] | QuerySet[Any] = ()) -> QuerySet[RootCause]:
+    """The taxonomy the category menus list: the site-wide categories and those of the given
+    projects (another project's own categories never show)."""
+    return RootCause.objects.filter(
+        Q(project__isnull=True) | Q(project_id__in=project_ids)
+    ).order_by("group", "name")
 
 
 def runs_for_menu(*, user: User) -> QuerySet[Run]:

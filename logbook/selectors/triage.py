@@ -8,21 +8,26 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db.models import Q, QuerySet, Value
 from django.urls import reverse
 
-from logbook.autotriage import EvidenceFact, IncidentFacts, MessageRule
+from logbook.autotriage import EvidenceFact, IncidentFacts, MessageRule, RuleBook, XidRule
 from logbook.incident_groups import SHARED_CATEGORY, SHARED_PART
 from logbook.models import (
+    AuditEvent,
     IncidentGroup,
     Interruption,
     RootCause,
     SdcReplay,
     StragglerRecord,
-    TriagePattern,
+    TriageRule,
+    TriageRuleSetting,
     TriageSuggestion,
 )
+from logbook.triage_combine import Category
 from telemetry.selectors import User, projects_for_user
 from telemetry.selectors import health_events as health_selectors
 from telemetry.selectors.health_events import HealthEventRow
@@ -196,24 +201,131 @@ def _sdc_facts(interruption: Interruption) -> list[EvidenceFact]:
     ]
 
 
-def admin_rules() -> list[MessageRule]:
-    """The enabled admin patterns, as rules (read on every suggestion: no deploy, no cache)."""
-    rows = TriagePattern.objects.filter(enabled=True).select_related("root_cause")
-    return [
-        MessageRule(
-            name=f"admin:{row.pk}",
-            pattern=row.pattern,
-            category=row.root_cause.slug,
-            component=row.component or row.root_cause.name,
-            weight=row.weight,
-            source=row.note,
+def root_causes_visible(*, project_id: int | None) -> QuerySet[RootCause]:
+    """The taxonomy one project sees: the site-wide categories and its own."""
+    scope = Q(project__isnull=True)
+    if project_id is not None:
+        scope |= Q(project_id=project_id)
+    return RootCause.objects.filter(scope)
+
+
+def root_causes_of_project(*, project_id: int) -> QuerySet[RootCause]:
+    """The project's own categories (not the site-wide ones)."""
+    return RootCause.objects.filter(project_id=project_id).order_by("name")
+
+
+def triage_settings_history(*, project_id: int, limit: int) -> list[AuditEvent]:
+    """The latest audited changes to the project's rules and categories, newest first."""
+    return list(
+        AuditEvent.objects.filter(
+            project_id=project_id,
+            entity__in=(AuditEvent.Entity.TRIAGE_RULE, AuditEvent.Entity.ROOT_CAUSE),
+        ).order_by("-at", "-pk")[:limit]
+    )
+
+
+@dataclass(frozen=True)
+class RuleRow:
+    """A rule as one project reads it: the row, and that project's change to it (if any)."""
+
+    rule: TriageRule
+    setting: TriageRuleSetting | None
+
+    @property
+    def enabled(self) -> bool:
+        return self.rule.enabled and (self.setting is None or self.setting.enabled)
+
+    @property
+    def weight(self) -> float:
+        if self.setting is not None and self.setting.weight is not None:
+            return self.setting.weight
+        return self.rule.weight
+
+    @property
+    def changed(self) -> bool:
+        return self.setting is not None and (
+            not self.setting.enabled or self.setting.weight is not None
         )
-        for row in rows.order_by("pk")
-    ]
 
 
-def category_names() -> dict[str, str]:
-    return dict(RootCause.objects.values_list("slug", "name"))
+def triage_rules_for_project(*, project_id: int) -> list[RuleRow]:
+    """Every rule a project's suggestions read, in reading order: the site-wide rules (the
+    seeded built-ins and those superusers added) with the project's changes, then the
+    project's own. Disabled rules are listed too (the settings page shows them)."""
+    rules = TriageRule.objects.filter(
+        Q(project__isnull=True) | Q(project_id=project_id)
+    ).select_related("root_cause")
+    settings = {row.rule_id: row for row in TriageRuleSetting.objects.filter(project_id=project_id)}
+    rows = [RuleRow(rule, settings.get(rule.pk)) for rule in rules]
+    # Site-wide first, then the project's own, each in position order.
+    rows.sort(key=lambda row: (row.rule.project_id is not None, row.rule.position, row.rule.pk))
+    return rows
+
+
+def builtin_rules_stored() -> dict[str, dict[str, Any]]:
+    """The built-in rule rows as stored, by name (field values, category as its slug)."""
+    return {
+        rule.name: {
+            "kind": rule.kind,
+            "name": rule.name,
+            "pattern": rule.pattern,
+            "xid": rule.xid,
+            "dcgm_kind": rule.dcgm_kind,
+            "category": rule.root_cause.slug,
+            "component": rule.component,
+            "weight": rule.weight,
+            "source": rule.source,
+            "position": rule.position,
+        }
+        for rule in TriageRule.objects.filter(builtin=True, project__isnull=True)
+        .select_related("root_cause")
+        .order_by("position")
+    }
+
+
+def rule_book(*, project_id: int) -> RuleBook:
+    """The rules and categories one project's suggestions weigh (read on every suggestion:
+    a change on the settings page counts at once; no other project's rows are read)."""
+    message: list[MessageRule] = []
+    xids: dict[int, XidRule] = {}
+    kinds: dict[str, XidRule] = {}
+    for row in triage_rules_for_project(project_id=project_id):
+        rule = row.rule
+        component = rule.component or rule.root_cause.name
+        if not row.enabled:
+            # A disabled XID or DCGM rule weighs nothing (rather than falling back to the
+            # reading of a code the table lacks); a disabled message rule is not read.
+            off = XidRule(rule.root_cause.slug, component, 0.0)
+            if rule.kind == TriageRule.Kind.XID and rule.xid is not None:
+                xids.setdefault(rule.xid, off)
+            elif rule.kind == TriageRule.Kind.DCGM:
+                kinds.setdefault(rule.dcgm_kind, off)
+            continue
+        if rule.kind == TriageRule.Kind.MESSAGE:
+            message.append(
+                MessageRule(
+                    rule.name, rule.pattern, rule.root_cause.slug, component, row.weight,
+                    rule.source,
+                )
+            )  # fmt: skip
+        elif rule.kind == TriageRule.Kind.XID and rule.xid is not None:
+            # A project's own XID rule (read after the site-wide ones) replaces that code's.
+            xids[rule.xid] = XidRule(rule.root_cause.slug, component, row.weight)
+        elif rule.kind == TriageRule.Kind.DCGM:
+            kinds[rule.dcgm_kind] = XidRule(rule.root_cause.slug, component, row.weight)
+    return RuleBook(tuple(message), xids, kinds, categories_for_project(project_id=project_id))
+
+
+def categories_for_project(*, project_id: int | None) -> dict[str, Category]:
+    """Family, hardware and name of each category the project sees, read from RootCause."""
+    rows = root_causes_visible(project_id=project_id).values_list(
+        "slug", "name", "family", "is_hardware"
+    )
+    return {slug: Category(slug, name, family, hardware) for slug, name, family, hardware in rows}
+
+
+def category_names(*, project_id: int | None = None) -> dict[str, str]:
+    return dict(root_causes_visible(project_id=project_id).values_list("slug", "name"))
 
 
 def interruptions_near_events(*, events: Sequence[HealthEventRow]) -> list[int]:
@@ -264,11 +376,19 @@ class CategoryAccuracy:
     confirmed: int
     overridden: int
     pending: int
+    # Decided suggestions that named culprit hosts, and those whose hosts are the incident's
+    # hosts as triaged (a Confirm that filed a wrong host, corrected later, counts wrong).
+    hosts_named: int = 0
+    hosts_right: int = 0
 
     @property
     def confirmed_share(self) -> float | None:
         decided = self.confirmed + self.overridden
         return self.confirmed / decided if decided else None
+
+    @property
+    def hosts_right_share(self) -> float | None:
+        return self.hosts_right / self.hosts_named if self.hosts_named else None
 
 
 @dataclass(frozen=True)
@@ -300,13 +420,22 @@ def triage_accuracy(*, user: User) -> TriageAccuracy:
     incidents, with a suggestion and without one."""
     counts: dict[str, dict[str, int]] = {}
     names: dict[str, str] = {}
+    hosts: dict[str, list[int]] = {}  # slug: [named, right]
     rows = _suggestions_for_user(user).values_list(
-        "root_cause__slug", "root_cause__name", "outcome"
+        "root_cause__slug",
+        "root_cause__name",
+        "outcome",
+        "hosts",
+        ArrayAgg("interruption__hosts__name", distinct=True, default=Value([])),
     )
-    for slug, name, outcome in rows:
+    for slug, name, outcome, suggested_hosts, filed_hosts in rows:
         names[slug] = name
         counts.setdefault(slug, {}).setdefault(outcome, 0)
         counts[slug][outcome] += 1
+        if outcome in DECIDED and suggested_hosts:
+            tally = hosts.setdefault(slug, [0, 0])
+            tally[0] += 1
+            tally[1] += set(suggested_hosts) == {h for h in filed_hosts if h}
     categories = sorted(
         (
             CategoryAccuracy(
@@ -316,6 +445,7 @@ def triage_accuracy(*, user: User) -> TriageAccuracy:
                 by.get("confirmed", 0),
                 by.get("overridden", 0),
                 by.get("pending", 0),
+                *hosts.get(slug, [0, 0]),
             )
             for slug, by in counts.items()
         ),

@@ -56,11 +56,12 @@ def suggestion_make(
             return existing
         if interruption.status != Interruption.Status.OPEN:
             return existing
-        names = triage_selectors.category_names()
+        project_id = interruption.run.project_id
+        names = triage_selectors.category_names(project_id=project_id)
         result = autotriage.suggest(
             triage_selectors.incident_facts(interruption),
             triage_selectors.evidence_for(interruption=interruption),
-            extra_rules=triage_selectors.admin_rules(),
+            rules=triage_selectors.rule_book(project_id=project_id),
             names=names,
             votes=triage_learning.vote_evidence(interruption=interruption, names=names),
         )
@@ -82,9 +83,12 @@ def suggestion_make(
                 existing.delete()
                 _pages_refresh(interruption)
             return None
-        root_cause = RootCause.objects.filter(
-            slug=result.category
-        ).first() or RootCause.objects.get(slug=UNKNOWN_SLUG)
+        visible = triage_selectors.root_causes_visible(project_id=project_id)
+        root_cause = (
+            visible.filter(slug=result.category).first()
+            or visible.filter(slug=UNKNOWN_SLUG, project__isnull=True).first()
+            or RootCause.objects.get(slug=UNKNOWN_SLUG, project__isnull=True)
+        )
         values: dict[str, Any] = {
             "root_cause": root_cause,
             "component": result.component[:200],

@@ -92,7 +92,7 @@ def interruption_record(
     # concurrent recordings of one run take turns instead of colliding on the constraint, and
     # two signals of one failure take turns joining it.
     Run.objects.select_for_update().filter(pk=run.pk).first()
-    root_cause = root_cause_resolve(category=category)
+    root_cause = root_cause_resolve(category=category, project_id=run.project_id)
     is_planned = root_cause.is_planned if planned is None else planned
     # Times out of order (a detector clock behind the job's) would break the named
     # constraints; clamp to the occurrence rather than reject a real incident.
@@ -307,7 +307,9 @@ def _merged(
     if interruption.status == Interruption.Status.OPEN:
         category = _first(sources, "category", CATEGORY_PRIORITY)
         if category:
-            root_cause = root_cause_resolve(category=category)
+            root_cause = root_cause_resolve(
+                category=category, project_id=interruption.run.project_id
+            )
             changes["root_cause"] = root_cause
             changes["reported_category"] = category
             changes["component"] = (

@@ -6,11 +6,12 @@ incident page can show who changed what."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Case, Value, When
+from django.db.models import Case, Q, Value, When
 from django.utils import timezone
 
 from logbook.audit import diff_fields
@@ -97,11 +98,15 @@ def _locked(interruption: Interruption, version: int) -> Interruption:
     return current
 
 
-def _clean_one(name: str, raw: Any) -> Any:
+def _clean_one(name: str, raw: Any, *, project_id: int | None = None) -> Any:
     if name == "root_cause":
+        # The site-wide taxonomy and the incident's project's own categories, no other's.
+        visible = RootCause.objects.filter(Q(project__isnull=True) | Q(project_id=project_id))
         if isinstance(raw, RootCause):
+            if raw.project_id not in (None, project_id):
+                raise ValueError(f"No root cause {raw.slug!r} in this project's taxonomy.")
             return raw
-        root_cause = RootCause.objects.filter(slug=str(raw or "")).first()
+        root_cause = visible.filter(slug=str(raw or "")).order_by("project_id").first()
         if root_cause is None:
             raise ValueError(f"No root cause {str(raw)[:64]!r} in the taxonomy.")
         return root_cause
@@ -146,7 +151,8 @@ def incident_update(
     names, devices as UUIDs) to the incident if it is still at `version`; bump the version and
     audit the fields that changed. Unknown hosts and devices are created. An edit that changes
     nothing writes nothing. Raises StaleEdit or ValidationError (before any write)."""
-    values = versioned.fields_clean(changes=changes, editable=EDITABLE_FIELDS, clean_one=_clean_one)
+    clean_one = partial(_clean_one, project_id=interruption.run.project_id)
+    values = versioned.fields_clean(changes=changes, editable=EDITABLE_FIELDS, clean_one=clean_one)
     current = _locked(interruption, version)
     before = incident_snapshot(current)
     after = dict(before)

@@ -215,7 +215,9 @@ def incident_queue(request: HttpRequest) -> HttpResponse:
             ),
             "statuses": Interruption.Status.choices,
             "menu_runs": list(selectors.runs_for_menu(user=request.user)),
-            "menu_root_causes": list(selectors.root_causes()),
+            "menu_root_causes": list(
+                selectors.root_causes(project_ids=projects_for_user(user=request.user).values("pk"))
+            ),
         },
     )
 
@@ -233,7 +235,9 @@ def incident_detail(request: HttpRequest, pk: int) -> HttpResponse:
     can_edit = user_has_role(
         user=request.user, at_least=Membership.Role.ONCALL, project_id=incident.run.project_id
     )
-    root_causes = list(selectors.root_causes()) if can_edit else []
+    root_causes = (
+        list(selectors.root_causes(project_ids=[incident.run.project_id])) if can_edit else []
+    )
     form: IncidentForm | None = None
     conflict: dict[str, Any] | None = None
     error = ""

@@ -17,7 +17,7 @@ from logbook.models import (
     RootCause,
     SdcReplay,
     StragglerRecord,
-    TriagePattern,
+    TriageRule,
     TriageSuggestion,
 )
 from logbook.services import autotriage as autotriage_services
@@ -147,9 +147,10 @@ def test_the_task_twice_stores_one_unchanged_suggestion(project):
 def test_an_admin_pattern_is_read_on_the_next_suggestion(project):
     interruption = record(project, message="rack 7 busbar tripped", hosts=["h1"])
     assert autotriage_services.suggestion_make(interruption_id=interruption.pk) is None
-    TriagePattern.objects.create(
-        pattern=r"busbar trip", root_cause=RootCause.objects.get(slug="power-supply"),
-        component="Rack busbar", weight=0.8,
+    TriageRule.objects.create(
+        project=project, name="busbar", pattern=r"busbar trip",
+        root_cause=RootCause.objects.get(slug="power-supply"), component="Rack busbar",
+        weight=0.8,
     )  # fmt: skip
     suggestion = autotriage_services.suggestion_make(interruption_id=interruption.pk)
     assert suggestion is not None
