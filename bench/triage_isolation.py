@@ -97,7 +97,7 @@ def _wait(db: psycopg.Connection, batch_key: str, count: int, since: float) -> f
 
 
 def measure(app: Any, *, samples: int = USUAL_SAMPLES) -> TriageIsolation:
-    address = app.base_url()
+    address = app.base_url
     token_a = app.create_token("triage-hostile")
     token_b = app.create_token("triage-other")
     with psycopg.connect(app.env()["DATABASE_URL"], autocommit=True) as db:
@@ -123,11 +123,19 @@ def measure(app: Any, *, samples: int = USUAL_SAMPLES) -> TriageIsolation:
 
 
 def main(argv: list[str] | None = None) -> TriageIsolation:
+    from stack import chronicle
     from stack.chronicle import chronicle_stack
 
     parser = argparse.ArgumentParser(prog="python -m bench.triage_isolation", description=__doc__)
     parser.add_argument("--samples", type=int, default=USUAL_SAMPLES)
+    parser.add_argument(
+        "--ready-timeout-s",
+        type=float,
+        default=chronicle.READY_TIMEOUT_S,
+        help="how long the stack's servers may take to start (longer on a loaded machine)",
+    )
     args = parser.parse_args(argv)
+    chronicle.READY_TIMEOUT_S = args.ready_timeout_s
     with chronicle_stack(concurrency=2) as app:
         figure = measure(app, samples=args.samples)
     print(

@@ -122,7 +122,7 @@ RULES: list[Rule] = [
             "anonymous": {302}, "outsider": {404}, "viewer": {403}, "oncall": {403},
             "admin": {200}, "token": {302},
         })
-        for admin_page in ("webhooks", "members", "tokens", "batches")
+        for admin_page in ("webhooks", "members", "tokens", "batches", "triage")
     ],
     list_page("/taxonomy/"),
     Rule("post", "/api/v1/fleet/topology/import?project={project}", {
