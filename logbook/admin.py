@@ -16,7 +16,7 @@ from logbook.models import (
     TriageSuggestion,
 )
 from logbook.services import sdc as sdc_services
-from logbook.services import taxonomy, triage_patterns
+from logbook.services import taxonomy, triage_rules
 from telemetry.admin import CheckedInitialAdmin
 
 
@@ -177,20 +177,20 @@ class TriageRuleAdmin(SuperusersChangeAdmin):
     search_fields = ["name", "pattern", "component", "source"]
     list_select_related = ["root_cause", "project"]
 
+    def save_model(self, request: HttpRequest, obj: TriageRule, form: Any, change: bool) -> None:
+        triage_rules.triage_rule_save(rule=obj)
+
+    def delete_model(self, request: HttpRequest, obj: TriageRule) -> None:
+        triage_rules.triage_rules_delete(rules=[obj])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[TriageRule]) -> None:
+        triage_rules.triage_rules_delete(rules=list(queryset))
+
 
 @admin.register(TriageRuleSetting)
 class TriageRuleSettingAdmin(ChangedOnThePagesAdmin):
     list_display = ["project", "rule", "enabled", "weight", "updated_at"]
     list_select_related = ["project", "rule"]
-
-    def save_model(self, request: HttpRequest, obj: TriagePattern, form: Any, change: bool) -> None:
-        triage_patterns.triage_pattern_save(pattern=obj)
-
-    def delete_model(self, request: HttpRequest, obj: TriagePattern) -> None:
-        triage_patterns.triage_patterns_delete(patterns=[obj])
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[TriagePattern]) -> None:
-        triage_patterns.triage_patterns_delete(patterns=list(queryset))
 
 
 @admin.register(TriageSuggestion)

@@ -216,3 +216,15 @@ def triage_rule_delete(*, project: Project, rule_id: int, user: Any) -> None:
         changes={"rule": [rule.name, None]},
     )
     rule.delete()
+
+
+def triage_rule_save(*, rule: TriageRule) -> None:
+    """Save a rule edited whole in the admin (superusers; its form has checked the pattern).
+    The next suggestion reads it; no suggestion already made is remade."""
+    rule.save()
+
+
+@transaction.atomic
+def triage_rules_delete(*, rules: list[TriageRule]) -> None:
+    for rule in rules:
+        rule.delete()
