@@ -334,7 +334,9 @@ def test_a_projects_members_are_shown_not_edited_on_its_admin_page(
 def test_a_root_cause_deleted_in_the_admin_moves_the_fleets_version(run, admin_client):
     from logbook.services import taxonomy
 
-    spare = taxonomy.root_cause_create(name="Cosmic rays", slug="cosmic-rays", group="Unknown")
+    spare = taxonomy.root_cause_create(
+        name="Cosmic rays", slug="cosmic-rays", group="Unknown", project=None
+    )
     before = _versions(run)
     _saved(admin_client.post(f"/admin/logbook/rootcause/{spare.pk}/delete/", {"post": "yes"}))
     assert not RootCause.objects.filter(pk=spare.pk).exists()
@@ -342,13 +344,14 @@ def test_a_root_cause_deleted_in_the_admin_moves_the_fleets_version(run, admin_c
 
 
 @pytest.mark.django_db
-def test_a_triage_pattern_is_added_and_deleted_in_the_admin(run, admin_client):
-    from logbook.models import TriagePattern
+def test_a_triage_rule_is_added_and_deleted_in_the_admin(run, admin_client):
+    from logbook.models import TriageRule
 
     nic = RootCause.objects.get(slug="nic")
-    body = {"pattern": "mlx5_core.*link down", "root_cause": nic.pk, "component": "NIC",
-            "weight": "0.8", "enabled": "on", "note": "our fleet"}  # fmt: skip
-    _saved(admin_client.post("/admin/logbook/triagepattern/add/", body))
-    pattern = TriagePattern.objects.get(pattern="mlx5_core.*link down")
-    _saved(admin_client.post(f"/admin/logbook/triagepattern/{pattern.pk}/delete/", {"post": "yes"}))
-    assert not TriagePattern.objects.filter(pk=pattern.pk).exists()
+    body = {"kind": "message", "name": "our-mlx5", "pattern": "mlx5_core.*link down",
+            "root_cause": nic.pk, "component": "NIC", "weight": "0.8", "enabled": "on",
+            "source": "our fleet", "position": "1000"}  # fmt: skip
+    _saved(admin_client.post("/admin/logbook/triagerule/add/", body))
+    rule = TriageRule.objects.get(pattern="mlx5_core.*link down")
+    _saved(admin_client.post(f"/admin/logbook/triagerule/{rule.pk}/delete/", {"post": "yes"}))
+    assert not TriageRule.objects.filter(pk=rule.pk).exists()

@@ -228,3 +228,56 @@ def triage_rule_save(*, rule: TriageRule) -> None:
 def triage_rules_delete(*, rules: list[TriageRule]) -> None:
     for rule in rules:
         rule.delete()
+
+
+SHIPPED_FIELDS = (
+    "kind",
+    "pattern",
+    "xid",
+    "dcgm_kind",
+    "component",
+    "weight",
+    "source",
+    "position",
+)
+
+
+def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int | float):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def shipping_statements(
+    stored: dict[str, dict[str, Any]], wanted: list[dict[str, Any]]
+) -> list[str]:
+    """The SQL of a migration that ships the catalogue's changes (manage.py triage_rules_sql):
+    an UPDATE per changed built-in rule, an INSERT per new one. Returns text; runs nothing."""
+    out = []
+    for row in wanted:
+        have = stored.get(row["name"])
+        category = _literal(row["category"])
+        cause = f"(SELECT id FROM logbook_rootcause WHERE slug = {category} AND project_id IS NULL)"
+        if have is None:
+            columns = ", ".join(SHIPPED_FIELDS)
+            values = ", ".join(_literal(row[name]) for name in SHIPPED_FIELDS)
+            out.append(
+                "INSERT INTO logbook_triagerule (project_id, name, root_cause_id, enabled, "
+                f"builtin, created_at, updated_at, {columns}) VALUES (NULL, "
+                f"{_literal(row['name'])}, {cause}, TRUE, TRUE, now(), now(), {values});"
+            )
+            continue
+        changed = [name for name in SHIPPED_FIELDS if have[name] != row[name]]
+        sets = [f"{name} = {_literal(row[name])}" for name in changed]
+        if have["category"] != row["category"]:
+            sets.append(f"root_cause_id = {cause}")
+        if sets:
+            out.append(
+                f"UPDATE logbook_triagerule SET {', '.join(sets)}, updated_at = now() "
+                f"WHERE builtin AND project_id IS NULL AND name = {_literal(row['name'])};"
+            )
+    return out

@@ -51,7 +51,7 @@ def test_the_rows_the_migrations_seed_are_the_catalogue():
 
 @pytest.mark.django_db
 def test_the_shipping_command_prints_the_sql_of_a_catalogue_change():
-    from logbook.management.commands.triage_rules_sql import statements
+    from logbook.services.triage_rules import shipping_statements as statements
 
     stored = builtin_rules_stored()
     wanted = builtin_rule_rows()
