@@ -197,7 +197,7 @@ def test_a_root_cause_renamed_in_the_admin_shows_on_the_incident_queue(
     run, reader, admin_client, form_values
 ):
     nic = Interruption.objects.get(run=run).root_cause
-    assert f"<td>{nic.name}" in _page(reader, "/incidents/")
+    assert f">{nic.name}<" in _page(reader, "/incidents/")
     before = _versions(run)
     url = f"/admin/logbook/rootcause/{nic.pk}/change/"
 
@@ -206,7 +206,7 @@ def test_a_root_cause_renamed_in_the_admin_shows_on_the_incident_queue(
     assert RootCause.objects.get(pk=nic.pk).name == "Network card"
     after = _versions(run)
     assert after[0] > before[0] and after[1] > before[1]
-    assert "<td>Network card" in _page(reader, "/incidents/")
+    assert ">Network card<" in _page(reader, "/incidents/")
 
 
 @pytest.mark.django_db
