@@ -169,7 +169,7 @@ class LogbookEntryAdmin(ChangedOnThePagesAdmin):
 @admin.register(TriageRule)
 class TriageRuleAdmin(SuperusersChangeAdmin):
     """Auto-triage's rules: the built-ins seeded by migrations and those added since, read on
-    the next suggestion (logbook.selectors.triage_rules). A change to a built-in here is a
+    the next suggestion (logbook.selectors.triage.rule_book). A change to a built-in here is a
     site-wide change: docs/triage.md says how a shipped change is made instead."""
 
     list_display = ["name", "kind", "root_cause", "weight", "enabled", "builtin", "project"]

@@ -288,7 +288,7 @@ class RuleBook:
     """Everything the weighing reads besides the evidence: the message rules, the XID and
     DCGM-kind rules and the taxonomy's categories (family, hardware, name). The built-in
     book is `builtin_rules()`; the worker reads a project's from the database
-    (logbook.selectors.triage_rules: the seeded rows with the project's changes)."""
+    (logbook.selectors.triage.rule_book: the seeded rows with the project's changes)."""
 
     message_rules: tuple[MessageRule, ...]
     xid_rules: Mapping[int, XidRule]

@@ -219,16 +219,9 @@ def stale_references(sources: dict[Path, str]) -> list[str]:
     return sorted(set(stale))
 
 
-# References landed ahead of what they name: the triage rework in progress (its migration,
-# selectors, classifier, tests and bench phase). Each must still be stale (a line that
-# resolves fails below, so this list only shrinks); remove them as that work lands.
-PENDING = {
-    "logbook/autotriage.py: module or name logbook.selectors.triage_rules",
-    "logbook/triage_catalogue.py: migration 0014_triage_rules_as_data",
-    "logbook/triage_catalogue.py: path logbook/migrations/0014_triage_rules_as_data.py",
-    "logbook/triage_catalogue.py: path tests/logbook/test_triage_rules.py",
-    "tests/logbook/test_safe_patterns.py: module or name bench.triage_isolation",
-}
+# References landed ahead of what they name (none now: the triage rework has landed). Each
+# must still be stale (a line that resolves fails below, so this list only shrinks).
+PENDING: set[str] = set()
 
 
 def test_every_migration_module_setting_and_section_named_exists():

@@ -70,7 +70,7 @@ def dcgm_readings_record(
     if not _in_place(known, gpus):
         # Placing hardware is the costly part of a push (a host, a device and a state row
         # each, and the fleet's caches): bounded per push so that no push, however it is
-        # written, nears the web's timeout (issue 42; docs/gpu-health.md, "Limits").
+        # written, nears the web's timeout (issue 42; docs/gpu-health.md, "Limits of one push").
         unplaced = _unplaced_count(known, gpus)
         if unplaced > settings.DCGM_MAX_PLACEMENTS_PER_PUSH:
             raise PlacementRefused(unplaced=unplaced, limit=settings.DCGM_MAX_PLACEMENTS_PER_PUSH)
