@@ -14,7 +14,8 @@ from demo.batches import DEFAULT_START, HOSTS_PER_RACK
 # Four hosts of rack r040 (demo.batches.demo_placement): its top-of-rack switch fails.
 GROUP_RACK = 40
 GROUP_HOSTS = [f"h{GROUP_RACK * HOSTS_PER_RACK + i:04d}" for i in range(HOSTS_PER_RACK)]
-GROUP_AT = DEFAULT_START + timedelta(days=5, hours=7, minutes=12)
+# When the rack fails, after the demo run began (demo.batches.demo_start).
+GROUP_AFTER = timedelta(days=5, hours=7, minutes=12)
 GROUP_MESSAGE = (
     "NET/IB : Got completion from peer with error 12, opcode 0, len 0, vendor err 129 "
     "(transport retry counter exceeded)"
@@ -27,13 +28,14 @@ PUSH_HOURS = 10
 MODEL = "NVIDIA H100 80GB HBM3"
 
 
-def eval_job_batches() -> list[dict[str, Any]]:
+def eval_job_batches(*, start: datetime = DEFAULT_START) -> list[dict[str, Any]]:
     """One batch per evaluation job: it starts on its host and is interrupted 40 s after the
-    one before it."""
+    one before it, GROUP_AFTER the demo run's `start`."""
+    group_at = start + GROUP_AFTER
     batches = []
     for index, host in enumerate(GROUP_HOSTS):
-        start = GROUP_AT - timedelta(hours=2)
-        at = GROUP_AT + timedelta(seconds=40 * index)
+        began = group_at - timedelta(hours=2)
+        at = group_at + timedelta(seconds=40 * index)
         batches.append(
             {
                 "batch_id": f"demo-eval-{host}",
@@ -41,7 +43,7 @@ def eval_job_batches() -> list[dict[str, Any]]:
                 "attempt": 1,
                 "run_info": {"description": "Held-out evaluation sweep (8 GPUs)."},
                 "events": [
-                    {"type": "attempt_started", "time": _iso(start), "hosts": [host]},
+                    {"type": "attempt_started", "time": _iso(began), "hosts": [host]},
                     {
                         "type": "interruption",
                         "time": _iso(at),

@@ -125,7 +125,9 @@ SELECT substring(name FROM 9)::bigint, pattern, component, weight, enabled, left
 FROM logbook_triagerule
 WHERE project_id IS NULL AND NOT builtin AND kind = 'message' AND name LIKE 'pattern-%';
 """
-UNSEED = "DELETE FROM logbook_triagerule WHERE builtin;"
+# Reversed, the deferred foreign-key checks of these deletes fire now: the table is altered
+# next, which PostgreSQL refuses while it has pending trigger events.
+UNSEED = "DELETE FROM logbook_triagerule WHERE builtin; SET CONSTRAINTS ALL IMMEDIATE;"
 # What this migration does to the built-in rules, in order: tests/logbook/test_triage_rules.py
 # replays every logbook migration's RULES_SQL and compares the rows with the catalogue.
 RULES_SQL = [BUILTIN_RULES]
@@ -385,10 +387,8 @@ class Migration(migrations.Migration):
         migrations.RunSQL(FAMILIES, migrations.RunSQL.noop),
         migrations.RunSQL(BUILTIN_RULES, UNSEED),
         migrations.RunSQL(COPY_PATTERNS, UNCOPY_PATTERNS),
-        migrations.RemoveField(
-            model_name="triagepattern",
-            name="root_cause",
-        ),
+        # No RemoveField of root_cause first: reversed, DeleteModel recreates the table from
+        # the state before it, and its unique (pattern, root_cause) needs that column.
         migrations.DeleteModel(
             name="TriagePattern",
         ),

@@ -478,7 +478,7 @@ def test_demo_run_pages_draw_their_charts(
     # given the demo run (no step_times: goodput derives step starts from step_time_s)
     demo = Project.objects.get(slug="demo")
     Membership.objects.create(project=demo, user=alice, role="viewer")
-    run = Run.objects.get(project=demo)
+    run = Run.objects.get(project=demo, name="demo-70b-pretrain")
     page = browser.new_page()
     errors = console_errors(page)
     login_page(page, live_server.url, "alice")

@@ -5,12 +5,13 @@ from __future__ import annotations
 import io
 import json
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
-from demo.batches import demo_batches
+from demo.batches import DEMO_AGE, RUN, demo_batches
 from demo.fleet import eval_job_batches
 from demo.triage_history import HISTORY_RUN, triage_history
 from ingest.models import IngestBatch, IngestToken
@@ -33,8 +34,10 @@ def _run_command(*args: str) -> str:
 
 @pytest.mark.django_db
 def test_demo_loader_stores_the_whole_demo_and_prints_a_working_token(demo_data, client):
-    # given the documents the demo is made of
-    documents = demo_batches()
+    # given the documents the demo is made of, from where its load put it (six days ago)
+    start = Attempt.objects.get(run__project__slug="demo", run__name=RUN, number=1).started_at
+    assert DEMO_AGE <= timezone.now() - start < DEMO_AGE + timedelta(days=1, hours=1)
+    documents = demo_batches(start=start)
     sent_points = sum(len(d.get("metrics", [])) for d in documents)
     sent_interruptions = [
         e for d in documents for e in d.get("events", []) if e["type"] == "interruption"

@@ -25,6 +25,7 @@ from ingest.contract import (
     MAX_OBJECT_DEPTH,
     METRIC_FIELDS,
     METRIC_REQUIRED,
+    PLACEMENT_LEVELS,
     RUN_INFO,
     Field,
 )
@@ -153,6 +154,15 @@ def value_for(spec: Field) -> st.SearchStrategy[Any]:
                 _name(NAME_CHAR, spec.max_length), st.lists(seconds, min_size=1, max_size=3),
                 min_size=1, max_size=2,
             )  # fmt: skip
+        case "placement":
+            assert spec.max_length is not None
+            # A few hosts, each with some of the levels (a null level: not said).
+            levels = st.dictionaries(
+                st.sampled_from(PLACEMENT_LEVELS),
+                st.none() | _name(NAME_CHAR, spec.max_length),
+                max_size=len(PLACEMENT_LEVELS),
+            )
+            return st.dictionaries(_name(URL_NAME_CHAR, 255), levels, max_size=3)
     raise AssertionError(f"no strategy for {spec.kind}")
 
 

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
-from demo.batches import demo_batches
+from demo.batches import RUN, demo_batches, demo_start
 from demo.fleet import eval_job_batches, risk_pushes
 from demo.triage_history import HISTORY_RUN, OPEN_KEY, triage_history
 from ingest import services
@@ -52,7 +52,8 @@ class Command(BaseCommand):
         )
         loader_token, _ = services.token_create(project=project, name="demo-loader")
 
-        batches = demo_batches(seed=options["seed"])
+        start = _start(project=project)
+        batches = demo_batches(seed=options["seed"], start=start)
         stored = duplicates = 0
         terminal = self.stderr.isatty()
         every = max(1, len(batches) // 10)  # whole lines, about ten of them
@@ -77,7 +78,7 @@ class Command(BaseCommand):
                 self.stderr.write(progress)
         if terminal:
             self.stderr.write("")
-        _fleet_sent(project=project, token=loader_token)
+        _fleet_sent(project=project, token=loader_token, start=start)
         _backfilled(project=project, batches=batches)
         _sdc_decided(project=project, user=user)
         _triage_history(project=project, user=user)
@@ -101,12 +102,23 @@ class Command(BaseCommand):
         )
 
 
-def _fleet_sent(*, project: Project, token: Any) -> None:
+def _start(*, project: Project) -> datetime:
+    """The demo run's start: where its first load put it (a later load sends the very same
+    batches, which ingest finds already there), else demo_start(now)."""
+    first = (
+        Attempt.objects.filter(run__project=project, run__name=RUN, number=1)
+        .values_list("started_at", flat=True)
+        .first()
+    )
+    return first if first is not None else demo_start(timezone.now())
+
+
+def _fleet_sent(*, project: Project, token: Any, start: datetime) -> None:
     """The fleet around the demo run (demo.fleet): the evaluation jobs whose rack failed, the
     worker's pass after their interruptions done now (their group and its suggestions, as
     the rank timings' pass below), and the exporter pushes of the GPU at risk, parsed and
     stored as POST /api/v1/ingest/prometheus does."""
-    for document in eval_job_batches():
+    for document in eval_job_batches(start=start):
         acceptance = services.batch_submit(token=token, body=json.dumps(document).encode())
         if not acceptance.duplicate:
             services.batch_process(batch_pk=acceptance.batch.pk)
