@@ -9,11 +9,19 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from demo.batches import DEFAULT_START, HOSTS_PER_RACK
+from demo.batches import DEFAULT_START, HOSTS_PER_RACK, RACKS_PER_POD, SITES
 
-# Four hosts of rack r040 (demo.batches.demo_placement): its top-of-rack switch fails.
+# Four hosts of rack r040, in the scheme of demo.batches.demo_placement: its top-of-rack
+# switch fails.
 GROUP_RACK = 40
 GROUP_HOSTS = [f"h{GROUP_RACK * HOSTS_PER_RACK + i:04d}" for i in range(HOSTS_PER_RACK)]
+# Beyond the demo run's pool, so each job sends where its host sits (the grouping needs it).
+GROUP_PLACEMENT = {
+    "rack": f"r{GROUP_RACK:03d}",
+    "pod": f"p{GROUP_RACK // RACKS_PER_POD:02d}",
+    "cluster": f"{SITES[1]}-1",
+    "site": SITES[1],
+}
 # When the rack fails, after the demo run began (demo.batches.demo_start).
 GROUP_AFTER = timedelta(days=5, hours=7, minutes=12)
 GROUP_MESSAGE = (
@@ -43,7 +51,12 @@ def eval_job_batches(*, start: datetime = DEFAULT_START) -> list[dict[str, Any]]
                 "attempt": 1,
                 "run_info": {"description": "Held-out evaluation sweep (8 GPUs)."},
                 "events": [
-                    {"type": "attempt_started", "time": _iso(began), "hosts": [host]},
+                    {
+                        "type": "attempt_started",
+                        "time": _iso(began),
+                        "hosts": [host],
+                        "placement": {host: GROUP_PLACEMENT},
+                    },
                     {
                         "type": "interruption",
                         "time": _iso(at),

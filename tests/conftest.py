@@ -610,6 +610,9 @@ def _uses_demo(item: pytest.Item | None) -> bool:
 # The demo's tests are named so (test_demo_...): pytest-xdist's scheduler sees only test ids,
 # and keeps the tests with this in theirs on one process (pytest_xdist_make_scheduler).
 DEMO_TEST_PREFIX = "::test_demo_"
+# The tests against a running `make demo` (one per module, minutes long) go to one process
+# too, and first: the other process works through the rest meanwhile.
+DEMO_PATH_MODULE = "tests/test_demo_path.py::"
 
 
 def _transactional(item: pytest.Item) -> bool:
@@ -620,26 +623,35 @@ def _transactional(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The demo's tests after all others, the transactional ones (which empty the tables)
-    last; the order is otherwise kept."""
+    """The tests against a running demo first; the demo data's tests after all others, the
+    transactional ones (which empty the tables) last; the order is otherwise kept."""
     misnamed = [i.nodeid for i in items if _uses_demo(i) != (DEMO_TEST_PREFIX in i.nodeid)]
     if misnamed:
         raise pytest.UsageError(
             "A test that uses demo_data is named test_demo_..., and only such a test: "
             + ", ".join(misnamed)
         )
-    items.sort(key=lambda item: (_uses_demo(item), _uses_demo(item) and _transactional(item)))
+    items.sort(
+        key=lambda item: (
+            DEMO_PATH_MODULE not in item.nodeid,
+            _uses_demo(item),
+            _uses_demo(item) and _transactional(item),
+        )
+    )
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under pytest-xdist (`make test` runs two processes), tests go out one by one as
-    processes free up, except the demo's, which go together to one process so it loads the
-    demo once. (xdist's own `--dist loadgroup` does not group them under pytest 9: it renames
-    items through an attribute pytest no longer reads.)"""
+    processes free up, except the demo data's, which go together to one process so it loads
+    the demo once, and test_demo_path's, which share one running demo. (xdist's own `--dist
+    loadgroup` does not group them under pytest 9: it renames items through an attribute
+    pytest no longer reads.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class DemoTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
+            if DEMO_PATH_MODULE in nodeid:
+                return "demo-path"
             return "demo" if DEMO_TEST_PREFIX in nodeid else nodeid
 
     return DemoTogether(config, log)

@@ -266,9 +266,11 @@ def model(batch):
     return 2.0
 batch = None
 """
-STEP_VISIBLE_S = 10
-STRAGGLER_NAMED_S = 120
-HANG_OPENED_S = 180
+# Outcomes awaited, not timing targets (the figures are printed; on a quiet machine steps
+# show within ~3 s, the straggler within ~60 s): bounds a loaded CI machine still meets.
+STEP_VISIBLE_S = 60
+STRAGGLER_NAMED_S = 300
+HANG_OPENED_S = 300
 
 
 @pytest.mark.browser
@@ -472,13 +474,19 @@ def test_the_fleet_across_racks_and_sites_sent_as_a_user_would(demo, browser):
                 {"type": "interruption", "time": iso(now - 300 + 35 * n), "id": f"rk36-{n}",
                  "hosts": [host], "message": "NET/IB: transport retry counter exceeded"},
             ]}))  # fmt: skip
+
     # then they become one group naming the rack, the five incidents linked
-    groups = _until(
-        lambda: [
+    def rack_groups() -> list[dict[str, Any]]:
+        return [
             g for g in api("/api/v1/fleet/incident-groups")["groups"] if g["name"] == "rack rk36"
-        ],
-        "the rack's incident group",
+        ]
+
+    # (each batch is processed on its own: wait for all five incidents, whatever the order)
+    _until(
+        lambda: sum(len(g["incidents"]) for g in rack_groups()) >= 5,
+        "the rack's incident group with its five incidents",
     )
+    groups = rack_groups()
     assert len(groups) == 1 and len(groups[0]["incidents"]) == 5, groups
     assert groups[0]["level"] == "rack" and "top-of-rack switch" in groups[0]["suggested_component"]
 
@@ -558,15 +566,27 @@ def test_slowdowns_sent_through_the_contract_open_explained_within_two_minutes(d
     page = context.new_page()
     _log_in(page, demo)
     try:
-        # when the beat's passes run, as a user reads the API
-        listed = page.request.get(f"{demo.url}/api/v1/runs?q=demo-slow").json()
-        ids = {run["name"]: run["id"] for run in listed}
+        # when the worker has stored the batches (a 202 is durable, not yet processed) and
+        # the beat's passes run, as a user reads the API
+        ids: dict[str, int] = {}
         found: dict[str, list[dict[str, Any]]] = {}
         while True:
+            listed = page.request.get(f"{demo.url}/api/v1/runs?q=demo-slow").json()
+            ids = {run["name"]: run["id"] for run in listed}
             for job in jobs:
+                if job.run not in ids:
+                    found[job.kind] = []
+                    continue
                 answer = page.request.get(f"{demo.url}/api/v1/runs/{ids[job.run]}/slowdowns")
                 found[job.kind] = answer.json()["slowdowns"]
-            if all(found[job.kind] for job in jobs if job.kind != "noise"):
+            # Explained: a cause other than "unknown" on top. The section cause needs the
+            # rank timings' pass, which may run after the slowdowns' first pass.
+            if all(job.run in ids for job in jobs) and all(
+                found[job.kind] and found[job.kind][0]["causes"]
+                and found[job.kind][0]["causes"][0]["kind"] != "unknown"
+                for job in jobs
+                if job.kind != "noise"
+            ):  # fmt: skip
                 break
             assert time.monotonic() - sent_at < SLOWDOWN_OPENED_S, found
             time.sleep(2)

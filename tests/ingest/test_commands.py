@@ -97,6 +97,10 @@ def test_demo_history_trains_the_classifier_and_its_vote_shows_on_the_open_incid
     history = Run.objects.get(project__slug="demo", name=HISTORY_RUN)
     triaged = Interruption.objects.filter(run=history, triaged_at__isnull=False)
     assert triaged.count() == len(triage_history(hosts=["h"], end=datetime.now(UTC))) - 1
+    # and that run is over: its attempt completed, last seen at its last incident
+    last = Interruption.objects.filter(run=history).order_by("-occurred_at").first()
+    assert list(history.attempts.values_list("status", flat=True)) == ["completed"]
+    assert last is not None and history.last_seen_at == last.occurred_at
     # then the project's classifier is trained, with its cross-validated accuracy
     classifier = TriageClassifier.objects.get(project__slug="demo")
     assert classifier.model is not None and "nic" in classifier.model["classes"]

@@ -48,3 +48,16 @@ def test_demo_fleet_ranks_the_failing_hosts_first(demo_data, client):
     quarantined = Device.objects.filter(quarantined_at__isnull=False)
     assert quarantined.count() == 1
     assert re.search(r'id="quarantined-count">0 hosts, 1 device<', page)
+
+
+@pytest.mark.django_db
+def test_demo_fleet_shows_the_racks_failure_as_one_group(demo_data, client):
+    # given the demo, whose four evaluation jobs on rack r040 were interrupted within minutes
+    # when the demo user opens the fleet's incident groups
+    client.login(username="demo", password="chronicle-demo")
+    groups = client.get("/api/v1/fleet/incident-groups").json()["groups"]
+
+    # then the rack's failure is one group of its four incidents, naming the rack's switch
+    [group] = [g for g in groups if g["name"] == "rack r040"]
+    assert group["level"] == "rack" and len(group["incidents"]) == 4, group
+    assert "top-of-rack switch" in group["suggested_component"]

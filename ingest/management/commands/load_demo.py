@@ -208,6 +208,14 @@ def _triage_history(*, project: Project, user: Any) -> None:
         triage.incident_transition(
             interruption=filed, user=user, version=filed.version, status="triaged"
         )
+    # The history is over: its one attempt ended (the run is neither running nor silent) and
+    # it was last seen at its last incident, not at this load.
+    ended_at = max(incident.occurred_at for incident in incidents)
+    if attempt.status == Attempt.Status.RUNNING:
+        telemetry_services.attempt_end(
+            attempt=attempt, status=Attempt.Status.COMPLETED, ended_at=ended_at
+        )
+    telemetry_services.run_backfilled(run=run, data_end=ended_at)
     triage_learning.classifier_train(project_id=project.pk)
     still_open = Interruption.objects.filter(run=run, source_key=OPEN_KEY).first()
     if still_open is not None:
