@@ -123,6 +123,6 @@ def test_client_crash_has_one_lost_steps_everywhere(
     lost = {s["attempt"]: s["lost_steps"] for s in segments}[1]
     assert (api["lost_steps"], lost) == (10, 10)
     assert "10 steps lost" in draft.title
-    assert '<td class="num">10</td>' in queue
+    assert 'data-label="Lost steps">10</td>' in queue
     assert datetime.fromisoformat(api["detected_at"]) == datetime.fromisoformat(_iso(151))
     assert datetime.fromisoformat(api["recovered_at"]) == datetime.fromisoformat(_iso(900))
