@@ -129,8 +129,17 @@ def test_a_planted_hang_opens_one_interruption(
     stragglers.rank_timings_refresh()
     run = Run.objects.get(name="real-ranks")
     assert run.last_step == 7
-    # when the check runs six minutes on (past the 5-minute floor; heartbeats still recent)
+    # the stuck ranks' heartbeats reached the server after the last step: alive, not advancing
+    assert run.last_seen_at is not None and run.last_step_at is not None
+    assert run.last_seen_at > run.last_step_at
     later = timezone.now() + timedelta(minutes=6)
+    # a job whose reports stopped seconds after its step is not a hang (hangs.job_alive):
+    # the ranks here beat for 2 s and exit, so the check six minutes on opens nothing
+    assert hangs.hangs_check(now=later) == []
+    # when the check runs six minutes on (past the 5-minute floor), the hung job having
+    # kept beating until 20 s before it, as a real one does until its watchdog fires (the
+    # processes cannot beat for six minutes here: the last-seen clock moves with the check's)
+    Run.objects.filter(pk=run.pk).update(last_seen_at=later - timedelta(seconds=20))
     hangs.hangs_check(now=later)
     hangs.hangs_check(now=later)
     # then one interruption, naming step 7 and rank 3 on node0
