@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from logbook.audit import diff_fields
+from telemetry.choices import experiment_of, labels_besides_experiment
 
 
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
@@ -18,12 +19,32 @@ def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: config}
 
 
-def run_settings(config: Mapping[str, Any], tags: Sequence[str]) -> dict[str, Any]:
-    """A run's config with its tags as one more setting (MLflow tags arrive as `owner=alice`
-    tags), so compare shows a changed owner or label as it shows a changed learning rate."""
-    if not tags:
-        return dict(config)
-    return {**config, "tags" if "tags" not in config else "run tags": ", ".join(sorted(tags))}
+# Compare's row for the MLflow experiment a run was logged under (its experiment=<name> label).
+EXPERIMENT_SETTING = "MLflow experiment"
+
+
+def run_settings(
+    config: Mapping[str, Any], tags: Sequence[str], *, shared: Collection[str] = ()
+) -> dict[str, Any]:
+    """A run's config with its labels as more settings, so compare shows a changed owner or
+    label as it shows a changed learning rate: its MLflow experiment as one setting, and the
+    rest (MLflow tags arrive as `owner=alice`) as "tags" less the `shared` labels every
+    compared run carries, so the row names what differs, not what the runs have in common."""
+    settings = dict(config)
+    if experiment := experiment_of(tags):
+        settings[EXPERIMENT_SETTING] = experiment
+    own = sorted(set(labels_besides_experiment(tags)) - set(shared))
+    if own:
+        settings["tags" if "tags" not in config else "run tags"] = ", ".join(own)
+    return settings
+
+
+def runs_settings(runs: Sequence[tuple[Mapping[str, Any], Sequence[str]]]) -> list[dict[str, Any]]:
+    """run_settings of each (config, tags) of the runs compared, the labels all of them carry
+    left out of their tags."""
+    labels = [set(tags) for _, tags in runs]
+    shared = set.intersection(*labels) if labels else set()
+    return [run_settings(config, tags, shared=shared) for config, tags in runs]
 
 
 def config_differences(configs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

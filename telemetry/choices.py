@@ -3,6 +3,8 @@ validates against them without importing any model, and the models use the same 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.db import models
 
 # The run label that names a run's MLflow experiment ("experiment=llama-sweeps", written by
@@ -10,10 +12,17 @@ from django.db import models
 EXPERIMENT_LABEL = "experiment"
 
 
-def experiment_of(labels: list[str]) -> str:
+def experiment_of(labels: Sequence[str]) -> str:
     """The MLflow experiment a run's labels name ("" for none)."""
     prefix = f"{EXPERIMENT_LABEL}="
     return next((label[len(prefix) :] for label in labels if label.startswith(prefix)), "")
+
+
+def labels_besides_experiment(labels: Sequence[str]) -> list[str]:
+    """A run's labels less the one naming its MLflow experiment: pages that show the
+    experiment on its own (the run page, compare's row) list these as its tags."""
+    prefix = f"{EXPERIMENT_LABEL}="
+    return [label for label in labels if not label.startswith(prefix)]
 
 
 class AttemptStatus(models.TextChoices):

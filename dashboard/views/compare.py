@@ -103,7 +103,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             "figures": figures,
             "attempt_changes": _attempt_changes(runs),
             "differences": config_diff.config_differences(
-                [config_diff.run_settings(run.config or {}, run.tags) for run in runs]
+                config_diff.runs_settings([(run.config or {}, run.tags or []) for run in runs])
             ),
             # Escaped by charts_script.
             "charts_script": mark_safe(

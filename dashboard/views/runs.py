@@ -25,7 +25,7 @@ from diagnosis.models import Slowdown
 from diagnosis.selectors import slowdowns as slowdown_selectors
 from logbook.selectors import fleet as fleet_selectors
 from telemetry import charts, liveness, metric_charts, run_cache, selectors
-from telemetry.choices import experiment_of
+from telemetry.choices import experiment_of, labels_besides_experiment
 from telemetry.liveness import RUN_STALL_AFTER
 from telemetry.models import Attempt, Membership, Run
 from telemetry.paging import table_page
@@ -188,7 +188,9 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "charts_script": mark_safe(charts_block["script"]),
             # What the job said about itself (MLflow params land here), one row per setting.
             "config_rows": sorted(config_diff.flatten(run.config or {}).items()),
-            "experiment": experiment_of(list(run.tags or [])),
+            # The experiment has its own line, so the tag list leaves its label out.
+            "experiment": experiment_of(run.tags or []),
+            "tags": labels_besides_experiment(run.tags or []),
         },
     )
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.db import transaction
 
-from dashboard.config_diff import config_differences, flatten
+from dashboard.config_diff import config_differences, flatten, runs_settings
 from telemetry import services as telemetry_services
 from telemetry.models import Attempt, Run
 
@@ -30,6 +30,24 @@ def test_nested_configs_compare_setting_by_setting() -> None:
         {"key": "tp", "values": [8, None]},
     ]
     assert config_differences([first, first, first]) == []
+
+
+def test_labels_compare_as_what_differs_and_the_experiment_on_its_own() -> None:
+    # given runs sharing a label and an experiment, one of them in another experiment too
+    sweep_a = ({"lr": 3e-4}, ["experiment=sweep", "7b", "owner=alice"])
+    sweep_b = ({"lr": 3e-4}, ["experiment=sweep", "7b", "owner=bob"])
+    other = ({"lr": 3e-4}, ["experiment=other", "7b"])
+
+    # then the tags row leaves out the label all of them carry, and the experiment is a row
+    # only where it differs
+    assert config_differences(runs_settings([sweep_a, sweep_b])) == [
+        {"key": "tags", "values": ["owner=alice", "owner=bob"]},
+    ]
+    assert config_differences(runs_settings([sweep_a, sweep_b, other])) == [
+        {"key": "MLflow experiment", "values": ["sweep", "sweep", "other"]},
+        {"key": "tags", "values": ["owner=alice", "owner=bob", None]},
+    ]
+    assert config_differences(runs_settings([sweep_a, sweep_a])) == []
 
 
 def _run_with_loss(project: Any, name: str, config: dict[str, Any], attempts: int) -> Run:

@@ -34,3 +34,22 @@ def test_run_page_names_the_experiment_and_the_run_list_filters_by_it(client, pr
     )
     # a bad value is a clear 4xx-free message on the page, never a 500
     assert client.get("/", {"experiment": "x" * 300}).status_code == 200
+
+
+@pytest.mark.django_db
+def test_run_page_lists_the_other_labels_apart_and_leaves_the_experiment_to_its_line(
+    client, project, alice
+):
+    run = telemetry_services.run_upsert(
+        project=project,
+        name="labelled",
+        info={"tags": ["experiment=lr-sweep", "7b", "owner=alice"]},
+    )
+    client.force_login(alice)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    tags = page.split('id="run-tags">', 1)[1].split("</p>", 1)[0]
+    # one link a label, apart from the next (read as "7bowner=alice" without the space)
+    assert tags == (
+        '<a class="tag" href="/?tag=7b">7b</a> '
+        '<a class="tag" href="/?tag=owner%3Dalice">owner=alice</a>'
+    )

@@ -1,5 +1,6 @@
 """What an MLflow job logs is seen on Chronicle's pages: params as the run's config, its own
-tags as run tags (page and compare), and the run link MLflow prints opens the run's page."""
+tags as run tags and its experiment on its own (page and compare), and the run link MLflow
+prints opens the run's page."""
 
 from __future__ import annotations
 
@@ -58,10 +59,12 @@ def test_the_printed_run_link_opens_the_run_page_with_params_and_tags(
     page.goto(link)
     page.wait_for_url(f"{live_server.url}/runs/{run.pk}/")
 
-    # then she is on the run's page, which shows the params and the owner
+    # then she is on the run's page, which shows the params, the experiment and the owner
     config = page.locator("#run-config").inner_text()
     for setting in ("batch_size\t256", "lr\t0.0003", "model\tllama-1b"):
         assert setting in config, config
+    assert page.locator("#run-experiment").inner_text() == "MLflow experiment: sweep"
+    # (the experiment on its own line, not again among the tags)
     assert page.locator("#run-tags").inner_text().split() == ["owner=alice"]
 
 
@@ -80,7 +83,8 @@ def test_compare_shows_mlflow_params_and_tags_that_differ(
     # when alice compares them
     page.goto(f"{live_server.url}/compare/?runs={ids[0]},{ids[1]}")
 
-    # then the config differences name the lr and the owner, not what they share
+    # then the config differences name the lr and the owner, not what they share (the
+    # experiment "sweep" of both runs among them)
     rows = [row.split("\t") for row in page.locator("#config-diff tbody").inner_text().splitlines()]
     assert rows == [["lr", "0.0003", "0.0001"], ["tags", "owner=alice", "owner=bob"]]
 
