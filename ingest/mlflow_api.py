@@ -116,11 +116,12 @@ class _MlflowView(ProjectShareMixin, APIView):
             )
         if isinstance(exc, exceptions.Throttled):
             wait = int(exc.wait or 1)
-            return _error(
-                "REQUEST_LIMIT_EXCEEDED",
-                f"Too many requests for this token; retry after {wait} s.",
-                {"Retry-After": str(wait)},
-            )
+            # The project's share (ingest.edge) says which limit it is; the rate throttle
+            # says only DRF's "Request was throttled".
+            message = str(exc.detail)
+            if message.startswith(str(exceptions.Throttled.default_detail)):
+                message = f"Too many requests for this token; retry after {wait} s."
+            return _error("REQUEST_LIMIT_EXCEEDED", message, {"Retry-After": str(wait)})
         if isinstance(exc, exceptions.MethodNotAllowed):
             return _error(
                 "ENDPOINT_NOT_FOUND",

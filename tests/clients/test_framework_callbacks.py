@@ -455,9 +455,19 @@ def test_lightning_crash_is_reported_and_resuming_is_the_next_attempt(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_hf_report_to_mlflow_lands_as_a_chronicle_run(mlflow_tracking, project, tmp_path):
+def test_hf_report_to_mlflow_lands_as_a_chronicle_run(
+    mlflow_tracking, project, tmp_path, monkeypatch
+):
     # given a Trainer with transformers' own MLflow callback and an experiment name
     os.environ["MLFLOW_EXPERIMENT_NAME"] = "hf-sft"
+    # (its params and metrics go out in concurrent log-batch calls, up to mlflow's 10 async
+    # threads: past the project's INGEST_PROJECT_MAX_IN_FLIGHT share of the server, Chronicle
+    # answers 429 REQUEST_LIMIT_EXCEEDED with Retry-After, which mlflow's client retries by
+    # default; the fixture's no-retries client would drop them. Retried here as a job's
+    # client does, after Retry-After; with no backoff a 5xx still fails in moments.)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "7")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", "0")
     try:
         trainer = Trainer(
             model=tiny_gpt2(),

@@ -69,6 +69,33 @@ def test_a_project_holding_its_share_of_the_web_tier_is_refused_and_another_serv
 
 
 @pytest.mark.django_db
+def test_mlflow_past_the_share_is_told_which_limit_in_mlflows_shape(client, project, settings):
+    # given a project holding its one slot
+    settings.INGEST_PROJECT_MAX_IN_FLIGHT = 1
+    _, token = services.token_create(project=project, name="mlflow")
+    held = fair_share.slot_take(project_id=project.pk)
+    assert isinstance(held, fair_share.Slot)
+    try:
+        # when an MLflow client logs a batch
+        refused = client.post(
+            "/mlflow/api/2.0/mlflow/runs/log-batch",
+            data=json.dumps({"run_id": "0" * 32, "metrics": []}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+    finally:
+        fair_share.slot_give_back(held)
+
+    # then it gets the 429 mlflow's client retries after Retry-After, naming the share (not
+    # the token's rate, which it did not pass)
+    assert refused.status_code == 429
+    assert refused["Retry-After"] == str(fair_share.RETRY_AFTER_S)
+    body = refused.json()
+    assert body["error_code"] == "REQUEST_LIMIT_EXCEEDED"
+    assert "INGEST_PROJECT_MAX_IN_FLIGHT" in body["message"], body
+
+
+@pytest.mark.django_db
 def test_a_slot_is_given_back_when_the_request_fails(client, project, settings):
     settings.INGEST_PROJECT_MAX_IN_FLIGHT = 1
     _, token = services.token_create(project=project, name="a")
