@@ -87,6 +87,14 @@ def batches_dead(*, project: Project) -> QuerySet[IngestBatch]:
     )
 
 
+def batch_accepted_get(*, project_id: int, batch_id: str) -> IngestBatch | None:
+    """The project's batch of that id if one was accepted, without its body (the unique
+    constraint batch_unique_id's index)."""
+    return (
+        IngestBatch.objects.filter(project_id=project_id, batch_id=batch_id).defer("body").first()
+    )
+
+
 def batch_backlog_count() -> int:
     return IngestBatch.objects.filter(status=IngestBatch.Status.PENDING).count()
 

@@ -21,7 +21,7 @@ from config.queues import QUEUE_INGEST, QUEUE_INGEST_OVERFLOW
 from ingest import batch_ids, caps, rate_limit
 from ingest.models import IngestBatch, IngestToken
 from ingest.schema import BatchIn, RateLimited, parse_json, validate_batch
-from ingest.selectors import batch_project_pending_over
+from ingest.selectors import batch_accepted_get, batch_project_pending_over
 from ingest.services.processing import _apply
 from telemetry import services as telemetry_services
 from telemetry.models import Project
@@ -46,7 +46,8 @@ def batch_submit(
     """Parse, validate and durably accept one request body (raises BatchError). With
     write_now, a batch that `writes_at_once` allows is written before the answer. With
     rate_limited, the batch first takes its request and points from the token's and the
-    project's buckets (ingest.rate_limit), or raises RateLimited."""
+    project's buckets (ingest.rate_limit), or raises RateLimited; a resend of a batch already
+    accepted gets its original answer (duplicate, or conflict) instead of RateLimited."""
     batch_in = validate_batch(
         parse_json(body),
         max_metrics=settings.INGEST_MAX_METRICS_PER_BATCH,
@@ -60,7 +61,16 @@ def batch_submit(
             now_s=time.time(),
         )
         if refusal is not None:
-            raise RateLimited(refusal.detail, refusal.retry_after_s)
+            # A resend stores nothing and is cheap to answer, and a job's retry loop (its
+            # answer lost on the way back, a timeout) must not be held on a batch the server
+            # already has. Looked up only once refused: an admitted batch pays nothing more.
+            accepted = batch_accepted_get(project_id=token.project_id, batch_id=batch_in.batch_id)
+            if accepted is None:
+                raise RateLimited(refusal.detail, refusal.retry_after_s)
+            digest = hashlib.sha256(body).hexdigest()
+            return Acceptance(
+                batch=accepted, duplicate=True, conflict=accepted.body_sha256 != digest
+            )
     return batch_accept(token=token, batch_in=batch_in, body=body, write_now=write_now)
 
 

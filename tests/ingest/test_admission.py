@@ -169,6 +169,27 @@ def test_json_batches_are_held_to_the_token_buckets_not_the_throttle(post_batch,
 
 
 @pytest.mark.django_db
+def test_a_resend_of_an_accepted_batch_gets_its_answer_past_the_buckets(post_batch, settings):
+    # given a token allowed 1 request/s (2 in a burst), spent on two batches
+    settings.INGEST_TOKEN_REQUESTS_PER_S = 1
+    first, second = post_batch(doc("kept-1")), post_batch(doc("kept-2"))
+    assert (first.status_code, second.status_code) == (202, 202)
+
+    # when the job resends the first (its answer lost), sends a new one, and reuses an id
+    resent = post_batch(doc("kept-1"))
+    new = post_batch(doc("kept-3"))
+    reused = post_batch(doc("kept-2", points=2))
+
+    # then the resend is answered as the duplicate it is, not held back; the new batch
+    # waits its turn, and the reused id is refused for good (409, not a 429 to retry)
+    assert resent.status_code == 200
+    assert resent.json() == {**first.json(), "duplicate": True}
+    assert new.status_code == 429 and int(new["Retry-After"]) >= 1
+    assert reused.status_code == 409
+    assert sorted(IngestBatch.objects.values_list("batch_id", flat=True)) == ["kept-1", "kept-2"]
+
+
+@pytest.mark.django_db
 def test_backlog_above_high_water_answers_429_and_below_accepts(post_batch, settings):
     settings.INGEST_BACKLOG_HIGH_WATER = 2
     # every batch queued for the workers (metric batches are otherwise written at once)
