@@ -14,6 +14,7 @@ from psycopg.errors import ForeignKeyViolation
 
 from telemetry import services as telemetry_services
 from telemetry.models import MetricPoint, MetricRollup, MetricSeries, Run
+from telemetry.services import metrics as metric_writes
 
 MOMENT = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -93,7 +94,7 @@ def test_points_of_a_series_that_does_not_exist_are_refused(project: Any) -> Non
             [missing],
         )
     with pytest.raises(ForeignKeyViolation), transaction.atomic():
-        telemetry_services._points_insert_postgresql({"loss": missing}, [("loss", 0, 1.0, None)])
+        metric_writes._points_insert_postgresql({"loss": missing}, [("loss", 0, 1.0, None)])
     # then nothing is stored
     assert not MetricPoint.objects.exists()
 
