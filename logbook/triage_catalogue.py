@@ -25,6 +25,19 @@ LLAMA3 = "https://arxiv.org/abs/2407.21783"
 DCGM = "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/feature-overview.html"
 MEGASCALE = "https://arxiv.org/abs/2402.15627"
 PYTHON_ERRORS = "https://docs.python.org/3/library/exceptions.html"
+CUDNN_STATUS = "https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-graph-library.html"
+NCCL_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+PYTORCH_DATALOADER = "https://pytorch.org/docs/stable/data.html#multi-process-data-loading"
+PYTORCH_SERIALIZATION = "https://pytorch.org/docs/stable/notes/serialization.html"
+ARROW_ERRORS = "https://arrow.apache.org/docs/python/api/misc.html#exceptions"
+HF_HUB_ERRORS = "https://huggingface.co/docs/huggingface_hub/package_reference/utilities"
+S3_ERRORS = "https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html"
+GCS_RETRIES = "https://cloud.google.com/storage/docs/retry-strategy"
+SLURM_CGROUP = "https://slurm.schedmd.com/cgroup.conf.html"
+LINUX_OOM = "https://docs.kernel.org/admin-guide/mm/concepts.html#oom-killer"
+XLA_ERRORS = "https://openxla.org/xla/errors"
+AWS_OFI_NCCL = "https://github.com/aws/aws-ofi-nccl/blob/master/doc/efa-env-var.md"
+FABRIC_MANAGER = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html"
 IB = NCCL_TROUBLESHOOTING
 
 
@@ -141,7 +154,17 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"|index out of bounds|CUBLAS_STATUS_NOT_SUPPORTED|invalid configuration argument"),
     _rule("gpu-oom", "software-bug", "GPU out of memory", 0.65, CUDA_ERRORS,
           r"cuda out of memory|OutOfMemoryError|cudaErrorMemoryAllocation"
-          r"|out of memory.{0,40}(?:gpu|cuda|device)|CUBLAS_STATUS_ALLOC_FAILED"),
+          r"|out of memory.{0,40}(?:gpu|cuda|device)|CUBLAS_STATUS_ALLOC_FAILED"
+          # NCCL's own allocation failures (src/include/alloc.h prints the CUDA error string).
+          r"|cuda failure.{0,10}out of memory"),
+    # XLA's out-of-memory on TPU and GPU: the job asked for more device memory than there is
+    # (OOM convention of tests/data/README.md), whatever the memory space is called (HBM).
+    _rule("xla-oom", "software-bug", "Device out of memory (XLA)", 0.65, XLA_ERRORS,
+          r"RESOURCE_EXHAUSTED.{0,120}(?:memory|allocat|reserve)|ran out of memory in memory space"
+          r"|out of memory while trying to allocate|error allocating device buffer"),
+    # The kernel's OOM killer stopping the job for its host-memory footprint.
+    _rule("host-oom", "software-bug", "Host out of memory (OOM killer)", 0.55, LINUX_OOM,
+          r"out of memory: kill(?:ed)? process|invoked oom-killer|oom_reaper: reaped"),
     # --- Framework bugs: Python tracebacks and crashes ---------------------------------------
     _rule("traceback", "software-bug", "Python exception", 0.3, PYTHON_ERRORS,
           r"traceback \(most recent call last\)"),
@@ -155,7 +178,12 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"|stack smashing|SIGABRT|terminate called"),
     _rule("deadlock", "software-bug", "Collective mismatch", 0.45, TORCH_NCCL,
           r"deadlock|mismatched collective|collective.{0,30}mismatch|desync"
+          r"|mismatch between collectives|collectives differ"
           r"|different (?:number of|order)"),
+    # A runtime that says it hit its own compiler's bug (XLA: "This is likely an XLA compiler
+    # bug, please file a bug").
+    _rule("compiler-bug", "software-bug", "Compiler or runtime bug", 0.45, XLA_ERRORS,
+          r"(?:likely|probably) an? (?:\w+ )?compiler bug|please file a bug"),
     # --- Dependencies: versions, libraries, drivers ------------------------------------------
     _rule("dependency", "dependency", "Dependency or version", 0.6, NCCL_TROUBLESHOOTING,
           r"ModuleNotFoundError|ImportError|undefined symbol|cannot open shared object file"
@@ -163,6 +191,21 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"|older) version|driver version is insufficient|cudaErrorInsufficientDriver"
           r"|CUDA driver version|libnccl|no kernel image is available"
           r"|unsupported (?:cuda|gpu) architecture"),
+    # cuDNN and cuBLAS report a library that could not set itself up or run as INTERNAL_ERROR;
+    # the threads that found a cause found mismatched CUDA, cuDNN or driver versions.
+    _rule("cuda-library-internal", "dependency", "CUDA library internal error", 0.45,
+          CUDNN_STATUS,
+          r"CUDNN_STATUS_INTERNAL_ERROR|CUBLAS_STATUS_INTERNAL_ERROR|CUDNN_STATUS_NOT_INITIALIZED"),
+    # cudaErrorSystemNotReady (802): on NVSwitch systems the Fabric Manager service is missing
+    # or not of the driver's version (Fabric Manager user guide).
+    _rule("fabric-manager", "dependency", "Fabric Manager missing (CUDA 802)", 0.6,
+          FABRIC_MANAGER,
+          r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY"
+          r"|cuda runtime error \(802\)|fabric ?manager"),
+    # A compiled program serialised by a newer toolchain than the runtime reads (StableHLO's
+    # portable artifacts carry the producer's version).
+    _rule("artifact-version", "dependency", "Runtime older than its compiler", 0.5, XLA_ERRORS,
+          r"unknown vhlo|bytecode version \d+ produced by|StableHLO_v\d"),
     # --- Network: InfiniBand, RoCE, NICs ------------------------------------------------------
     _rule("ib-retry", "network-switch-cable", "InfiniBand/RoCE transport errors", 0.55, IB,
           r"transport retry count(?:er)? exceeded|IBV_WC_RETRY_EXC_ERR|retry exc|ibv_poll_cq"
@@ -181,6 +224,10 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
     _rule("nic-port", "nic", "Host adapter port down", 0.6, NCCL_TROUBLESHOOTING,
           r"physical state:\s*(?:disabled|polling)|\bstate:\s*down\b"
           r"|ibv_(?:modify_qp|create_qp|reg_mr|open_device) failed"),
+    # The host sees no IB device at all: its adapter's driver or firmware did not come up.
+    _rule("ib-device-missing", "nic", "IB adapter not present", 0.5, NCCL_TROUBLESHOOTING,
+          r"sys files not found \(/sys/class/infiniband|no IB devices found"
+          r"|(?:ibstat|ibv_devinfo|ibv_devices)\S*:? .{0,40}(?:no \w+ devices|not found|failed)"),
     _rule("nic", "nic", "NIC / host network adapter", 0.45, NCCL_TROUBLESHOOTING,
           r"\bNET/IB\b.{0,80}(?:error|fail|abort)|mlx5.{0,60}(?:error|fail|fatal|health"
           r"|timeout|syndrome)|\bNIC\b|\bHCA\b|ConnectX|network adapter|ib(?:_"
@@ -194,12 +241,24 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"|smart.{0,30}(?:fail|critical)|media error|medium error,? dev nvme"),
     _rule("filesystem", "storage", "Storage or filesystem", 0.55, KERNEL_RAS,
           r"(?:ext4|xfs|lustre|nfs|gpfs|beegfs|weka|fuse)[-\w]*.{0,60}(?:error|fail|timeout"
-          r"|corrupt|stale)|stale file handle|no space left on device|disk quota exceeded"
+          r"|corrupt|stale)|stale (?:nfs )?file handle|errno 116\b|no space left on device"
+          r"|disk quota exceeded"
           r"|read-only file system|input/output error|blk_update_request|buffer i/o error"
           r"|checkpoint.{0,60}(?:save|load|upload|write|read).{0,40}(?:fail|error|timeout)"
           r"|s3.{0,40}(?:error|timeout|slowdown)"
           # torch.save's writer when the filesystem under the checkpoint refuses a write.
           r"|PytorchStreamWriter failed writing|file write failed"),
+    # torch.load's reader on a checkpoint whose zip has no central directory: a file cut short
+    # (an interrupted save or copy), not the code that reads it.
+    _rule("checkpoint-truncated", "storage", "Checkpoint file incomplete", 0.55,
+          PYTORCH_SERIALIZATION,
+          r"failed finding central directory|PytorchStreamReader failed reading"),
+    # Object stores refusing or timing out (S3's SlowDown and 503s, GCS's 5xx; the clients'
+    # exceptions name them).
+    _rule("object-store", "storage", "Object store (S3/GCS)", 0.55, S3_ERRORS,
+          r"botocore\.exceptions\.\w+|\(SlowDown\)|storage\.googleapis\.com"
+          r"|googleapis\.com/(?:upload/)?storage|\bServiceUnavailable\b|s3\.amazonaws\.com"
+          r"|\bNoSuchKey\b"),
     # --- Host: CPU, memory, power, chassis, PCIe ------------------------------------------------
     _rule("mce-memory", "system-memory", "System memory (DIMM)", 0.75, KERNEL_RAS,
           r"edac.{0,80}(?:ue|uncorrect|error)|dimm.{0,40}(?:error|fail)|memory (?:controller"
@@ -236,6 +295,7 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"|(?:incorrect|wrong) (?:\w+ ){0,3}(?:output|results?)\b|corrupted data"),
     _rule("loss-divergence", "loss-divergence", "Loss divergence", 0.6, LLAMA3,
           r"loss (?:is |became |went )?(?:nan|inf)|nan loss|loss spike"
+          r"|\bnan in (?:\w+ ){0,2}(?:grad|loss)|(?:found|detected) (?:a )?nan\b"
           r"|(?:grad(?:ient)?[ _]norm|loss).{0,30}(?:nan|inf|explod|diverg|spike)|diverged"
           r"|divergence"),
     _rule("loss-scale", "loss-divergence", "Loss scale collapsing (fp16 overflow)", 0.45, LLAMA3,
@@ -245,10 +305,45 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"|worker timed out after \d+ ?s|slower data loading"
           # Pillow's errors for a broken sample (a truncated or unreadable image in a shard).
           r"|image file is truncated|cannot identify image file"),
+    # A dataset's files that cannot be read as what they claim to be (Arrow/Parquet, Megatron
+    # and fairseq indexed datasets).
+    _rule("dataset-files", "data-pipeline", "Dataset files unreadable", 0.6, ARROW_ERRORS,
+          r"parquet magic bytes|ArrowInvalid|\bArrow\w*Error|corrupt snappy"
+          r"|dataset does not exist|\.idx and \.bin|index file doesn't match expected format"),
+    # The dataset's host rate-limiting or refusing the loader (Hugging Face Hub's HTTP errors).
+    _rule("dataset-hub", "data-pipeline", "Dataset host refused", 0.55, HF_HUB_ERRORS,
+          r"HfHubHTTPError|huggingface\.co/(?:api/)?datasets/\S*"),
+    # NLLLoss's device assert: a target outside [0, n_classes), the labels of the data.
+    _rule("labels-out-of-range", "data-pipeline", "Labels out of range", 0.55, PYTHON_ERRORS,
+          r"ClassNLLCriterion|t >= 0 && t < n_classes|target -?\d+ is out of bounds"),
     _rule("data-pipeline", "data-pipeline", "Data pipeline", 0.6, LLAMA3,
           r"dataloader worker.{0,60}(?:killed|exited|died|crash)|data ?loader.{0,40}(?:error"
           r"|timeout|fail)|tokeniz.{0,40}(?:error|fail)|corrupt(?:ed)? (?:sample|shard"
           r"|record)|dataset.{0,40}(?:error|not found|fail)"),
+    # --- Launch and environment settings: config-change -------------------------------------
+    _rule("open-files-limit", "config-change", "Open-files limit (ulimit -n)", 0.6,
+          PYTHON_ERRORS, r"too many open files|errno 24\b|\bEMFILE\b"),
+    _rule("shm-limit", "config-change", "Shared-memory limit (/dev/shm)", 0.5,
+          PYTORCH_DATALOADER,
+          r"insufficient shared memory|shared memory limit|/dev/shm|shm[-_]size"),
+    # NCCL talking over loopback: the interface it picked is not the hosts' network
+    # (NCCL_SOCKET_IFNAME).
+    _rule("nccl-loopback", "config-change", "NCCL on the loopback interface", 0.55, NCCL_ENV,
+          r"connect to 127\.0\.0\.1|using \[0\]lo:"),
+    # A RoCE queue pair that cannot reach RTR: the GID (address) NCCL used does not route
+    # (NCCL_IB_GID_INDEX, NCCL_CROSS_NIC).
+    _rule("roce-gid", "config-change", "RoCE GID or rail setting", 0.65, NCCL_ENV,
+          r"ibv_modify_qp failed.{0,40}(?:timed out|unreachable|errno 110)"
+          r"|NCCL_IB_GID_INDEX|GID index"),
+    # aws-ofi-nccl could not open EFA at all: the devices or provider are not in the
+    # environment (container devices, security group), not a failing link.
+    _rule("ofi-init", "config-change", "EFA/libfabric not available", 0.5, AWS_OFI_NCCL,
+          r"NET/OFI.{0,120}(?:fi_getinfo|couldn't open AV|creating new endpoint.{0,60}failed)"),
+    # Slurm's cgroup killing a step for exceeding the memory it asked for (--mem).
+    _rule("slurm-cgroup-oom", "config-change", "Job memory request (Slurm cgroup)", 0.7,
+          SLURM_CGROUP,
+          r"oom[-_]kill events? in (?:step|StepId)|cgroup out-of-memory handler"
+          r"|task \d+: Out Of Memory"),
     _rule("preemption", "scheduler-preemption", "Scheduler preemption", 0.7, LLAMA3,
           r"\bpreempted\b|preemption(?P<unless> ?cleanup)?|spot instance|\bevicted\b"),
     # torchrun's "closing signal SIGTERM" is it stopping the other workers: not a scheduler's
