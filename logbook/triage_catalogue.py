@@ -134,8 +134,11 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"|device .{0,30} has failed to respond"),
     _rule("gpu-hardware", "faulty-gpu", "GPU hardware error", 0.7, CUDA_ERRORS,
           r"cudaErrorHardwareStackError|hardware stack error|uncorrectable nvlink"
-          r"|nvlink.{0,40}(?:error|fatal|down|fail)|gpu.{0,20}(?:hardware|board) (?:failure"
-          r"|fault|error)|faulty gpu|bad gpu|gpu.{0,30}requires? (?:a )?reset|reset required"),
+          r"|nvlink.{0,40}(?:error|fatal|down|fail|inactive)"
+          r"|gpu.{0,20}(?:hardware|board) (?:failure|fault|error)|faulty gpu|bad gpu"
+          r"|gpu.{0,30}requires? (?:a )?reset|reset required"
+          # The driver could not bring the GPU up (NVRM's adapter initialisation).
+          r"|RmInitAdapter failed|GPU initialization failed|failed to initialize the GPU"),
     _rule("cuda-unknown", "faulty-gpu", "CUDA unknown error", 0.6, CUDA_ERRORS,
           r"CUDA error: unknown error|cudaErrorUnknown"),
     _rule("launch-failure", "faulty-gpu", "CUDA kernel failed on the device", 0.4, CUDA_ERRORS,
@@ -191,6 +194,13 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"|older) version|driver version is insufficient|cudaErrorInsufficientDriver"
           r"|CUDA driver version|libnccl|no kernel image is available"
           r"|unsupported (?:cuda|gpu) architecture"),
+    # NVML and the driver disagreeing, a PyTorch build without the GPU's architecture
+    # (PyTorch prints "sm_90 is not compatible with the current PyTorch installation").
+    _rule("driver-build-mismatch", "dependency", "Driver or build mismatch", 0.6, CUDA_ERRORS,
+          r"driver/library version mismatch|couldn't communicate with the NVIDIA driver"
+          r"|NVIDIA driver on your system is too old|found no NVIDIA driver"
+          r"|not compatible with the current PyTorch installation|compiled (?:against|with) .{0,40}"
+          r"(?:version|cuda)|built (?:against|for) .{0,40}version"),
     # cuDNN and cuBLAS report a library that could not set itself up or run as INTERNAL_ERROR;
     # the threads that found a cause found mismatched CUDA, cuDNN or driver versions.
     _rule("cuda-library-internal", "dependency", "CUDA library internal error", 0.45,
@@ -279,7 +289,10 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
     _rule("gpu-thermal", "gpu-thermal-interface-sensor", "GPU thermal", 0.65, DCGM,
           r"(?:gpu|hbm|memory).{0,40}(?:over ?temp|temperature|thermal)|(?:thermal"
           r"|temperature).{0,40}(?:gpu|slowdown|throttl|shutdown|limit|sensor)"
-          r"|hw thermal slowdown|thermal interface|heatsink|thermal paste"),
+          r"|hw thermal slowdown|thermal interface|heatsink|thermal paste"
+          # nvidia-smi's clock event reasons, DCGM's health check, the usual words for it.
+          r"|sw thermal slowdown|thermal violation|overheat\w*|junction temp\w*"
+          r"|over[- ]temperature|slowdown temp"),
     _rule("chassis", "server-chassis", "Server chassis / baseboard", 0.55, LLAMA3,
           r"\bfan\b.{0,30}(?:fail|fault|error|speed)|chassis|\bbmc\b|baseboard|motherboard"
           r"|backplane|\bipmi\b.{0,40}(?:error|fault)|\bsel\b.{0,40}(?:error|fault)"),
@@ -298,13 +311,23 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"|\bnan in (?:\w+ ){0,2}(?:grad|loss)|(?:found|detected) (?:a )?nan\b"
           r"|(?:grad(?:ient)?[ _]norm|loss).{0,30}(?:nan|inf|explod|diverg|spike)|diverged"
           r"|divergence"),
+    # autograd's anomaly mode naming the op that first produced a NaN.
+    _rule("anomaly-nan", "loss-divergence", "NaN produced in backward", 0.5, LLAMA3,
+          r"returned nan values|returned an invalid gradient|function '\w+' returned nan"),
     _rule("loss-scale", "loss-divergence", "Loss scale collapsing (fp16 overflow)", 0.45, LLAMA3,
           r"\bloss[_ ]scale\b|gradient overflow|overflow.{0,40}(?:skipping|reducing)"),
     _rule("data-pipeline-stack", "data-pipeline", "Data loader", 0.5, LLAMA3,
           r"torch/utils/data/|dataloader\.py|_MultiProcessingDataLoaderIter"
           r"|worker timed out after \d+ ?s|slower data loading"
           # Pillow's errors for a broken sample (a truncated or unreadable image in a shard).
-          r"|image file is truncated|cannot identify image file"),
+          r"|image file is truncated|cannot identify image file"
+          # A sample the dataset's own code was building (its __getitem__, the collate step).
+          r"|in __getitem__|default_collate|collate_fn|datasets/(?:builder|arrow_dataset)\.py"),
+    # Shards that cannot be decompressed or decoded: the data, not the code reading it.
+    _rule("data-decode", "data-pipeline", "Data shard undecodable", 0.5, ARROW_ERRORS,
+          r"DatasetGenerationError|tarfile\.ReadError|zlib\.error|Error -3 while decompressing"
+          r"|unexpected end of (?:data|file)|EOFError: Ran out of input|UnicodeDecodeError"
+          r"|JSONDecodeError"),
     # A dataset's files that cannot be read as what they claim to be (Arrow/Parquet, Megatron
     # and fairseq indexed datasets).
     _rule("dataset-files", "data-pipeline", "Dataset files unreadable", 0.6, ARROW_ERRORS,
@@ -326,6 +349,14 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
     _rule("shm-limit", "config-change", "Shared-memory limit (/dev/shm)", 0.5,
           PYTORCH_DATALOADER,
           r"insufficient shared memory|shared memory limit|/dev/shm|shm[-_]size"),
+    # A rank launched on a GPU it cannot have: more ranks than GPUs, or CUDA_VISIBLE_DEVICES
+    # (cudaErrorInvalidDevice; NCCL's "Duplicate GPU detected").
+    _rule("device-assignment", "config-change", "Ranks and GPUs do not match", 0.6, CUDA_ERRORS,
+          r"invalid device ordinal|cudaErrorInvalidDevice|duplicate GPU detected"
+          r"|both on CUDA device"),
+    # The rendezvous port or address of the launch (MASTER_PORT in use, MASTER_ADDR wrong).
+    _rule("rendezvous-address", "config-change", "Rendezvous address or port", 0.5, TORCH_NCCL,
+          r"address already in use|EADDRINUSE|server socket has failed to (?:listen|bind)"),
     # NCCL talking over loopback: the interface it picked is not the hosts' network
     # (NCCL_SOCKET_IFNAME).
     _rule("nccl-loopback", "config-change", "NCCL on the loopback interface", 0.55, NCCL_ENV,
@@ -345,7 +376,9 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"oom[-_]kill events? in (?:step|StepId)|cgroup out-of-memory handler"
           r"|task \d+: Out Of Memory"),
     _rule("preemption", "scheduler-preemption", "Scheduler preemption", 0.7, LLAMA3,
-          r"\bpreempted\b|preemption(?P<unless> ?cleanup)?|spot instance|\bevicted\b"),
+          r"\bpreempted\b|preemption(?P<unless> ?cleanup)?|spot instance|\bevicted\b"
+          # Cloud spot reclaims and Slurm requeues announce themselves.
+          r"|spot interruption|interruption notice|termination notice|job requeue|requeued"),
     # torchrun's "closing signal SIGTERM" is it stopping the other workers: not a scheduler's
     # (the `unless` group skips that match: logbook.safe_patterns).
     _rule("sigterm", "scheduler-preemption", "Stopped by the scheduler (SIGTERM)", 0.35, LLAMA3,
