@@ -169,6 +169,7 @@ def test_the_readme_demo_path_in_a_browser(demo, browser, page_drawn):
     hosts = 0
     opened: list[str] = []
     charted_runs: list[str] = []
+    metricless: set[str] = set()
     while queue:
         target = queue.pop(0)
         path = urlsplit(target).path
@@ -197,8 +198,11 @@ def test_the_readme_demo_path_in_a_browser(demo, browser, page_drawn):
         if _matches(CHART_PAGES, path):
             # A run that sent no metrics (the fleet's evaluation jobs, the triage history)
             # says so on its page instead of drawing a chart.
-            empty = re.match(RUN_PAGE, path) and page.locator(f"text={NO_METRICS}").count()
-            assert charts or empty, f"{target}: its chart is missing"
+            # (the run page is opened before its MFU, goodput and checkpoint pages)
+            run = re.match(r"^/runs/(\d+)/", path)
+            if re.match(RUN_PAGE, path) and page.locator(f"text={NO_METRICS}").count():
+                metricless.add(run[1])
+            assert charts or (run and run[1] in metricless), f"{target}: its chart is missing"
             if re.match(RUN_PAGE, path) and charts:
                 charted_runs.append(path)
 
@@ -645,6 +649,8 @@ def test_slowdowns_sent_through_the_contract_open_explained_within_two_minutes(d
 # The README's curl example is left alone this long (issue 41: no hang after 10 minutes).
 LEFT_ALONE = 600
 HANG_PASS_S = float(celery_app.conf.beat_schedule["logbook-hangs-check"]["schedule"])
+# node0 and node1 of the issue, named apart from the job-path test's hosts.
+NODE0, NODE1, GPU0 = "nu-node0", "nu-node1", "GPU-nu-node0-3"
 CRASH = "RuntimeError: CUDA error: unspecified launch failure\nNCCL error in: ProcessGroupNCCL.cpp"
 
 
@@ -679,10 +685,10 @@ def test_what_a_new_user_met_counts_one_failure_and_blames_the_right_host(demo, 
     now = time.time()
     iso = lambda s: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(s))  # noqa: E731
     ranks = list(range(16))
-    rank_hosts = ["node0" if rank < 8 else "node1" for rank in ranks]
+    rank_hosts = [NODE0 if rank < 8 else NODE1 for rank in ranks]
     forward = [0.3 if rank == 13 else 0.2 for rank in ranks]
     events: list[dict[str, Any]] = [
-        {"type": "attempt_started", "time": iso(now - 900), "hosts": ["node0", "node1"]}
+        {"type": "attempt_started", "time": iso(now - 900), "hosts": [NODE0, NODE1]}
     ]
     for step in range(30):
         events.append({"type": "rank_timings", "time": iso(now - 600 + 10 * step),
@@ -698,17 +704,21 @@ def test_what_a_new_user_met_counts_one_failure_and_blames_the_right_host(demo, 
     # (the beat's rank-timings pass names the straggler)
     def straggler_named() -> bool:
         page.goto(f"{demo.url}/runs/{run_id}/ranks/")
-        return bool(page.locator("#straggler-records tr[data-rank='13']", has_text="node1").count())
+        return bool(page.locator("#straggler-records tr[data-rank='13']", has_text=NODE1).count())
 
     _until(straggler_named, "rank 13's straggler record on node1", timeout_s=180)
 
     # when node0's exporter pushes XID 79 and, 20 s later, the job reports its crash
     xid_at = time.time() - 20
-    xid = _prometheus("node0", "GPU-node0-3", {"DCGM_FI_DEV_XID_ERRORS": 79}, xid_at)
+    # (its exporter has pushed before: a GPU's first push may carry an old XID, which
+    # interrupts no run)
+    calm = _prometheus(NODE0, GPU0, {"DCGM_FI_DEV_XID_ERRORS": 0}, xid_at - 60)
+    _send(demo, "/api/v1/ingest/prometheus", calm, "text/plain")
+    xid = _prometheus(NODE0, GPU0, {"DCGM_FI_DEV_XID_ERRORS": 79}, xid_at)
     _send(demo, "/api/v1/ingest/prometheus", xid, "text/plain")
     _until(lambda: _run(api, "two-nodes")["interruption_count"] >= 1, "the XID's incident")
     crash = {"type": "interruption", "time": iso(xid_at + 20), "id": "two-nodes-crash",
-             "step": 29, "hosts": ["node0", "node1"], "message": CRASH}  # fmt: skip
+             "step": 29, "hosts": [NODE0, NODE1], "message": CRASH}  # fmt: skip
     _send(demo, "/api/v1/ingest",
           json.dumps({"batch_id": "two-nodes-2", "run": "two-nodes", "attempt": 1,
                       "events": [crash]}))  # fmt: skip
@@ -723,7 +733,7 @@ def test_what_a_new_user_met_counts_one_failure_and_blames_the_right_host(demo, 
     assert len(incidents) == 1, incidents
     suggestion = incidents[0]["suggestion"]
     assert suggestion["category"] == "faulty-gpu", suggestion
-    assert suggestion["hosts"] == ["node0"], suggestion
+    assert suggestion["hosts"] == [NODE0], suggestion
     # and the failures page counts one failure for the run
     assert api(f"/api/v1/failures?run={run_id}")["breakdown"]["total"] == 1
     page.goto(f"{demo.url}/failures/?run={run_id}")

@@ -155,6 +155,8 @@ def run_goodput(request: HttpRequest, run_id: int) -> HttpResponse:
             "attempt_count": attempt_count,
             "rows_bounded": bounded,
             "charts_payload": charts,
+            # Only the figures drawn get a frame: a run with no steps has none, not two blanks.
+            "chart_ids": {chart["id"] for chart in charts},
             "charts_script": telemetry_charts.charts_script(charts),
         },
     )

@@ -177,6 +177,28 @@ def test_blocking_save_and_restore_are_counted(client, alice, project, process_b
 
 
 @pytest.mark.django_db
+def test_goodput_page_of_a_run_without_steps_draws_no_empty_charts(
+    client, alice, project, process_batch
+):
+    # given a job that started and was interrupted before it reported any step
+    batch = {"batch_id": "no-steps-1", "run": "no-steps", "attempt": 1, "events": [
+        {"type": "attempt_started", "time": at(0), "hosts": ["h1"]},
+        {"type": "interruption", "time": at(600), "id": "no-steps-1", "hosts": ["h1"],
+         "message": "NET/IB : Got completion from peer with error 12"},
+    ]}  # fmt: skip
+    _submit(project, [batch], process_batch)
+    client.force_login(alice)
+
+    # when its goodput page is opened
+    page = client.get(f"/runs/{Run.objects.get(name='no-steps').pk}/goodput/")
+
+    # then it says why goodput cannot be computed, and draws no blank chart frames
+    text = page.content.decode()
+    assert 'id="goodput-reason"' in text and "no step data" in text
+    assert "<figure" not in text
+
+
+@pytest.mark.django_db
 def test_goodput_page_shows_numbers_and_formula(client, bob, worked_run):
     client.force_login(bob)
 
