@@ -16,3 +16,14 @@ def finite_or_null(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [finite_or_null(item) for item in value]
     return value
+
+
+def json_number(value: float) -> float | str:
+    """A measured value in JSON, which has no NaN or Infinity: those as the strings ingest
+    accepts (and MLflow writes). Derived figures without a value are null instead (the
+    policy: docs/ingest.md, "NaN and infinities in what Chronicle answers")."""
+    if math.isfinite(value):
+        return value
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"

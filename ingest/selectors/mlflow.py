@@ -20,6 +20,7 @@ from ingest.mlflow_checks import (
 )
 from ingest.models import MlflowExperiment, MlflowRun
 from telemetry.models import MetricPoint, MetricSeries, Project
+from telemetry.selectors import projects_for_user
 
 
 def experiment_public_id(experiment: MlflowExperiment) -> str:
@@ -108,3 +109,12 @@ def metric_history(
         for _, step, value, moment in rows[:limit]
     ]
     return metrics, next_token
+
+
+def mlflow_run_for_user(*, user: Any, run_uuid: str) -> MlflowRun | None:
+    """The MLflow run of this id in one of the user's projects, with its Chronicle run."""
+    return (
+        MlflowRun.objects.filter(run_uuid=run_uuid, run__project__in=projects_for_user(user=user))
+        .select_related("run")
+        .first()
+    )

@@ -26,31 +26,9 @@ from telemetry.models.ranks import (
 from telemetry.models.runs import Attempt, JobInterval, Run, _default_deterministic_metrics
 
 __all__ = [
-    "AcceleratorType",
-    "Attempt",
-    "Cluster",
-    "Device",
-    "DeviceEvent",
-    "DeviceHealthState",
-    "DeviceSample",
-    "DeviceSampleSummary",
-    "Host",
-    "JobInterval",
-    "Membership",
-    "MetricPoint",
-    "MetricRollup",
-    "MetricSeries",
-    "Project",
-    "RankBucket",
-    "RankPlacement",
-    "RankStepBlock",
-    "RankStepStats",
-    "RealField",
-    "Run",
-    "Site",
-    "SsoIdentity",
-    "StepStart",
-    "StepStartChunk",
-    "ThroughputSum",
-    "_default_deterministic_metrics",
-]
+    "AcceleratorType", "Attempt", "Cluster", "Device", "DeviceEvent", "DeviceHealthState",
+    "DeviceSample", "DeviceSampleSummary", "Host", "JobInterval", "Membership", "MetricPoint",
+    "MetricRollup", "MetricSeries", "Project", "RankBucket", "RankPlacement", "RankStepBlock",
+    "RankStepStats", "RealField", "Run", "Site", "SsoIdentity", "StepStart", "StepStartChunk",
+    "ThroughputSum", "_default_deterministic_metrics"
+]  # fmt: skip

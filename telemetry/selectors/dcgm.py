@@ -21,7 +21,7 @@ from telemetry.models import (
     DeviceSampleSummary,
     Host,
 )
-from telemetry.selectors import User, projects_for_user
+from telemetry.selectors.access import User, projects_for_user
 
 
 def dcgm_missing_counters(*, host: Host) -> list[str]:

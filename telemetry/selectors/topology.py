@@ -11,7 +11,7 @@ from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from telemetry.models import Host, Project
-from telemetry.selectors import User, projects_for_user
+from telemetry.selectors.access import User, projects_for_user
 
 
 @dataclass(frozen=True)

@@ -268,8 +268,9 @@ def test_a_token_revoked_by_another_process_stops_working_within_the_cache_time(
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from ingest import selectors, services
+    from ingest import services
     from ingest.models import IngestToken
+    from ingest.selectors import tokens as token_reads
 
     # given a token this process has read
     settings.INGEST_TOKEN_CACHE_S = 5.0
@@ -287,9 +288,9 @@ def test_a_token_revoked_by_another_process_stops_working_within_the_cache_time(
     read_at = time.monotonic()
 
     # then it still works until the cache time has passed, and is refused after
-    monkeypatch.setattr(selectors.time, "monotonic", lambda: read_at + 1)
+    monkeypatch.setattr(token_reads.time, "monotonic", lambda: read_at + 1)
     assert post_batch(batch("third"), token=plaintext).status_code == 202
-    monkeypatch.setattr(selectors.time, "monotonic", lambda: read_at + 5.1)
+    monkeypatch.setattr(token_reads.time, "monotonic", lambda: read_at + 5.1)
     assert post_batch(batch("fourth"), token=plaintext).status_code == 401
 
 
