@@ -20,7 +20,7 @@ from dashboard.selectors.mfu import STEP_TIME_S
 from diagnosis.selectors import slowdowns as slowdown_selectors
 from logbook.models import Checkpoint, Interruption
 from telemetry import goodput as gp
-from telemetry import run_cache
+from telemetry import goodput_ledger, run_cache
 from telemetry.goodput_slowdowns import with_slowdowns
 from telemetry.models import (
     Attempt,
@@ -181,7 +181,9 @@ def _step_times(
     order = [a.number for a in attempts if a.number in starts]
     order += [n for n in starts if n not in set(order)]
     for number in order:
-        steps, times = gp._step_arrays(starts[number])  # (step, start) order, as sorted()
+        steps, times = goodput_ledger._step_arrays(
+            starts[number]
+        )  # (step, start) order, as sorted()
         for index in np.flatnonzero(np.isin(steps, keys)).tolist():
             found[int(steps[index])] = float(times[index])
     return found

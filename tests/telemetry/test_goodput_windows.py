@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from telemetry import goodput as g
+from telemetry import goodput_ledger
 
 
 def generated_run(seed: int, attempts: int = 12, steps: int = 3_000) -> g.GoodputInputs:
@@ -115,14 +116,14 @@ def test_window_summaries_equal_weighting_every_span(monkeypatch, seed, excluded
 def test_median_is_numpys_to_the_bit(size):
     values = np.random.default_rng(size).normal(4.0, 0.05, size)
 
-    assert g._median(values) == float(np.median(values))
-    assert g._median(np.abs(values - 4.0)) == float(np.median(np.abs(values - 4.0)))
+    assert goodput_ledger._median(values) == float(np.median(values))
+    assert goodput_ledger._median(np.abs(values - 4.0)) == float(np.median(np.abs(values - 4.0)))
 
 
 def test_step_arrays_order_by_step_then_start():
-    steps, times = g._step_arrays([(3, 1.0), (1, 5.0), (2, 2.0), (2, 1.5)])
+    steps, times = goodput_ledger._step_arrays([(3, 1.0), (1, 5.0), (2, 2.0), (2, 1.5)])
 
     assert steps.tolist() == [1, 2, 2, 3]
     assert times.tolist() == [5.0, 1.5, 2.0, 1.0]
-    steps, times = g._step_arrays(np.array([[1, 9.0], [2, 8.0], [5, 7.0]]))
+    steps, times = goodput_ledger._step_arrays(np.array([[1, 9.0], [2, 8.0], [5, 7.0]]))
     assert steps.tolist() == [1, 2, 5] and times.tolist() == [9.0, 8.0, 7.0]
