@@ -9,7 +9,8 @@ with Run("llama-70b", url="http://chronicle:8000", token="...") as run:
 
 __version__ = "0.1.0"
 
-from chronicle_client.client import Run, Sender, Stats
+from chronicle_client.client import Run
+from chronicle_client.sender import Sender, Stats
 from chronicle_client.spool import Spool, SpoolBusyError
 from chronicle_client.transport import ChronicleError, GaveUpError
 

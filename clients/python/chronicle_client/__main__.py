@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from chronicle_client.client import Sender, Stats
+from chronicle_client.sender import Sender, Stats
 from chronicle_client.spool import Spool, SpoolBusyError, spool_dirs
 from chronicle_client.transport import ChronicleError, GaveUpError, RetryPolicy, Transport
 
