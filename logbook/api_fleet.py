@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from logbook.models import SdcReplay
 from logbook.selectors import fleet as fleet_selectors
+from logbook.selectors import offenders
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.sdc import HardwareFilters
@@ -77,9 +78,9 @@ class FleetHostsApi(APIView):
         parameters=[
             *_FILTER_PARAMETERS,
             optional_integer_parameter("k", "Incidents that make a repeat "
-                             f"offender ({fleet_selectors.REPEAT_OFFENDER_K} by default)."),
+                             f"offender ({offenders.REPEAT_OFFENDER_K} by default)."),
             optional_integer_parameter("window_days", "Offender window in "
-                             f"days ({fleet_selectors.REPEAT_OFFENDER_WINDOW_DAYS} by default)."),
+                             f"days ({offenders.REPEAT_OFFENDER_WINDOW_DAYS} by default)."),
             *PAGE_PARAMETERS,
         ],
         description=(
@@ -93,7 +94,7 @@ class FleetHostsApi(APIView):
     def get(self, request: Request) -> Response:
         filters = _filters(request)
         try:
-            rule = fleet_selectors.offender_rule_parse(params=request.query_params, filters=filters)
+            rule = offenders.offender_rule_parse(params=request.query_params, filters=filters)
         except FilterError as exc:
             raise ValidationError(exc.errors) from exc
         # Built once per state of the fleet's data, filters and offender window to the minute
@@ -108,7 +109,7 @@ class FleetHostsApi(APIView):
 
     @staticmethod
     def _body(
-        request: Request, filters: HardwareFilters, rule: fleet_selectors.OffenderRule
+        request: Request, filters: HardwareFilters, rule: offenders.OffenderRule
     ) -> dict[str, Any]:
         fleet = fleet_selectors.fleet_health(user=request.user, filters=filters, rule=rule)
         # One page number for both lists: page over the longer one and cut both alike.

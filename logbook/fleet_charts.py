@@ -133,7 +133,7 @@ def host_timeline_figure(incidents: pd.DataFrame) -> go.Figure:
 
     incidents: columns occurred_at, kind ("interruption", "sdc" or "straggler"), label, run."""
     figure = go.Figure()
-    # Every kind an incident can be (logbook.selectors.fleet.Incident.kind): a straggler
+    # Every kind an incident can be (logbook.selectors.offenders.Incident.kind): a straggler
     # record counts toward the host's incidents, so it is drawn with them.
     for kind, colour, symbol in (
         ("interruption", OFFENDER_COLOUR, "triangle-down"),

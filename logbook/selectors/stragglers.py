@@ -8,7 +8,7 @@ from datetime import datetime
 from django.db.models import Q, QuerySet
 
 from logbook.models import StragglerRecord
-from logbook.selectors.fleet import VIA_NAMED, Incident
+from logbook.selectors.offenders import VIA_NAMED, Incident
 from telemetry.models import Host, Run
 
 

@@ -21,6 +21,7 @@ from django.utils.safestring import SafeString
 
 from logbook import fleet_charts
 from logbook.selectors import fleet as fleet_selectors
+from logbook.selectors import offenders
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.at_risk import at_risk_cached
 from logbook.selectors.filters import FilterError
@@ -43,14 +44,14 @@ from telemetry.selectors.ranks import host_rank_scores
 from telemetry.selectors.topology import topology_for_projects_by_host
 
 
-def _filters(request: HttpRequest) -> tuple[HardwareFilters, fleet_selectors.OffenderRule, str]:
+def _filters(request: HttpRequest) -> tuple[HardwareFilters, offenders.OffenderRule, str]:
     try:
         filters = sdc_selectors.filters_parse(user=request.user, params=request.GET)
-        rule = fleet_selectors.offender_rule_parse(params=request.GET, filters=filters)
+        rule = offenders.offender_rule_parse(params=request.GET, filters=filters)
         return filters, rule, ""
     except FilterError as exc:
         filters = HardwareFilters()
-        rule = fleet_selectors.offender_rule_parse(params={}, filters=filters)
+        rule = offenders.offender_rule_parse(params={}, filters=filters)
         return filters, rule, exc.in_page_words()
 
 
@@ -97,7 +98,7 @@ def fleet_health(request: HttpRequest) -> HttpResponse:
 
 
 def _fleet_body(
-    request: HttpRequest, filters: HardwareFilters, rule: fleet_selectors.OffenderRule
+    request: HttpRequest, filters: HardwareFilters, rule: offenders.OffenderRule
 ) -> str:
     fleet = fleet_selectors.fleet_health(user=request.user, filters=filters, rule=rule)
     return run_cache.render_piece(
@@ -116,7 +117,7 @@ def _fleet_body(
     )
 
 
-def _levels_body(request: HttpRequest, rule: fleet_selectors.OffenderRule) -> SafeString:
+def _levels_body(request: HttpRequest, rule: offenders.OffenderRule) -> SafeString:
     """Sites side by side, the grouped failures and the at-risk list: drawn once per state of
     the fleet (its version, the GPUs' newest push) and minute."""
     projects = projects_for_user(user=request.user)

@@ -7,15 +7,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pandas as pd
 import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import ValidationError
 
-from logbook import fleet_charts
-from logbook.charts import count_axis
 from logbook.models import AuditEvent, SdcReplay
 from logbook.selectors import fleet as fleet_selectors
+from logbook.selectors import offenders
 from logbook.selectors import sdc as sdc_selectors
 from logbook.selectors.filters import FilterError
 from logbook.selectors.sdc import HardwareFilters
@@ -53,7 +51,7 @@ def _health(
     user: Any, *, k: int = 3, days: int = 30, **filters: Any
 ) -> fleet_selectors.FleetHealth:
     hardware_filters = HardwareFilters(until=T, **filters)
-    rule = fleet_selectors.OffenderRule(k=k, window_days=days, window_end=T)
+    rule = offenders.OffenderRule(k=k, window_days=days, window_end=T)
     return fleet_selectors.fleet_health(user=user, filters=hardware_filters, rule=rule)
 
 
@@ -110,23 +108,21 @@ def test_a_longer_window_takes_in_the_early_incident(edges, alice):
 
 def test_offender_rule_from_query_parameters():
     filters = HardwareFilters(until=T)
-    default = fleet_selectors.offender_rule_parse(params={}, filters=filters)
+    default = offenders.offender_rule_parse(params={}, filters=filters)
     assert (default.k, default.window_days) == (3, 30)
     assert default.window_start == T - 30 * DAY
 
-    custom = fleet_selectors.offender_rule_parse(
-        params={"k": "5", "window_days": "7"}, filters=filters
-    )
+    custom = offenders.offender_rule_parse(params={"k": "5", "window_days": "7"}, filters=filters)
     assert (custom.k, custom.window_days, custom.window_end) == (5, 7, T)
 
     for bad in ({"k": "0"}, {"k": "two"}, {"window_days": "-3"}, {"window_days": "99999"}):
         with pytest.raises(FilterError):
-            fleet_selectors.offender_rule_parse(params=bad, filters=filters)
+            offenders.offender_rule_parse(params=bad, filters=filters)
 
 
 def test_offender_window_ends_now_without_an_until():
     now = datetime(2027, 1, 15, tzinfo=UTC)
-    rule = fleet_selectors.offender_rule_parse(params={}, filters=HardwareFilters(), now=now)
+    rule = offenders.offender_rule_parse(params={}, filters=HardwareFilters(), now=now)
     assert rule.window_end == now
     assert rule.is_offender([now - DAY] * 3)
     assert not rule.is_offender([now - 31 * DAY] * 3)
@@ -232,10 +228,10 @@ def test_offender_score_takes_any_incident_like_records():
         def __init__(self, at: datetime) -> None:
             self.occurred_at, self.weight, self.names_device = at, 0.5, False
 
-    rule = fleet_selectors.OffenderRule(k=2, window_days=30, window_end=T)
+    rule = offenders.OffenderRule(k=2, window_days=30, window_end=T)
 
     # when
-    score = fleet_selectors.offender_score(
+    score = offenders.offender_score(
         records=[Straggle(T - DAY), Straggle(T - 2 * DAY), Straggle(T - 40 * DAY)], rule=rule
     )
 
@@ -494,7 +490,7 @@ def test_quarantined_host_listed_on_the_fleet_page_even_without_incidents(client
     assert "burn-in failed" in page
 
 
-# --- Filters and chart builders (no database) ----------------------------------------------------
+# --- Filters (no database) ----------------------------------------------------------------------
 
 
 def test_a_bare_until_date_runs_through_the_end_of_that_day():
@@ -511,75 +507,6 @@ def test_a_bare_until_date_runs_through_the_end_of_that_day():
         sdc_selectors.filters_parse(
             user=AnonymousUser(), params={"since": "2026-11-12", "until": "2026-11-01"}
         )
-
-
-def test_incidents_per_host_figure_marks_offenders_first():
-    frame = pd.DataFrame(
-        {
-            "host": ["a", "b"],
-            "interruptions": [1, 3],
-            "sdc": [0, 1],
-            "in_window": [1, 4],
-            "repeat_offender": [False, True],
-        }
-    )
-    figure = fleet_charts.incidents_per_host_figure(frame)
-    interruptions, records, stragglers = figure.data
-    assert list(interruptions.x) == ["b ⚠", "a"]
-    assert list(interruptions.y) == [3, 1] and list(records.y) == [1, 0]
-    assert list(stragglers.y) == [0, 0]  # no stragglers column: none counted
-    assert list(interruptions.marker.color) == [
-        fleet_charts.OFFENDER_COLOUR,
-        fleet_charts.BAR_COLOUR,
-    ]
-    # counts are ticked at whole numbers (4 at most here: every one)
-    assert (figure.layout.yaxis.dtick, figure.layout.yaxis.tickformat) == (1, ",d")
-
-
-@pytest.mark.parametrize(("largest", "dtick"), [(0, 1), (1, 1), (10, 1), (11, None), (500, None)])
-def test_a_count_axis_ticks_whole_numbers(largest, dtick):
-    axis = count_axis(largest)
-    assert axis["tickformat"] == ",d" and axis.get("dtick") == dtick
-
-
-def test_incidents_per_host_figure_follows_the_fleet_ranking():
-    # given the selector ranked a (one incident naming it and its GPU) above b (two incidents
-    # naming it among many hosts)
-    frame = pd.DataFrame(
-        {"host": ["a", "b"], "interruptions": [1, 2], "sdc": [0, 0], "in_window": [1, 2],
-         "repeat_offender": [False, False], "rank": [0, 1]}
-    )  # fmt: skip
-    (interruptions, *_) = fleet_charts.incidents_per_host_figure(frame).data
-    assert list(interruptions.x) == ["a", "b"]
-
-
-def test_weekly_sdc_figure_draws_the_mean_rate():
-    weekly = pd.DataFrame(
-        {"week_start": [datetime(2026, 11, 2, tzinfo=UTC), datetime(2026, 11, 9, tzinfo=UTC)],
-         "count": [2, 1]}
-    )  # fmt: skip
-    bars, mean = fleet_charts.weekly_sdc_figure(weekly, per_week=1.5).data
-    assert list(bars.y) == [2, 1]
-    assert list(mean.y) == [1.5, 1.5]
-    assert len(fleet_charts.weekly_sdc_figure(weekly, per_week=None).data) == 1
-
-
-def test_the_last_sdc_week_is_drawn_only_as_far_as_it_was_observed():
-    # given two weeks of records from Nov 2, observed until Nov 12 (3 days into the second)
-    weekly = pd.DataFrame(
-        {"week_start": [datetime(2026, 11, 2, tzinfo=UTC), datetime(2026, 11, 9, tzinfo=UTC)],
-         "count": [2, 1]}
-    )  # fmt: skip
-    figure = fleet_charts.weekly_sdc_figure(
-        weekly, per_week=1.5, span_end=datetime(2026, 11, 12, tzinfo=UTC)
-    )
-    bars, mean = figure.data
-
-    # then the first bar is a week wide, the second three days, and the mean line ends there
-    day_ms = 86_400_000
-    assert [round(width / day_ms / 0.98, 3) for width in bars.width] == [7, 3]
-    assert [row[0] for row in bars.customdata] == [7, 3]
-    assert [x[:16] for x in mean.x] == ["2026-11-02T00:00", "2026-11-12T00:00"]
 
 
 @pytest.mark.django_db
@@ -611,24 +538,3 @@ def test_an_interruption_naming_one_host_places_its_unplaced_gpus_there(project)
     _interruption(run, "x", T - DAY, hosts=["h-one"], devices=["GPU-new", "GPU-placed"])
     hosts = dict(Device.objects.values_list("uuid", "host__name"))
     assert hosts == {"GPU-new": "h-one", "GPU-placed": "elsewhere"}
-
-
-def test_a_hosts_timeline_draws_its_stragglers_and_a_readable_axis_for_one_incident() -> None:
-    at = datetime(2026, 11, 1, 10, 12, tzinfo=UTC)
-    both = pd.DataFrame(
-        {
-            "occurred_at": [at, datetime(2026, 11, 1, 9, 50, tzinfo=UTC)],
-            "kind": ["interruption", "straggler"],
-            "label": ["Faulty GPU", "Straggler rank 219"],
-            "run": ["demo", "demo"],
-        }
-    )
-    # the straggler record, counted among the host's incidents, is drawn with them
-    assert [t.name for t in fleet_charts.host_timeline_figure(both).data] == [
-        "interruption",
-        "straggler",
-    ]
-    # one incident alone gets an hour either side, not sub-millisecond ticks
-    one = fleet_charts.host_timeline_figure(both.iloc[:1])
-    low, high = (pd.Timestamp(v) for v in one.layout.xaxis.range)
-    assert high - low == pd.Timedelta(hours=2)

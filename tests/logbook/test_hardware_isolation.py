@@ -15,7 +15,7 @@ from logbook.models import AuditEvent, Interruption
 from logbook.services import quarantine as quarantine_services
 from telemetry.models import Attempt, Device, DeviceHealthState, Host, Project
 from telemetry.services import attempt_ensure, run_upsert
-from tests.ingest.test_prometheus_ingest import A01_GPU0, FIXTURE, URL, exposition
+from tests.ingest.dcgm_exposition import A01_GPU0, FIXTURE, URL, exposition
 
 XID = "DCGM_FI_DEV_XID_ERRORS"
 
