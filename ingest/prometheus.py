@@ -184,7 +184,7 @@ def _target(
 # timestamp by a short pattern. Any other line (escapes, spaces, other number forms,
 # duplicate or reserved labels) goes through prometheus_client's parser, which also words
 # the errors. A line read here reads as the one pattern of the whole line read it before
-# (`name\{(labels)\} value( timestamp)?`; tests/ingest/test_prometheus_ingest.py compares them).
+# (`name\{(labels)\} value( timestamp)?`; tests/ingest/test_prometheus_parsing.py compares them).
 _LABEL = r'[A-Za-z_][A-Za-z0-9_]*="[^"\\\n]*"'
 _PLAIN_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 _PLAIN_LABEL_TEXT = re.compile(rf"(?:{_LABEL}(?:,{_LABEL})*,?)?")
