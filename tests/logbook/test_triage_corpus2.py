@@ -17,8 +17,8 @@ from tests.logbook.test_triage_heldout import report
 DATA = Path(__file__).resolve().parent.parent / "data" / "triage_corpus2.jsonl"
 FIELDS = {"id", "split", "message", "category", "component", "source", "why"}
 # Floors at the figures docs/triage.md reports (right of the part): regressions fail.
-TUNE_FLOOR = 0
-HELD_OUT_FLOOR = 0
+TUNE_FLOOR = 59
+HELD_OUT_FLOOR = 28
 
 
 def split_of(row_id: str) -> str:
