@@ -85,6 +85,12 @@ class Slowdown(models.Model):
     def __str__(self) -> str:
         return f"{self.run} slowdown {self.start_step}-{self.end_step} ({self.drop_pct:.1f}%)"
 
+    @property
+    def still_growing(self) -> bool:
+        """Ongoing while its attempt runs: the window of an attempt that ended ended with it
+        (a completed run's last stretch is not "ongoing")."""
+        return self.ongoing and self.attempt.status == Attempt.Status.RUNNING
+
 
 class SlowdownCause(models.Model):
     """One candidate cause of a slowdown (diagnosis.slowdown_rules.Cause), ranked."""

@@ -76,3 +76,23 @@ def test_the_fleet_list_goodput_and_run_list_show_it_until_it_is_dismissed(
     assert response.status_code == 302
     assert "page-run" not in client.get("/slowdowns/").content.decode()
     assert client.post(f"/slowdowns/{slowdown.pk}/decide/", {"status": "x"}).status_code == 400
+
+
+@pytest.mark.django_db
+def test_a_completed_runs_last_stretch_is_not_called_ongoing(client, alice, slowed):
+    # given the thermal run, whose slowdown lasts to its last step, and whose attempt ended
+    slowdown = Slowdown.objects.select_related("attempt").get(run=slowed)
+    assert slowdown.ongoing and slowdown.attempt.status == "completed"
+    client.force_login(alice)
+
+    # when its run page and the open slowdowns are read
+    html = client.get(f"/runs/{slowed.pk}/").content.decode()
+    section = html[html.index('<section id="slowdowns"') :]
+    section = section[: section.index("</section>")]
+    listed = client.get("/slowdowns/").content.decode()
+
+    # then neither calls the window ongoing: it ended with the attempt
+    assert ">ongoing<" not in section and ">ongoing<" not in listed
+    # and while the attempt runs, it is
+    slowed.attempts.update(status="running")
+    assert ">ongoing<" in client.get(f"/runs/{slowed.pk}/").content.decode()
