@@ -201,8 +201,17 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
             "run": [one.run_name for one in health.incidents],
         }
     )
-    figure = fleet_charts.host_timeline_figure(timeline)
-    payload = [{"id": "chart-host-timeline", "figure": as_payload(figure)}]
+    # No incidents, no timeline: the page says so rather than drawing empty axes.
+    payload = (
+        [
+            {
+                "id": "chart-host-timeline",
+                "figure": as_payload(fleet_charts.host_timeline_figure(timeline)),
+            }
+        ]
+        if health.incidents
+        else []
+    )
     # --- ranks hook (issue 16): the relative scores over time of the ranks that ran here.
     visible_runs = Run.objects.filter(project_id=host.project_id)  # hosts are per project
     rank_scores = host_rank_scores(

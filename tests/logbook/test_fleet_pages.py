@@ -372,6 +372,29 @@ def test_sdc_fleet_and_host_pages_in_a_browser(
 
 
 @pytest.mark.django_db
+def test_a_host_without_incidents_draws_no_empty_timeline(project: Any, alice: Any) -> None:
+    # given two hosts of one run, an incident on the first only
+    run = telemetry_services.run_upsert(project=project, name="calm-and-not")
+    telemetry_services.attempt_ensure(run=run, number=1, started_at=T0, hosts=["hot1", "calm1"])
+    interruption_services.interruption_record(
+        run=run, source_key="i1", occurred_at=T0 + DAY, category="faulty-gpu", hosts=["hot1"]
+    )
+    client = Client()
+    client.force_login(alice)
+
+    # when both host pages are opened
+    hot = client.get("/fleet/hosts/hot1/").content.decode()
+    calm = client.get("/fleet/hosts/calm1/").content.decode()
+
+    # then the first draws its incidents over time, the second no empty axes
+    assert (
+        'id="chart-host-timeline"' in hot and "chart-host-timeline" in hot.split("charts-data")[-1]
+    )
+    assert "chart-host-timeline" not in calm
+    assert "No incidents in this window." in calm
+
+
+@pytest.mark.django_db
 def test_a_host_name_with_a_slash_is_routed_not_a_500(project: Any, alice: Any) -> None:
     # given a host whose name holds a slash (ingest accepted those before names were checked)
     run = telemetry_services.run_upsert(project=project, name="slashed")
