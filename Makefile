@@ -92,7 +92,7 @@ test: $(STAMP) browser prometheus ## Run the tests on real PostgreSQL, Redis, Ce
 chaos: $(STAMP) ## Fault run (100,000 points through worker/web kills, Redis wipe, PostgreSQL restart) and full fuzzing
 	$(BIN)/python -m chaos --points $${CHAOS_POINTS:-100000}
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-50} FUZZ_NEGATIVE_EXAMPLES=$${FUZZ_NEGATIVE_EXAMPLES:-10} \
-		INPUT_SWEEP=1 SWEEP_EACH_PARAM=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz.py tests/test_input_sweep.py
+		INPUT_SWEEP=1 SWEEP_EACH_PARAM=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz.py tests/test_input_sweep.py tests/test_input_sweep_ingest.py
 	@$(BIN)/python -m chaos.fuzz_summary
 
 chaos-failover: $(STAMP) ## Fault run: 100,000 points while the PostgreSQL primary's machine dies (pg_auto_failover promotes its standby)
