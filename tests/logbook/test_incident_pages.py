@@ -1,95 +1,26 @@
 """The triage queue and incident pages and their JSON: the queue's filters, who may read and
-who may edit, two people editing the same incident (page and API), query counts that do not
-grow with the data, and an on-call engineer's pass in a real browser."""
+who may edit, query counts that do not grow with the data, and an on-call engineer's pass
+in a real browser (two people editing one incident: test_incident_edits.py)."""
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.test import Client
 
-from logbook.models import AuditEvent, Interruption
+from logbook.models import Interruption
 from logbook.services import interruptions as interruption_services
 from logbook.services import triage
 from telemetry import services as telemetry_services
-from telemetry.models import Membership, Run
-
-T0 = datetime(2026, 6, 1, tzinfo=UTC)
-HOUR = timedelta(hours=1)
-
-
-def build_queue(project: Any, *, run_name: str = "q-run", extra: int = 0) -> dict[str, Any]:
-    """One run with four unexpected interruptions (hours 1-4) and a planned one (hour 5);
-    a second run with one (hour 6). Hour 2 is on host qh2 and NIC; hour 3 is resolved."""
-    run = telemetry_services.run_upsert(project=project, name=run_name)
-    other = telemetry_services.run_upsert(project=project, name=f"{run_name}-b")
-
-    def record(target: Run, key: str, hours: int, category: str, host: str) -> Interruption:
-        return interruption_services.interruption_record(
-            run=target,
-            source_key=key,
-            occurred_at=T0 + hours * HOUR,
-            category=category,
-            hosts=[host],
-            devices=[f"GPU-{key}"],
-        )
-
-    incidents = {
-        1: record(run, "u1", 1, "faulty-gpu", "qh1"),
-        2: record(run, "u2", 2, "nic", "qh2"),
-        3: record(run, "u3", 3, "faulty-gpu", "qh1"),
-        4: record(run, "u4", 4, "software-bug", "qh1"),
-        6: record(other, "b1", 6, "faulty-gpu", "qh1"),
-    }
-    planned = record(run, "p1", 5, "planned-maintenance", "qh1")
-    Interruption.objects.filter(pk=incidents[3].pk).update(status="resolved")
-    queue_extra(run, extra)
-    return {"run": run, "other": other, "incidents": incidents, "planned": planned}
-
-
-def queue_extra(run: Run, count: int, *, first: int = 0) -> None:
-    """`count` more unexpected SSD interruptions on `run`, each on a host of its own."""
-    for index in range(first, first + count):
-        interruption_services.interruption_record(
-            run=run,
-            source_key=f"x{index}",
-            occurred_at=T0 + (10 + index) * HOUR,
-            category="ssd",
-            hosts=[f"qx{index}"],
-            devices=[f"GPU-x{index}"],
-        )
-
-
-def form_data(incident: Interruption, **overrides: Any) -> dict[str, Any]:
-    """The edit form as the page fills it for `incident`, with `overrides` typed in."""
-    incident = Interruption.objects.get(pk=incident.pk)
-    values = {
-        "action": "save",
-        "version": incident.version,
-        "root_cause": incident.root_cause.slug,
-        "component": incident.component,
-        "hosts": "\n".join(sorted(h.name for h in incident.hosts.all())),
-        "devices": "\n".join(sorted(d.uuid for d in incident.devices.all())),
-        "severity": incident.severity,
-        "lost_steps": "" if incident.lost_steps is None else incident.lost_steps,
-        "notes": incident.notes,
-        **overrides,
-    }
-    if incident.manual_intervention and "manual_intervention" not in overrides:
-        values["manual_intervention"] = "on"
-    return values
-
-
-def shown_version(page: str) -> int:
-    return int(re.search(r'name="version" value="(\d+)" id="id_version"', page).group(1))
-
-
-def queue_ids(response: Any) -> list[int]:
-    return [int(pk) for pk in re.findall(r'data-incident="(\d+)"', response.content.decode())]
-
+from tests.logbook.incident_queue import (
+    HOUR,
+    T0,
+    build_queue,
+    form_data,
+    queue_extra,
+    queue_ids,
+    shown_version,
+)
 
 # --- the queue ---------------------------------------------------------------------------------
 
@@ -324,173 +255,6 @@ def test_refused_transition_is_explained(client, alice, project):
     assert response.status_code == 200
     assert "cannot become resolved" in response.content.decode()
     assert Interruption.objects.get(pk=incident.pk).status == "open"
-
-
-# --- two people, one incident ----------------------------------------------------------------
-
-
-@pytest.mark.django_db
-def test_second_save_through_the_page_sees_the_first_and_loses_nothing(alice, bob, project):
-    # given bob on-call too, and both with the incident's page open at version 1
-    Membership.objects.filter(user=bob).update(role=Membership.Role.ONCALL)
-    incident = build_queue(project)["incidents"][1]
-    alice_client, bob_client = Client(), Client()
-    alice_client.force_login(alice)
-    bob_client.force_login(bob)
-    url = f"/incidents/{incident.pk}/"
-    alice_form = form_data(incident)
-    bob_form = form_data(incident)
-    assert shown_version(alice_client.get(url).content.decode()) == 1
-    assert shown_version(bob_client.get(url).content.decode()) == 1
-
-    # when alice saves a new root cause, then bob saves his notes and a severity
-    assert alice_client.post(url, {**alice_form, "root_cause": "nic"}).status_code == 302
-    response = bob_client.post(url, {**bob_form, "notes": "Bob: cable swapped", "severity": "high"})
-
-    # then bob is told who changed what, and nothing of his was written over hers
-    page = response.content.decode()
-    assert response.status_code == 200
-    assert "Someone else (alice, " in page
-    assert "changed this incident while you were editing" in page
-    assert "Root cause: faulty-gpu → nic" in page
-    incident.refresh_from_db()
-    assert (incident.root_cause.slug, incident.notes, incident.severity) == ("nic", "", "medium")
-    assert AuditEvent.objects.filter(object_id=incident.pk, username="bob").count() == 0
-    # and his input is kept, merged with hers, at the current version
-    assert "Bob: cable swapped</textarea>" in page
-    assert '<option value="high" selected>' in page
-    assert '<option value="nic" selected>' in page
-    assert shown_version(page) == 2
-
-    # when bob saves the form as it now stands
-    merged = form_data(incident, notes="Bob: cable swapped", severity="high")
-    assert bob_client.post(url, merged).status_code == 302
-
-    # then both changes are kept
-    incident.refresh_from_db()
-    assert (incident.root_cause.slug, incident.notes, incident.severity) == (
-        "nic",
-        "Bob: cable swapped",
-        "high",
-    )
-    assert incident.version == 3
-
-
-@pytest.mark.django_db
-def test_both_changing_the_same_field_is_named(alice, bob, project):
-    Membership.objects.filter(user=bob).update(role=Membership.Role.ONCALL)
-    incident = build_queue(project)["incidents"][1]
-    alice_client, bob_client = Client(), Client()
-    alice_client.force_login(alice)
-    bob_client.force_login(bob)
-    url = f"/incidents/{incident.pk}/"
-    start = form_data(incident)
-
-    alice_client.post(url, {**start, "severity": "critical"})
-    page = bob_client.post(url, {**start, "severity": "low"}).content.decode()
-
-    assert "You both changed <strong>Severity</strong>" in page
-    assert "Severity: medium → critical" in page
-    assert '<option value="low" selected>' in page  # his value, for him to decide
-    assert Interruption.objects.get(pk=incident.pk).severity == "critical"
-
-
-@pytest.mark.django_db
-def test_stale_status_move_through_the_page_changes_nothing(client, alice, project):
-    incident = build_queue(project)["incidents"][1]
-    triage.incident_update(interruption=incident, user=alice, version=1, changes={"notes": "n"})
-    client.force_login(alice)
-
-    response = client.post(
-        f"/incidents/{incident.pk}/", {"action": "transition", "version": 1, "status": "triaged"}
-    )
-
-    assert response.status_code == 200
-    assert "changed this incident while you were editing" in response.content.decode()
-    assert Interruption.objects.get(pk=incident.pk).status == "open"
-
-
-@pytest.mark.django_db
-def test_api_patch_edits_and_answers_409_on_a_stale_version(alice, bob, project):
-    # given bob on-call too
-    Membership.objects.filter(user=bob).update(role=Membership.Role.ONCALL)
-    incident = build_queue(project)["incidents"][1]
-    alice_client, bob_client = Client(), Client()
-    alice_client.force_login(alice)
-    bob_client.force_login(bob)
-    url = f"/api/v1/incidents/{incident.pk}"
-
-    # when alice patches version 1
-    response = alice_client.patch(
-        url,
-        {"version": 1, "root_cause": "nic", "hosts": ["qh7"], "status": "triaged"},
-        content_type="application/json",
-    )
-
-    # then the fields and the status move (one audit event each)
-    assert response.status_code == 200
-    body = response.json()["incident"]
-    assert (body["root_cause"]["slug"], body["hosts"], body["status"]) == (
-        "nic",
-        ["qh7"],
-        "triaged",
-    )
-    assert (body["triaged_by"], body["version"]) == ("alice", 3)
-
-    # when bob patches the version 1 he read
-    response = bob_client.patch(
-        url, {"version": 1, "notes": "bob's view"}, content_type="application/json"
-    )
-
-    # then 409 with the current state and what changed since
-    assert response.status_code == 409
-    conflict = response.json()
-    assert "alice" in conflict["detail"]
-    assert conflict["current"]["version"] == 3
-    assert conflict["current"]["root_cause"]["slug"] == "nic"
-    assert [e["user"] for e in conflict["their_changes"]] == ["alice", "alice"]
-    assert conflict["their_changes"][0]["changes"]["root_cause"] == ["faulty-gpu", "nic"]
-    assert conflict["their_changes"][1]["changes"]["status"] == ["open", "triaged"]
-    assert Interruption.objects.get(pk=incident.pk).notes == ""
-
-    # and the history shows both of alice's changes, newest first
-    history = bob_client.get(url).json()["history"]
-    assert [sorted(e["changes"]) for e in history] == [
-        ["status", "triaged_at", "triaged_by", "version"],
-        ["hosts", "root_cause", "version"],
-    ]
-
-
-@pytest.mark.django_db
-@pytest.mark.parametrize(
-    "body",
-    [
-        {"notes": "no version"},
-        {"version": 1, "planned": True},
-        {"version": 1, "severity": "apocalyptic"},
-        {"version": 1, "root_cause": "gremlins"},
-        {"version": 1, "lost_steps": -3},
-        {"version": 1, "status": "resolved"},  # open cannot jump to resolved
-        {"version": 1, "hosts": "qh1"},
-    ],
-)
-def test_api_patch_refuses_bad_input(client, alice, project, body):
-    incident = build_queue(project)["incidents"][1]
-    client.force_login(alice)
-
-    response = client.patch(
-        f"/api/v1/incidents/{incident.pk}", body, content_type="application/json"
-    )
-
-    assert response.status_code == 400
-    assert response.json()
-    incident.refresh_from_db()
-    assert (incident.version, incident.status, incident.root_cause.slug) == (
-        1,
-        "open",
-        "faulty-gpu",
-    )
-    assert not AuditEvent.objects.filter(object_id=incident.pk).exists()
 
 
 # --- query counts ------------------------------------------------------------------------------
