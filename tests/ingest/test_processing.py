@@ -1,113 +1,41 @@
 """Processing accepted batches (ingest.services.batch_process), called directly: idempotency,
-where every event type lands, attempt resolution, first-write-wins points, the seeded
-root-cause taxonomy, poison batches, and the sweeper with the real worker."""
+where every event type lands, attempt resolution, first-write-wins points and the seeded
+root-cause taxonomy (poison batches and the sweeper: test_batch_failures.py)."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from ingest import services
 from ingest.models import IngestBatch
-from ingest.services import batches, processing
 from logbook.models import (
     Checkpoint,
     CheckpointRestore,
     Interruption,
-    LogbookEntry,
     RootCause,
-    SdcReplay,
 )
 from logbook.taxonomy import EXTRA_CATEGORIES, ROOT_CAUSE_SEEDS, TABLE5_COMPONENTS
-from telemetry.models import Attempt, Host, MetricPoint, MetricSeries, Run
-
-EPOCH = 1_763_600_000  # 2025-11-20, safely in the past
-
-
-def at(hour: int, minute: int = 0) -> str:
-    return f"2026-11-20T{hour:02d}:{minute:02d}:00Z"
-
-
-def moment(hour: int, minute: int = 0) -> datetime:
-    return datetime(2026, 11, 20, hour, minute, tzinfo=UTC)
+from telemetry.models import Attempt, MetricPoint, Run
+from tests.ingest.batch_documents import (
+    at,
+    counts,
+    full_batch,
+    losses,
+    moment,
+    points_batch,
+    process,
+)
 
 
 @pytest.fixture
 def token(project: Any) -> Any:
     row, _ = services.token_create(project=project, name="t")
     return row
-
-
-def submit(token: Any, document: dict[str, Any]) -> IngestBatch:
-    acceptance = services.batch_submit(token=token, body=json.dumps(document).encode())
-    assert not acceptance.duplicate and not acceptance.conflict
-    return acceptance.batch
-
-
-def process(token: Any, document: dict[str, Any]) -> IngestBatch:
-    batch = submit(token, document)
-    assert services.batch_process(batch_pk=batch.pk) == "done"
-    batch.refresh_from_db()
-    return batch
-
-
-def losses(start: int, stop: int, *, base: float = 3.0) -> list[dict[str, Any]]:
-    return [
-        {"name": "loss", "step": step, "value": base - step / 1000, "time": EPOCH + step}
-        for step in range(start, stop)
-    ]
-
-
-def full_batch(batch_id: str = "full-1") -> dict[str, Any]:
-    """Attempt 2 of a run: one batch with every event type."""
-    return {
-        "batch_id": batch_id,
-        "run": "llama",
-        "attempt": 2,
-        "metrics": losses(100, 120),
-        "events": [
-            {"type": "attempt_started", "time": at(8), "resumed_from_step": 100,
-             "hosts": ["h001", "h002"]},
-            {"type": "checkpoint_restored", "time": at(8, 1), "step": 100, "restore_s": 42.5},
-            {"type": "checkpoint_saved", "time": at(8, 30), "step": 110, "blocking_save_s": 3.5,
-             "async_save_s": 20.0, "size_bytes": 5 * 10**9, "tier": "local_nvme",
-             "uri": "s3://ckpt/110", "checksum": "sha256:abc", "status": "saved"},
-            {"type": "interruption", "time": at(9), "category": "faulty-gpu",
-             "hosts": ["h002"], "devices": ["GPU-aaaa"], "message": "Xid 79 on h002",
-             "detected_at": at(9, 2), "recovered_at": at(9, 40), "manual_intervention": True,
-             "lost_steps": 9, "step": 119},
-            {"type": "sdc_suspected", "time": at(8, 45), "step": 115, "device": "GPU-bbbb",
-             "host": "h001", "detection": "loss_spike", "value": 9.5,
-             "message": "loss 9.5 at step 115"},
-            {"type": "note", "time": at(9, 5), "title": "Restart after Xid 79",
-             "body": "Drained h002.", "kind": "restart", "step": 119},
-            {"type": "attempt_ended", "time": at(9), "status": "failed",
-             "reason": "Xid 79 on h002"},
-        ],
-    }  # fmt: skip
-
-
-def counts() -> dict[str, int]:
-    return {
-        "runs": Run.objects.count(),
-        "attempts": Attempt.objects.count(),
-        "series": MetricSeries.objects.count(),
-        "points": MetricPoint.objects.count(),
-        "interruptions": Interruption.objects.count(),
-        "checkpoints": Checkpoint.objects.count(),
-        "restores": CheckpointRestore.objects.count(),
-        "sdc": SdcReplay.objects.count(),
-        "entries": LogbookEntry.objects.count(),
-        "hosts": Host.objects.count(),
-        "attempt_hosts": Attempt.hosts.through.objects.count(),
-        "interruption_hosts": Interruption.hosts.through.objects.count(),
-    }
 
 
 # --- Idempotency -----------------------------------------------------------------------------
@@ -385,22 +313,13 @@ def test_attempt_named_by_the_start_event_is_used(token):
 # --- Points --------------------------------------------------------------------------------
 
 
-def _points(batch_id: str, attempt: int, *items: tuple[int, float]) -> dict[str, Any]:
-    return {
-        "batch_id": batch_id,
-        "run": "llama",
-        "attempt": attempt,
-        "metrics": [{"name": "loss", "step": step, "value": value} for step, value in items],
-    }
-
-
 @pytest.mark.django_db
 def test_same_step_in_one_attempt_first_write_wins(token):
     # given step 10 stored in attempt 1
-    process(token, _points("a", 1, (10, 1.0)))
+    process(token, points_batch("a", 1, (10, 1.0)))
 
     # when another batch sends step 10 again with another value, and a new step 11
-    process(token, _points("b", 1, (10, 99.0), (11, 1.1)))
+    process(token, points_batch("b", 1, (10, 99.0), (11, 1.1)))
 
     # then step 10 kept its first value and step 11 was added
     values = dict(MetricPoint.objects.values_list("step", "value"))
@@ -409,16 +328,16 @@ def test_same_step_in_one_attempt_first_write_wins(token):
 
 @pytest.mark.django_db
 def test_same_step_inside_one_batch_keeps_the_first(token):
-    process(token, _points("a", 1, (10, 1.0), (10, 2.0)))
+    process(token, points_batch("a", 1, (10, 1.0), (10, 2.0)))
 
     assert list(MetricPoint.objects.values_list("step", "value")) == [(10, 1.0)]
 
 
 @pytest.mark.django_db
 def test_same_step_in_different_attempts_is_kept_separately(token):
-    process(token, _points("a", 1, (10, 1.0), (11, 1.1)))
+    process(token, points_batch("a", 1, (10, 1.0), (11, 1.1)))
 
-    process(token, _points("b", 2, (10, 5.0)))
+    process(token, points_batch("b", 2, (10, 5.0)))
 
     by_attempt = set(MetricPoint.objects.values_list("series__attempt__number", "step", "value"))
     assert by_attempt == {(1, 10, 1.0), (1, 11, 1.1), (2, 10, 5.0)}
@@ -455,103 +374,6 @@ def test_root_cause_taxonomy_is_seeded_by_the_migration():
     } <= extras
     assert rows["planned-maintenance"].is_planned is True
     assert sum(1 for row in rows.values() if row.is_planned) == 2
-
-
-# --- Poison batches ------------------------------------------------------------------------
-
-
-@pytest.mark.django_db
-def test_poison_batch_is_parked_as_dead_after_max_attempts(token, monkeypatch):
-    # given a batch whose processing fails every time
-    batch = submit(token, _points("poison", 1, (1, 1.0)))
-
-    def explode(batch: IngestBatch, batch_in: Any) -> None:
-        raise RuntimeError("disk on fire")
-
-    monkeypatch.setattr(processing, "_apply", explode)
-    limit = settings.INGEST_MAX_PROCESS_ATTEMPTS
-    assert limit >= 1
-
-    # when it is processed up to the limit, each attempt fails and is counted
-    for attempt in range(1, limit + 1):
-        with pytest.raises(RuntimeError, match="disk on fire"):
-            services.batch_process(batch_pk=batch.pk)
-        batch.refresh_from_db()
-        assert (batch.status, batch.process_attempts) == ("pending", attempt)
-        assert "disk on fire" in batch.last_error
-
-    # then the next call parks it as dead, and later calls do nothing
-    assert services.batch_process(batch_pk=batch.pk) == "dead"
-    batch.refresh_from_db()
-    assert batch.status == "dead"
-    assert f"gave up after {limit} processing attempts" in batch.last_error
-    assert "disk on fire" in batch.last_error  # the dead batch still says why
-    assert services.batch_process(batch_pk=batch.pk) == "not pending"
-    assert not MetricPoint.objects.exists()
-    assert not Run.objects.exists()
-
-
-@pytest.mark.django_db
-def test_failed_processing_leaves_nothing_behind(token, monkeypatch):
-    # given a batch whose processing fails after its points were written
-    batch = submit(token, full_batch())
-    real_apply = processing._apply
-
-    def apply_then_fail(batch: IngestBatch, batch_in: Any) -> None:
-        real_apply(batch, batch_in)
-        raise RuntimeError("killed half-way")
-
-    monkeypatch.setattr(processing, "_apply", apply_then_fail)
-    with pytest.raises(RuntimeError):
-        services.batch_process(batch_pk=batch.pk)
-
-    # then the transaction rolled everything back, and a later attempt stores it once
-    assert counts()["points"] == 0 and not Run.objects.exists()
-    monkeypatch.setattr(processing, "_apply", real_apply)
-    assert services.batch_process(batch_pk=batch.pk) == "done"
-    batch.refresh_from_db()
-    assert (batch.status, batch.process_attempts, batch.last_error) == ("done", 2, "")
-    assert counts()["points"] == 20
-
-
-# --- Sweeper with the real worker --------------------------------------------------------
-
-
-@pytest.mark.django_db(transaction=True)
-def test_sweeper_recovers_a_batch_whose_message_was_lost(celery_worker, token, monkeypatch, wait):
-    # given a batch accepted while publishing was broken (no message ever reached Redis)
-    real_enqueue = batches.batch_enqueue
-    lost: list[int] = []
-    monkeypatch.setattr(batches, "batch_enqueue", lambda *, batch_pk: lost.append(batch_pk))
-    with transaction.atomic():
-        batch = submit(token, _points("lost", 1, (1, 1.0), (2, 0.9)))
-    assert lost == [batch.pk]
-    IngestBatch.objects.filter(pk=batch.pk).update(
-        received_at=timezone.now() - timedelta(minutes=5)
-    )
-    monkeypatch.setattr(batches, "batch_enqueue", real_enqueue)
-
-    # when a later batch is published normally and the worker processes it
-    marker = submit(token, _points("marker", 1, (100, 0.5)))
-    wait(
-        lambda: IngestBatch.objects.get(pk=marker.pk).status == "done",
-        what="the worker to process the marker batch",
-    )
-
-    # then the lost batch is still pending, and a sweep with a longer cutoff ignores it
-    assert IngestBatch.objects.get(pk=batch.pk).status == "pending"
-    assert services.batches_sweep(older_than_s=600) == 0
-
-    # when the sweeper runs
-    assert services.batches_sweep() == 1
-
-    # then the worker stores it
-    wait(
-        lambda: IngestBatch.objects.get(pk=batch.pk).status == "done",
-        what="the worker to process the swept batch",
-    )
-    assert set(MetricPoint.objects.values_list("step", "value")) == {(1, 1.0), (2, 0.9), (100, 0.5)}
-    assert IngestBatch.objects.get(pk=batch.pk).process_attempts == 1
 
 
 @pytest.mark.django_db
