@@ -7,7 +7,7 @@ bumps the run's data_version in the same transaction (telemetry.services.run_dat
 an ingest batch once, with its progress), and what the fleet pages list bumps the project's
 fleet_version (fleet_version_bump). A key holds the version read with the run (or project), so
 a page is never older than its data: the next request after a change reads a new key. Only
-the write functions of the apps' services bump, each its own (tests/test_architecture.py:
+the write functions of the apps' services bump, each its own (tests/test_architecture_owners.py:
 no bump outside them, none of their writes of what the pages show without one); the Django
 admin saves through them (telemetry.services.edits, sdc_verdict_set, root_cause_save) and
 shows interruptions, checkpoints, logbook entries and triage suggestions read-only.
