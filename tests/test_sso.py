@@ -226,7 +226,11 @@ def test_the_login_page_offers_the_provider_above_the_local_form(
         assert button.inner_text() == "Log in with Lab SSO"
         assert page.locator("#id_username").is_visible()
         assert button.bounding_box()["y"] < page.locator("#id_username").bounding_box()["y"]
-        page.screenshot(path=str(tmp_path / "login.png"), full_page=True)
+        # styled as the button it stands for (the accent colour), not a bare link
+        style = button.evaluate("e => [getComputedStyle(e).backgroundColor, e.offsetHeight]")
+        assert style[0] == "rgb(36, 86, 166)" and style[1] >= 30, style
+        shots = Path(os.environ.get("JOB_PATH_SHOTS") or tmp_path)
+        page.screenshot(path=str(shots / "login-sso.png"), full_page=True)
         button.click()
         page.wait_for_url(f"{servers.provider}/oauth2/authorize?*")
     finally:
