@@ -14,135 +14,48 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 
 from config.celery import app as celery_app
 from config.demo import Demo as DemoProcesses
-from stack import free_port, postgres
+from stack import postgres
 from stack.processes import children_of, pid_alive
+from tests.demo_path_support import (
+    CHART_PAGES,
+    ROOT,
+    Demo,
+    StepTimes,
+    command_of,
+    demo_started,
+    last_step_at,
+    log_in,
+    prometheus,
+    readme_curl,
+    readme_job,
+    run_named,
+    send,
+    until,
+    walk_every_page,
+)
 from tests.diagnosis import slowdown_job
-
-ROOT = Path(__file__).resolve().parent.parent
-# A fresh demo migrates and loads in ~80 s on 2 quiet cores; at load 13 (a full suite beside
-# benchmarks) migrating alone took 77 s and serving missed a 240 s budget.
-START_TIMEOUT_S = 420
-# Pages whose main content is a chart: each must draw at least one, with traces.
-CHART_PAGES = [
-    r"^/runs/\d+/$",
-    r"^/runs/\d+/mfu/$",
-    r"^/runs/\d+/goodput/$",
-    r"^/runs/\d+/checkpoints/$",
-    r"^/failures/$",
-    r"^/sdc/$",
-    r"^/fleet/$",
-    r"^/fleet/hosts/[^/]+/$",
-]
-RUN_PAGE = r"^/runs/\d+/$"
-NO_METRICS = "No metrics reported yet."
-# Pages whose links are followed too (once per path): the run list and navigation, the demo
-# run's pages, and the pages the README's tour reaches from them.
-EXPANDED = [r"^/$", r"^/runs/\d+/", r"^/incidents/$", r"^/failures/$", r"^/sdc/$",
-            r"^/fleet/$", r"^/fleet/hosts/[^/]+/$", r"^/webhooks/$", r"^/projects/"]  # fmt: skip
-HOST_PAGES = 2  # of the fleet's many hosts, this many host pages
-MAX_PAGES = 250
-
-
-@dataclass
-class Demo:
-    url: str
-    username: str
-    password: str
-    token: str
-    process: subprocess.Popen[bytes]
-    var_dir: Path
-    log_path: Path
 
 
 @pytest.fixture(scope="module")
 def demo() -> Iterator[Demo]:
-    """`python -m config.demo` (what `make demo` runs) on a free port, its data in a temporary
-    directory, with the environment a newcomer has (no database or Redis URL)."""
-    root = Path(tempfile.mkdtemp(prefix="chronicle-demo-path-"))
-    root.chmod(0o755)  # PostgreSQL may run as another account (root cannot run it)
-    port = free_port()
-    log_path = root / "demo.log"
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "DEBUG"}
-    }
-    command = [sys.executable, "-m", "config.demo", "--port", str(port),
-               "--var-dir", str(root / "var")]  # fmt: skip
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
-    try:
-        output = _wait_for_serving(process, log_path, f"http://127.0.0.1:{port}/login/")
-        login = re.search(r"Log in\s+(\S+) / (\S+)", output)
-        token = re.search(r"^(chr_\S+)$", output, re.MULTILINE)
-        assert login and token, output
-        yield Demo(
-            url=f"http://127.0.0.1:{port}",
-            username=login[1],
-            password=login[2],
-            token=token[1],
-            process=process,
-            var_dir=root / "var",
-            log_path=log_path,
-        )
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=60)
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _wait_for_serving(process: subprocess.Popen[bytes], log_path: Path, url: str) -> str:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        output = log_path.read_text(errors="replace")
-        if "Started a Celery worker" in output:
-            try:
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    if response.status == 200:
-                        return output
-            except OSError:
-                pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"`make demo` did not serve:\n{output[-4000:]}")
-        time.sleep(0.25)
-
-
-def _log_in(page: Any, demo: Demo) -> None:
-    """With the login the demo printed."""
-    page.goto(f"{demo.url}/login/")
-    page.fill("#id_username", demo.username)
-    page.fill("#id_password", demo.password)
-    with page.expect_navigation():
-        page.click("button[type=submit]")
-
-
-def _matches(patterns: list[str], path: str) -> bool:
-    return any(re.search(pattern, path) for pattern in patterns)
-
-
-def _is_document(path: str) -> bool:
-    """What a browser opens as a page (others, like the logbook's .md export, download)."""
-    return not path.startswith("/api/") and not re.search(r"\.(md|csv|json|txt)$", path)
+    """The demo, started once for this module's tests (the last one stops it)."""
+    with demo_started() as started:
+        yield started
 
 
 @pytest.mark.browser
@@ -158,75 +71,13 @@ def test_the_readme_demo_path_in_a_browser(demo, browser, page_drawn):
         "response",
         lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None,
     )
-    _log_in(page, demo)
+    log_in(page, demo)
     page_drawn(page)
     assert urlsplit(page.url).path == "/", page.url
 
-    # when every link of the navigation and of the demo run's pages is opened
-    queue = ["/"]
-    seen = {"/"}
-    expanded: set[str] = set()
-    hosts = 0
-    opened: list[str] = []
-    charted_runs: list[str] = []
-    metricless: set[str] = set()
-    while queue:
-        target = queue.pop(0)
-        path = urlsplit(target).path
-        assert len(opened) < MAX_PAGES, f"more than {MAX_PAGES} pages: {opened[-20:]}"
-        opened.append(target)
-        if not _is_document(path):
-            answer = context.request.get(f"{demo.url}{target}")
-            assert answer.status < 400, (target, answer.status)
-            continue
-        response = page.goto(f"{demo.url}{target}")
-        # A run page draws its first chart at once and the others one per frame after it.
-        page_drawn(page)
-
-        # then each answers without error, logs no console error, and draws its charts
-        assert response is not None and response.status < 400, (
-            target,
-            response and response.status,
-        )
-        assert failed == [], (target, failed)
-        assert console == [], (target, console)
-        charts = page.evaluate(
-            "Array.from(document.querySelectorAll('figure.chart'))"
-            ".map(f => f.classList.contains('js-plotly-plot') ? f.data.length : 0)"
-        )
-        assert all(traces > 0 for traces in charts), (target, charts)
-        if _matches(CHART_PAGES, path):
-            # A run that sent no metrics (the fleet's evaluation jobs, the triage history)
-            # says so on its page instead of drawing a chart.
-            # (the run page is opened before its MFU, goodput and checkpoint pages)
-            run = re.match(r"^/runs/(\d+)/", path)
-            if re.match(RUN_PAGE, path) and page.locator(f"text={NO_METRICS}").count():
-                metricless.add(run[1])
-            assert charts or (run and run[1] in metricless), f"{target}: its chart is missing"
-            if re.match(RUN_PAGE, path) and charts:
-                charted_runs.append(path)
-
-        if not _matches(EXPANDED, path) or path in expanded:
-            continue
-        expanded.add(path)
-        hrefs = page.evaluate(
-            "Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))"
-        )
-        for href in hrefs:
-            absolute = urljoin(f"{demo.url}{target}", href)
-            parts = urlsplit(absolute)
-            if f"{parts.scheme}://{parts.netloc}" != demo.url or not parts.path:
-                continue  # another site (none expected) or a fragment of this page
-            link = parts.path + (f"?{parts.query}" if parts.query else "")
-            if link in seen:
-                continue
-            if re.match(r"^/fleet/hosts/", parts.path):
-                if hosts == HOST_PAGES:
-                    continue
-                hosts += 1
-            seen.add(link)
-            queue.append(link)
-
+    # when every link of the navigation and of the demo run's pages is opened, then each
+    # answers without error, logs no console error, and draws its charts
+    opened, charted_runs = walk_every_page(page, context, demo, page_drawn, console, failed)
     visited_paths = {urlsplit(link).path for link in opened}
     assert charted_runs, "no run page drew its metrics"
     assert not any(p.startswith("/admin/") for p in visited_paths), sorted(visited_paths)
@@ -238,7 +89,7 @@ def test_the_readme_demo_path_in_a_browser(demo, browser, page_drawn):
         assert any(re.search(expected, p) for p in visited_paths), (expected, sorted(visited_paths))
 
     # when the README's curl example is sent with the printed token
-    curl = _readme_curl()
+    curl = readme_curl()
     request = urllib.request.Request(
         f"{demo.url}{urlsplit(curl['url']).path}",
         data=curl["body"].encode(),
@@ -290,10 +141,10 @@ HANG_OPENED_S = 300
 @pytest.mark.browser
 def test_the_readme_job_path_shows_steps_the_straggler_and_the_hang_live(demo, browser, page_drawn):
     # given the README's job, pointed at this demo, and the run list open in Chromium
-    job = _readme_job().replace("http://127.0.0.1:8000", demo.url).replace("chr_…", demo.token)
+    job = readme_job().replace("http://127.0.0.1:8000", demo.url).replace("chr_…", demo.token)
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     runs = context.new_page()
-    _log_in(runs, demo)
+    log_in(runs, demo)
     page_drawn(runs)
     spool = demo.var_dir.parent / "spool"
     # Screenshots of each moment, to look at (JOB_PATH_SHOTS names a folder to keep them).
@@ -328,7 +179,7 @@ def test_the_readme_job_path_shows_steps_the_straggler_and_the_hang_live(demo, b
 
         step_delays: list[float] = []
         straggler_at = hang_at = None
-        steps_log = [_StepTimes(process) for process in ranks]
+        steps_log = [StepTimes(process) for process in ranks]
         while hang_at is None:
             now = time.monotonic()
             # new steps: the newest loss point the run page draws, against when rank 0 took it
@@ -361,7 +212,7 @@ def test_the_readme_job_path_shows_steps_the_straggler_and_the_hang_live(demo, b
             ):
                 # against the threshold the server holds: its time of the run's last step
                 # (the ranks' last window of timings is never sent: they hang) + 60 s
-                hang_at = time.time() - _last_step_at(demo, "my-first-job") - 60
+                hang_at = time.time() - last_step_at(demo, "my-first-job") - 60
                 incidents.screenshot(path=str(shots / "job-path-hang.png"), full_page=True)
                 # and the hung run reads "Hung" in the run list and on its page
                 incidents.goto(f"{demo.url}/")
@@ -387,83 +238,11 @@ def test_the_readme_job_path_shows_steps_the_straggler_and_the_hang_live(demo, b
     assert hang_at <= HANG_OPENED_S
 
 
-class _StepTimes:
-    """The wall-clock times a rank printed for its steps, read as they come."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.times: list[float] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._read, args=(process,), daemon=True).start()
-
-    def _read(self, process: subprocess.Popen[str]) -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith("step "):
-                with self._lock:
-                    self.times.append(float(line.split()[1]))
-
-    def count(self) -> int:
-        with self._lock:
-            return len(self.times)
-
-    def time_of(self, count: int) -> float:
-        """When the step that made `count` steps was taken (time.time())."""
-        with self._lock:
-            return self.times[min(count, len(self.times)) - 1]
-
-
-def _last_step_at(demo: Demo, run: str) -> float:
-    """When the demo's server saw `run` reach its last step (epoch seconds), from its
-    database."""
-    url = postgres.socket_url(demo.var_dir / "postgres", "chronicle")
-    with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT last_step_at FROM telemetry_run WHERE name = %s", [run])
-        return row.fetchone()[0].timestamp()
-
-
 def _prelude() -> str:
     return (
         f"import os\nFORWARD_S, SLOW_FACTOR, SLOW_RANK = {FORWARD_S}, {SLOW_FACTOR}, {SLOW_RANK}\n"
         + TRAINING
     )
-
-
-def _readme_job() -> str:
-    """The README's per-rank job: the Python block that calls run.rank_timer()."""
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
-    job = [block for block in blocks if "rank_timer()" in block]
-    assert len(job) == 1, "the README has no per-rank job"
-    return job[0]
-
-
-def _send(demo: Demo, path: str, body: str, content_type: str = "application/json") -> Any:
-    request = urllib.request.Request(
-        f"{demo.url}{path}", data=body.encode(), method="POST",
-        headers={"Authorization": f"Bearer {demo.token}", "Content-Type": content_type},
-    )  # fmt: skip
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        assert answer.status in (200, 202), answer.status
-        return json.loads(answer.read())
-
-
-def _until(read: Any, what: str, timeout_s: float = 120) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = read()
-        if found:
-            return found
-        time.sleep(1)
-    pytest.fail(f"{what}: not within {timeout_s:.0f} s")
-
-
-def _prometheus(host: str, uuid: str, values: dict[str, float], at_s: float) -> str:
-    labels = f'gpu="0",UUID="{uuid}",Hostname="{host}"'
-    return "".join(f"{k}{{{labels}}} {v:g} {int(at_s * 1000)}\n" for k, v in values.items())
-
-
-def _run(api: Any, name: str) -> dict[str, Any] | None:
-    return next((run for run in api("/api/v1/runs") if run["name"] == name), None)
 
 
 def test_the_fleet_across_racks_and_sites_sent_as_a_user_would(demo, browser):
@@ -473,7 +252,7 @@ def test_the_fleet_across_racks_and_sites_sent_as_a_user_would(demo, browser):
     at risk, with those signals, before the XID 79 that ends its run."""
     context = browser.new_context()
     page = context.new_page()
-    _log_in(page, demo)
+    log_in(page, demo)
 
     def api(path: str) -> Any:
         answer = context.request.get(f"{demo.url}{path}")
@@ -487,7 +266,7 @@ def test_the_fleet_across_racks_and_sites_sent_as_a_user_would(demo, browser):
     # when five small jobs on five of its hosts report interruptions within three minutes
     for n in range(5):
         host = f"rk36-{n}"
-        _send(demo, "/api/v1/ingest", json.dumps({
+        send(demo, "/api/v1/ingest", json.dumps({
             "batch_id": f"rk36-job-{n}", "run": f"rk36-job-{n}", "events": [
                 {"type": "attempt_started", "time": iso(now - 3600), "hosts": [host],
                  "placement": rack},
@@ -502,7 +281,7 @@ def test_the_fleet_across_racks_and_sites_sent_as_a_user_would(demo, browser):
         ]
 
     # (each batch is processed on its own: wait for all five incidents, whatever the order)
-    _until(
+    until(
         lambda: sum(len(g["incidents"]) for g in rack_groups()) >= 5,
         "the rack's incident group with its five incidents",
     )
@@ -522,11 +301,11 @@ def test_the_fleet_across_racks_and_sites_sent_as_a_user_would(demo, browser):
         events.append({"type": "rank_timings", "time": iso(now - 300 + 10 * step),
                        "first_step": step, "ranks": ranks, "hosts": rank_hosts,
                        "sections": {"step": [2.0] * 32, "collective_wait": wait}})  # fmt: skip
-    _send(demo, "/api/v1/ingest", json.dumps({"batch_id": "two-sites-1", "run": "two-sites",
+    send(demo, "/api/v1/ingest", json.dumps({"batch_id": "two-sites-1", "run": "two-sites",
                                               "attempt": 1, "events": events}))  # fmt: skip
-    run_id = _until(lambda: _run(api, "two-sites"), "the two-site run")["id"]
+    run_id = until(lambda: run_named(api, "two-sites"), "the two-site run")["id"]
     # then each site's share of the step shows, and the slow site is named
-    sites = _until(
+    sites = until(
         lambda: (
             (found := api(f"/api/v1/runs/{run_id}/sites"))["sites"]
             and all(s["share"] for s in found["sites"])
@@ -541,28 +320,26 @@ def test_the_fleet_across_racks_and_sites_sent_as_a_user_would(demo, browser):
     # given a running job on gpu-node-36, whose exporter pushes its last ten hours
     started = {"type": "attempt_started", "time": iso(now - 86400), "hosts": ["gpu-node-36"]}
     job = {"batch_id": "risk-job-1", "run": "risk-job", "events": [started]}
-    _send(demo, "/api/v1/ingest", json.dumps(job))
-    _until(lambda: _run(api, "risk-job"), "the job's attempt (its batch processed)")
+    send(demo, "/api/v1/ingest", json.dumps(job))
+    until(lambda: run_named(api, "risk-job"), "the job's attempt (its batch processed)")
     count = 0.0
     for hour in range(10):
         count += 1 if hour < 5 else 12 * (hour - 4)
         values = {"DCGM_FI_DEV_XID_ERRORS": 0, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": count,
                   "DCGM_FI_DEV_ROW_REMAP_PENDING": 1.0 if hour >= 7 else 0.0}  # fmt: skip
-        text = _prometheus("gpu-node-36", "GPU-demo-path-36", values, now - 3600 * (9 - hour) - 60)
-        _send(demo, "/api/v1/ingest/prometheus", text, "text/plain")
+        text = prometheus("gpu-node-36", "GPU-demo-path-36", values, now - 3600 * (9 - hour) - 60)
+        send(demo, "/api/v1/ingest/prometheus", text, "text/plain")
     # then it is at risk, with those signals
     (listed,) = [
         d for d in api("/api/v1/fleet/at-risk")["devices"] if d["device"] == "GPU-demo-path-36"
     ]
     assert [s["kind"] for s in listed["signals"]] == ["ecc_rate", "row_remap_pending"], listed
     assert listed["action"].startswith("drain before the next restart")
-    assert _run(api, "risk-job")["interruption_count"] == 0
+    assert run_named(api, "risk-job")["interruption_count"] == 0
     # when the XID 79 comes, it ends the run: an incident on it, after the listing
-    xid = _prometheus(
-        "gpu-node-36", "GPU-demo-path-36", {"DCGM_FI_DEV_XID_ERRORS": 79}, time.time()
-    )
-    _send(demo, "/api/v1/ingest/prometheus", xid, "text/plain")
-    _until(lambda: _run(api, "risk-job")["interruption_count"] == 1, "the XID 79's incident")
+    xid = prometheus("gpu-node-36", "GPU-demo-path-36", {"DCGM_FI_DEV_XID_ERRORS": 79}, time.time())
+    send(demo, "/api/v1/ingest/prometheus", xid, "text/plain")
+    until(lambda: run_named(api, "risk-job")["interruption_count"] == 1, "the XID 79's incident")
     context.close()
 
 
@@ -578,13 +355,13 @@ def test_slowdowns_sent_through_the_contract_open_explained_within_two_minutes(d
     jobs = slowdown_job.jobs("demo-slow", end_s=time.time())
     for job in jobs:
         for document in job.batches:
-            _send(demo, "/api/v1/ingest", json.dumps(document))
+            send(demo, "/api/v1/ingest", json.dumps(document))
         for host, text in job.pushes:
-            _send(demo, f"/api/v1/ingest/prometheus?host={host}", text, "text/plain")
+            send(demo, f"/api/v1/ingest/prometheus?host={host}", text, "text/plain")
     sent_at = time.monotonic()
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    _log_in(page, demo)
+    log_in(page, demo)
     try:
         # when the worker has stored the batches (a 202 is durable, not yet processed) and
         # the beat's passes run, as a user reads the API
@@ -661,7 +438,7 @@ def test_what_a_new_user_met_counts_one_failure_and_blames_the_right_host(demo, 
     node0 only. (The live hang, and "Hung", are the job-path test's.)"""
     context = browser.new_context()
     page = context.new_page()
-    _log_in(page, demo)
+    log_in(page, demo)
 
     def api(path: str) -> Any:
         answer = context.request.get(f"{demo.url}{path}")
@@ -670,9 +447,9 @@ def test_what_a_new_user_met_counts_one_failure_and_blames_the_right_host(demo, 
 
     # given the README's curl example, sent once and then left alone for ten minutes: its
     # two points moved back that far in the demo's database (the test cannot wait that long)
-    curl = json.loads(_readme_curl()["body"]) | {"batch_id": "left-alone-1", "run": "left-alone"}
-    _send(demo, "/api/v1/ingest", json.dumps(curl))
-    _until(lambda: _run(api, "left-alone"), "the curl example's run")
+    curl = json.loads(readme_curl()["body"]) | {"batch_id": "left-alone-1", "run": "left-alone"}
+    send(demo, "/api/v1/ingest", json.dumps(curl))
+    until(lambda: run_named(api, "left-alone"), "the curl example's run")
     with psycopg.connect(postgres.socket_url(demo.var_dir / "postgres", "chronicle")) as conn:
         conn.execute(
             "UPDATE telemetry_run SET last_seen_at = last_seen_at - make_interval(secs => %s),"
@@ -696,30 +473,30 @@ def test_what_a_new_user_met_counts_one_failure_and_blames_the_right_host(demo, 
                        "sections": {"forward": forward}})  # fmt: skip
     metrics = [{"name": "loss", "step": step, "value": 3.0 - step / 100,
                 "time": iso(now - 600 + 10 * step)} for step in range(30)]  # fmt: skip
-    _send(demo, "/api/v1/ingest", json.dumps({"batch_id": "two-nodes-1", "run": "two-nodes",
+    send(demo, "/api/v1/ingest", json.dumps({"batch_id": "two-nodes-1", "run": "two-nodes",
                                               "attempt": 1, "events": events,
                                               "metrics": metrics}))  # fmt: skip
-    run_id = _until(lambda: _run(api, "two-nodes"), "the two-node run")["id"]
+    run_id = until(lambda: run_named(api, "two-nodes"), "the two-node run")["id"]
 
     # (the beat's rank-timings pass names the straggler)
     def straggler_named() -> bool:
         page.goto(f"{demo.url}/runs/{run_id}/ranks/")
         return bool(page.locator("#straggler-records tr[data-rank='13']", has_text=NODE1).count())
 
-    _until(straggler_named, "rank 13's straggler record on node1", timeout_s=180)
+    until(straggler_named, "rank 13's straggler record on node1", timeout_s=180)
 
     # when node0's exporter pushes XID 79 and, 20 s later, the job reports its crash
     xid_at = time.time() - 20
     # (its exporter has pushed before: a GPU's first push may carry an old XID, which
     # interrupts no run)
-    calm = _prometheus(NODE0, GPU0, {"DCGM_FI_DEV_XID_ERRORS": 0}, xid_at - 60)
-    _send(demo, "/api/v1/ingest/prometheus", calm, "text/plain")
-    xid = _prometheus(NODE0, GPU0, {"DCGM_FI_DEV_XID_ERRORS": 79}, xid_at)
-    _send(demo, "/api/v1/ingest/prometheus", xid, "text/plain")
-    _until(lambda: _run(api, "two-nodes")["interruption_count"] >= 1, "the XID's incident")
+    calm = prometheus(NODE0, GPU0, {"DCGM_FI_DEV_XID_ERRORS": 0}, xid_at - 60)
+    send(demo, "/api/v1/ingest/prometheus", calm, "text/plain")
+    xid = prometheus(NODE0, GPU0, {"DCGM_FI_DEV_XID_ERRORS": 79}, xid_at)
+    send(demo, "/api/v1/ingest/prometheus", xid, "text/plain")
+    until(lambda: run_named(api, "two-nodes")["interruption_count"] >= 1, "the XID's incident")
     crash = {"type": "interruption", "time": iso(xid_at + 20), "id": "two-nodes-crash",
              "step": 29, "hosts": [NODE0, NODE1], "message": CRASH}  # fmt: skip
-    _send(demo, "/api/v1/ingest",
+    send(demo, "/api/v1/ingest",
           json.dumps({"batch_id": "two-nodes-2", "run": "two-nodes", "attempt": 1,
                       "events": [crash]}))  # fmt: skip
 
@@ -729,7 +506,7 @@ def test_what_a_new_user_met_counts_one_failure_and_blames_the_right_host(demo, 
         done = [i for i in found if i["step"] == 29 and i["suggestion"]]
         return found if done else []
 
-    incidents = _until(merged, "the crash report merged into the XID's incident")
+    incidents = until(merged, "the crash report merged into the XID's incident")
     assert len(incidents) == 1, incidents
     suggestion = incidents[0]["suggestion"]
     assert suggestion["category"] == "faulty-gpu", suggestion
@@ -743,7 +520,7 @@ def test_what_a_new_user_met_counts_one_failure_and_blames_the_right_host(demo, 
     # and the curl example, left alone through two hang passes at least, opened no hang and
     # is not "Hung" (an absence: the passes' interval is the only clock to wait on)
     time.sleep(max(0.0, left_alone_at + 2 * HANG_PASS_S - time.monotonic()))
-    left = _run(api, "left-alone")
+    left = run_named(api, "left-alone")
     assert left is not None and left["interruption_count"] == 0, left
     assert api("/api/v1/incidents?run=" + str(left["id"]) + "&status=all")["incidents"] == []
     page.goto(f"{demo.url}/runs/{left['id']}/")
@@ -756,7 +533,7 @@ def test_stopping_the_demo_stops_every_process_in_order(demo):
     # worker (and its pool) and beat
     children = children_of(demo.process.pid)
     grandchildren = [pid for child in children for pid in children_of(child)]
-    names = {_command(pid) for pid in children}
+    names = {command_of(pid) for pid in children}
     assert any("postgres" in name for name in names), names
     assert any("redis-server" in name for name in names), names
     assert any("gunicorn" in name for name in names), names
@@ -774,23 +551,8 @@ def test_stopping_the_demo_stops_every_process_in_order(demo):
              ("web", "beat", "worker", "Redis", "PostgreSQL")]  # fmt: skip
     assert stops == sorted(stops), output[-2000:]
     left = [pid for pid in children + grandchildren if pid_alive(pid)]
-    assert left == [], [_command(pid) for pid in left]
+    assert left == [], [command_of(pid) for pid in left]
     assert not (demo.var_dir / "postgres" / "postmaster.pid").exists()
-
-
-def _command(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _readme_curl() -> dict[str, str]:
-    """The README's first `curl -X POST` example: its URL and its JSON body."""
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"curl -X POST (\S+).*?-d '(.*?)'", readme, re.DOTALL)
-    assert block, "the README has no curl example"
-    return {"url": block[1], "body": block[2]}
 
 
 def test_the_demo_keeps_its_static_files_in_its_own_var_directory(tmp_path, monkeypatch):
@@ -798,5 +560,5 @@ def test_the_demo_keeps_its_static_files_in_its_own_var_directory(tmp_path, monk
     # the checkout's var/ while the production-path test's `make web` collected there too,
     # and collectstatic chmod-ed a file the other had just replaced.
     monkeypatch.delenv("STATIC_ROOT", raising=False)
-    demo = DemoProcesses("127.0.0.1", 8000, tmp_path / "var")
-    assert demo.env["STATIC_ROOT"] == str((tmp_path / "var" / "staticfiles").resolve())
+    processes = DemoProcesses("127.0.0.1", 8000, tmp_path / "var")
+    assert processes.env["STATIC_ROOT"] == str((tmp_path / "var" / "staticfiles").resolve())
