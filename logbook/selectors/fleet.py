@@ -459,16 +459,26 @@ def _collapsed(
 def host_runs(*, user: User, host: Host) -> QuerySet[Run]:
     """The user's runs the host touched, newest activity first."""
     runs = Run.objects.filter(project__in=projects_for_user(user=user))
-    touched = Run.objects.filter(
-        Q(attempts__hosts=host)
-        | Q(interruptions__hosts=host)
-        | Q(interruptions__devices__host=host)
-        | Q(sdc_replays__host=host)
-        | Q(sdc_replays__device__host=host)
-        | Q(sdc_replays__hosts=host)
-    ).values("pk")
+    # One subquery a path, each an index lookup on the host: one OR across the joins
+    # multiplied a Llama-scale run's 467 attempts x 2,048 hosts by its interruptions'
+    # rows (5.7M hashed, 1.4 s a host page).
+    touched = (
+        Q(pk__in=Attempt.hosts.through.objects.filter(host=host).values("attempt__run_id"))
+        | Q(
+            pk__in=Interruption.hosts.through.objects.filter(host=host).values(
+                "interruption__run_id"
+            )
+        )
+        | Q(
+            pk__in=Interruption.devices.through.objects.filter(device__host=host).values(
+                "interruption__run_id"
+            )
+        )
+        | Q(pk__in=SdcReplay.objects.filter(Q(host=host) | Q(device__host=host)).values("run_id"))
+        | Q(pk__in=SdcReplay.hosts.through.objects.filter(host=host).values("sdcreplay__run_id"))
+    )
     return (
-        runs.filter(pk__in=touched)
+        runs.filter(touched)
         .select_related("project")
         .order_by("-last_seen_at", "project__slug", "name")
     )

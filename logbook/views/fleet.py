@@ -124,7 +124,10 @@ def _levels_body(request: HttpRequest, rule: offenders.OffenderRule) -> SafeStri
     now = timezone.now()
     at_risk = at_risk_cached(projects=projects, now=now)
     versions = sorted(projects.values_list("pk", "fleet_version"))
-    where = repr((versions, rule.window_start, rule.window_end, at_risk))
+    # The window to the minute, as the body's key has it: its end is now, to the microsecond,
+    # when the page names none, and a key of that would never be met again.
+    end = rule.window_end.replace(second=0, microsecond=0)
+    where = repr((versions, rule.window_days, end, at_risk))
     key = f"fleet-levels:{hashlib.sha256(where.encode()).hexdigest()[:32]}:{now:%Y%m%d%H%M}"
 
     def draw() -> str:

@@ -274,6 +274,63 @@ def test_quarantine_api_refuses_viewer_outsider_and_anonymous(bob, charlie, proj
     assert Host.objects.get(name="sdc-run-h000").quarantined_at is None
 
 
+@pytest.mark.django_db
+def test_host_runs_are_every_run_the_host_touched_and_only_those(alice, project):
+    # given runs that touched host "h1" each one way (an attempt on it, an interruption
+    # naming it or one of its GPUs, an SDC record on it), and one that ran elsewhere
+    from logbook.selectors.fleet import host_runs
+
+    at = datetime(2026, 11, 1, tzinfo=UTC)
+    host = telemetry_services.hosts_ensure(project=project, names=["h1"])[0]
+    gpu = telemetry_services.devices_ensure(project=project, uuids=["GPU-h1-0"])[0]
+    gpu.host = host
+    gpu.save(update_fields=["host"])
+    runs = {name: telemetry_services.run_upsert(project=project, name=name)
+            for name in ("attempt", "interruption", "gpu", "sdc", "elsewhere")}  # fmt: skip
+    for name, run in runs.items():
+        on = ["h1"] if name == "attempt" else ["h2"]
+        telemetry_services.attempt_ensure(run=run, number=1, started_at=at, hosts=on)
+    interruption_services.interruption_record(
+        run=runs["interruption"], source_key="i", occurred_at=at, hosts=["h1"]
+    )
+    interruption_services.interruption_record(
+        run=runs["gpu"], source_key="g", occurred_at=at, devices=["GPU-h1-0"]
+    )
+    sdc_services.sdc_record(run=runs["sdc"], source_key="s", step=1, detected_at=at, host="h1")
+    # when
+    found = {run.name for run in host_runs(user=alice, host=host)}
+    # then
+    assert found == {"attempt", "interruption", "gpu", "sdc"}
+
+
+@pytest.mark.django_db
+def test_fleet_levels_are_drawn_once_for_views_within_a_minute(client, alice, project, monkeypatch):
+    # given a clock that moves a millisecond a reading, all within one minute, and a fleet
+    # with incidents
+    import itertools
+
+    from django.utils import timezone
+
+    from logbook.views import fleet as fleet_views
+
+    start = datetime(2026, 11, 20, 12, 30, 17, tzinfo=UTC)
+    ticks = itertools.count()
+    monkeypatch.setattr(timezone, "now", lambda: start + timedelta(milliseconds=next(ticks)))
+    client.force_login(alice)
+    build_run(project)
+    drawn: list[int] = []
+    real = fleet_views.site_health
+    monkeypatch.setattr(
+        fleet_views, "site_health", lambda **kwargs: drawn.append(1) or real(**kwargs)
+    )
+    # when the fleet page is viewed three times
+    statuses = [client.get("/fleet/").status_code for _ in range(3)]
+    # then the sites, groups and at-risk section was drawn once (its key is the minute's,
+    # not the offender window's end to the microsecond)
+    assert statuses == [200, 200, 200]
+    assert len(drawn) == 1
+
+
 # --- Query counts ---------------------------------------------------------------------------------
 
 
