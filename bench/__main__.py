@@ -210,6 +210,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             log(f"16,384 ranks: {args.ranks_seconds:.0f} s of steps, {args.ranks_days}-day reads")
             _phase(results, "ranks", lambda: _ranks(app, token, args, stamp))
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    results["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     if not args.no_write:
         path = report.write(results)
         log(f"results written to {path}")
@@ -338,15 +339,19 @@ def _pages(
 ) -> dict[str, Any]:
     log(f"generating the Llama 3 data set at scale {args.llama_scale}")
     began = time.monotonic()
-    # No time limit: the full scale writes about a million step rows.
-    out = subprocess.run(
+    # No time limit: the full scale writes about a million step rows. Eager tasks: what the
+    # recordings enqueue (suggestions, incident groups) runs in the loader, one after another,
+    # not in the stack's worker at the same time as the loader makes the same rows.
+    generated = subprocess.run(
         [sys.executable, "-m", "bench.generate_llama_scale", "--scale", str(args.llama_scale)],
         cwd=ROOT,
-        env=app.env(),
+        env=app.env(CELERY_TASK_ALWAYS_EAGER="1"),
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout
+    )
+    if generated.returncode:
+        raise RuntimeError(f"generate_llama_scale failed: {generated.stderr[-600:]}")
+    out = generated.stdout
     summary, run_id = out.strip().splitlines()[-2:]
     log(summary)
     generated_s = time.monotonic() - began
@@ -354,6 +359,25 @@ def _pages(
         "shell", "-c", "from logbook.models import TriageSuggestion as T; "
         f"print(T.objects.filter(interruption__run_id={int(run_id)}).count())",
     ).strip().splitlines()[-1]  # fmt: skip
+    # A host of a grouped rack failure, for the fleet host page (any host when none).
+    host = app.manage(
+        "shell", "-c", "from logbook.models import Interruption as I; "
+        f"mine = I.objects.filter(run_id={int(run_id)}).order_by('pk'); "
+        "one = mine.filter(source_key__endswith='-rack').first() or mine.first(); "
+        "print(one.hosts.values_list('name', flat=True).first() if one else '')",
+    ).strip().splitlines()[-1]  # fmt: skip
+    # The slowdown pass, before the pages (which then show what it stored) and before the
+    # live feed: the worker and the database are as idle as the other readers leave them.
+    log("slowdown pass: scanning the Llama-scale run")
+    scan = subprocess.run(
+        [sys.executable, "-m", "bench.slowdown_scan", "--run", str(int(run_id))],
+        cwd=ROOT, env=app.env(), capture_output=True, text=True, check=True, timeout=3600,
+    )  # fmt: skip
+    slowdowns = json.loads(scan.stdout.strip().splitlines()[-1])
+    log(
+        f"slowdown scan {slowdowns['scan_s']:.1f} s, {slowdowns['cpu_s']:.1f} CPU-s "
+        f"({len(slowdowns['slowdowns'])} slowdowns); lag {slowdowns['lag_s']:.0f} s"
+    )
     cookie = pages.reader_cookie(app)
     # Ingest runs all through the page measurement: one client streaming a live run's next
     # steps at a training job's pace, a 1,000-point batch at a time (the flood, ingest as fast
@@ -385,7 +409,7 @@ def _pages(
     feeder.start()
     try:
         figures = pages.measure(
-            app, int(run_id), cookie, readers=args.readers, rounds=args.page_rounds
+            app, int(run_id), cookie, host=host, readers=args.readers, rounds=args.page_rounds
         )
     finally:
         stop.set()
@@ -398,6 +422,7 @@ def _pages(
             "suggestions": int(suggestions),
         },
         "llama_run_id": int(run_id),
+        "slowdowns": slowdowns,
         "pages": [f.as_dict() for f in figures],
         "pages_readers": args.readers,
         "pages_live_points_per_s": args.live_points_per_s,

@@ -83,6 +83,22 @@ METRICS = (
     "data_loading_s",
     "memory_gb",
 )
+# A top-of-rack switch or a PDU takes both hosts of its rack: of these categories' failures,
+# every RACK_FAILURE_EVERY-th (in the plan's order) is reported by the rack's second host
+# too, its own interruption a minute or two later, so the two become one incident group.
+RACK_SLUGS = ("network-switch-cable", "power-supply")
+RACK_FAILURE_EVERY = 3
+# Llama 3's hierarchy (paper, section 3.3.1): 8 GPUs a server, 2 servers a rack, 192 racks a
+# pod. 2,048 hosts are 1,024 racks in 6 pods (the last of 64 racks), split between 2 sites
+# of 3 pods each; the paper's one cluster is a level nobody sends here (unknown stays so).
+HOSTS_PER_RACK = 2
+RACKS_PER_POD = 192
+PODS_PER_SITE = 3
+# A planted slowdown: every step in this share of the run's steps is SLOWDOWN_FACTOR slower
+# (as a replay of them would be), so the slowdown pass has one to find and explain.
+SLOWDOWN_AT = 0.6
+SLOWDOWN_SHARE = 0.003
+SLOWDOWN_FACTOR = 1.08
 RUN_NAME = "llama3-405b-pretrain"
 PROJECT_SLUG = "llama3"
 START = datetime(2026, 9, 1, tzinfo=UTC)
@@ -152,6 +168,8 @@ class PlannedInterruption:
     host_index: int
     device_index: int | None  # the GPU on that host, for GPU root causes
     manual_intervention: bool
+    # A rack failure (RACK_SLUGS): the rack's other host reports it this many seconds later.
+    rack_partner_after_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +205,30 @@ class Plan:
     @property
     def step_rows(self) -> int:
         return sum(a.last_step - a.first_step + 1 for a in self.attempts)
+
+    @property
+    def slow_steps(self) -> tuple[int, int]:
+        """The planted slowdown's first and last step (SLOWDOWN_AT)."""
+        first = round(self.scale.total_steps * SLOWDOWN_AT)
+        return first, first + max(300, round(self.scale.total_steps * SLOWDOWN_SHARE)) - 1
+
+
+def placement(host_index: int) -> dict[str, str]:
+    """Where host `host_index` sits (HOSTS_PER_RACK, RACKS_PER_POD, PODS_PER_SITE), as an
+    attempt_started event's `placement` names it."""
+    rack = host_index // HOSTS_PER_RACK
+    pod = rack // RACKS_PER_POD
+    return {
+        "rack": f"rack-{rack:04d}",
+        "pod": f"pod-{pod}",
+        "site": f"site-{chr(ord('a') + pod // PODS_PER_SITE)}",
+    }
+
+
+def rack_partner(host_index: int, hosts: int) -> int | None:
+    """The other host of `host_index`'s rack (None when the rack has no other)."""
+    partner = host_index ^ 1 if HOSTS_PER_RACK == 2 else host_index + 1
+    return partner if partner < hosts else None
 
 
 def categories(scale: Scale, rng: np.random.Generator) -> list[tuple[str, bool]]:
@@ -247,6 +289,13 @@ def plan(scale: Scale, *, start: datetime = START) -> Plan:
                 manual_intervention=manual,
             )
         )
+    # Rack failures: their own generator, so the rest of the plan is what it was without them.
+    racks = np.random.default_rng(scale.seed + 2)
+    rack_failures = [item for item in interruptions if item.slug in RACK_SLUGS]
+    for item in rack_failures[::RACK_FAILURE_EVERY]:
+        if rack_partner(item.host_index, scale.hosts) is not None:
+            after_s = float(racks.uniform(20, 150))
+            interruptions[item.index] = replace(item, rack_partner_after_s=after_s)
     # Each attempt starts when the previous interruption is recovered (or at the window start)
     # and trains until the next interruption; clamp recoveries that overrun the next failure.
     spans: list[tuple[datetime, datetime, PlannedInterruption | None]] = []
@@ -296,16 +345,24 @@ def plan(scale: Scale, *, start: datetime = START) -> Plan:
 
 
 def metric_values(
-    steps: npt.NDArray[np.int64], step_s: float, *, seed: int
+    steps: npt.NDArray[np.int64],
+    step_s: float,
+    *,
+    seed: int,
+    slow_steps: tuple[int, int] | None = None,
 ) -> dict[str, npt.NDArray[np.float64]]:
     """The 8 metrics at `steps`. Noise is a function of the step alone (seeded per step), so a
-    replayed step after a restart is bit-identical, as deterministic training makes it."""
+    replayed step after a restart is bit-identical, as deterministic training makes it. Steps
+    within `slow_steps` (first, last) take SLOWDOWN_FACTOR times as long."""
     noise = _step_noise(steps, seed)
     x = steps.astype(np.float64)
     loss = 1.75 + 9.0 * (x + 200.0) ** -0.28 + 0.02 * noise[0]
     warm = np.minimum(1.0, (x + 1) / 8000.0)
     lr = 8e-5 * warm * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * np.minimum(x / 1.2e6, 1.0))))
     step_time = step_s * (1.0 + 0.015 * noise[1])
+    if slow_steps is not None:
+        inside = (steps >= slow_steps[0]) & (steps <= slow_steps[1])
+        step_time = np.where(inside, step_time * SLOWDOWN_FACTOR, step_time)
     return {
         "loss": loss,
         "grad_norm": 0.35 + 0.05 * np.abs(noise[2]) + 2.0 / np.sqrt(x + 10),

@@ -19,12 +19,21 @@ import numpy as np
 from django.db import connection, transaction
 
 from bench import llama_scale as ls
-from logbook.models import Checkpoint, CheckpointRestore, LogbookEntry, TriageSuggestion
+from logbook.models import (
+    Checkpoint,
+    CheckpointRestore,
+    IncidentGroup,
+    Interruption,
+    LogbookEntry,
+    TriageSuggestion,
+)
 from logbook.services import autotriage as autotriage_services
+from logbook.services import incident_groups as group_services
 from logbook.services import interruptions as interruption_services
 from logbook.services import sdc as sdc_services
 from telemetry import services
 from telemetry.models import Attempt, Device, Host, JobInterval, MetricSeries, Project, Run
+from telemetry.services import topology as topology_services
 
 
 class LoadError(Exception):
@@ -52,11 +61,13 @@ def llama_scale_load(
     the_run.last_step = the_plan.attempts and max(a.last_step for a in the_plan.attempts)
     the_run.last_seen_at = the_plan.end
     the_run.save(update_fields=["tokens_per_step", "last_step", "last_seen_at"])
-    hosts, devices = _topology(the_run.name, sized)
+    hosts, devices = _topology(the_project, the_run.name, sized)
     attempts = _attempts(the_run, the_plan, hosts)
     points = _points(the_run, the_plan, attempts)
     _interruptions(the_run, the_plan, attempts, hosts, devices)
     suggested = TriageSuggestion.objects.filter(interruption__run=the_run).count()
+    partners = Interruption.objects.filter(run=the_run, source_key__endswith="-rack").count()
+    groups = IncidentGroup.objects.filter(project=the_project).count()
     _checkpoints(the_run, the_plan, attempts)
     _logbook(the_run, the_plan, attempts)
     with connection.cursor() as cursor:
@@ -64,7 +75,8 @@ def llama_scale_load(
             cursor.execute(f"ANALYZE {table}")
     summary = (
         f"run {the_run.pk} ({the_project.slug}/{the_run.name}): {len(attempts)} attempts, "
-        f"{len(the_plan.interruptions)} interruptions ({suggested} with a suggested root cause), "
+        f"{len(the_plan.interruptions)} interruptions (+{partners} from a rack's second host, "
+        f"{groups} incident groups; {suggested} with a suggested root cause), "
         f"{len(the_plan.checkpoint_steps)} "
         f"checkpoints, {the_plan.step_rows:,} steps, {points:,} points on "
         f"{len(hosts)} hosts / {sized.accelerators} accelerators "
@@ -77,14 +89,25 @@ def _host_name(run_name: str, index: int) -> str:
     return f"{run_name}-h{index:05d}"
 
 
-def _topology(run_name: str, scale: ls.Scale) -> tuple[list[Host], list[list[Device]]]:
+def _topology(
+    project: Project, run_name: str, scale: ls.Scale
+) -> tuple[list[Host], list[list[Device]]]:
+    """The run's hosts and GPUs, the project's own (hardware is per project), each host
+    placed in its rack, pod and site as the job's attempt_started `placement` says
+    (bench.llama_scale.placement), through the service that event calls."""
     names = [_host_name(run_name, i) for i in range(scale.hosts)]
-    Host.objects.bulk_create([Host(name=n) for n in names], ignore_conflicts=True, batch_size=2000)
-    by_name = {h.name: h for h in Host.objects.filter(name__in=names)}
+    Host.objects.bulk_create(
+        [Host(project=project, name=n) for n in names], ignore_conflicts=True, batch_size=2000
+    )
+    topology_services.host_placements_set(
+        project=project, placements={n: ls.placement(i) for i, n in enumerate(names)}
+    )
+    by_name = {h.name: h for h in Host.objects.filter(project=project, name__in=names)}
     hosts = [by_name[n] for n in names]
     Device.objects.bulk_create(
         [
             Device(
+                project=project,
                 uuid=f"GPU-{host.name}-{g}",
                 host=host,
                 index_on_host=g,
@@ -96,7 +119,7 @@ def _topology(run_name: str, scale: ls.Scale) -> tuple[list[Host], list[list[Dev
         ignore_conflicts=True,
         batch_size=4000,
     )
-    found = {d.uuid: d for d in Device.objects.filter(host__in=hosts)}
+    found = {d.uuid: d for d in Device.objects.filter(project=project, host__in=hosts)}
     devices = [[found[f"GPU-{h.name}-{g}"] for g in range(scale.gpus_per_host)] for h in hosts]
     return hosts, devices
 
@@ -172,10 +195,11 @@ def _points(run: Run, the_plan: ls.Plan, attempts: dict[int, Attempt]) -> int:
     for planned in the_plan.attempts:
         steps = planned.steps
         starts = planned.step_times()
-        # datetime objects only once per step; the 8 metrics share them.
         # datetime objects once per step; the 8 metrics share them.
         times = [datetime.fromtimestamp(t, tz=UTC) for t in starts.tolist()]
-        values = ls.metric_values(steps, planned.step_s, seed=the_plan.scale.seed)
+        values = ls.metric_values(
+            steps, planned.step_s, seed=the_plan.scale.seed, slow_steps=the_plan.slow_steps
+        )
         step_list = steps.tolist()
         with transaction.atomic(), _raw_cursor() as cursor:
             with cursor.copy(
@@ -240,6 +264,9 @@ def _interruptions(
             # finds it unchanged): the triage queue the pages phase reads is whole from the
             # start, as issue 27's target (466 interruptions with suggestions) measures it.
             autotriage_services.suggestion_make(interruption_id=interruption.pk)
+        partner = ls.rack_partner(item.host_index, len(hosts))
+        if item.rack_partner_after_s is not None and partner is not None:
+            _rack_partner_record(run, item, attempts[planned_attempt.number], hosts[partner])
         if item.slug == "silent-data-corruption" and device is not None:
             sdc_services.sdc_record(
                 run=run,
@@ -252,6 +279,31 @@ def _interruptions(
                 detection="loss_spike",
                 message="generated: loss spike, replay pending",
             )
+
+
+def _rack_partner_record(
+    run: Run, item: ls.PlannedInterruption, attempt: Attempt, host: Host
+) -> None:
+    """The rack's other host reporting the same failure: an interruption of its own, then
+    the incident groups around it and the suggestions they change, made here for the same
+    reason as the suggestions above (the fleet page is whole from the start)."""
+    assert item.rack_partner_after_s is not None
+    occurred = item.occurred_at + timedelta(seconds=item.rack_partner_after_s)
+    interruption = interruption_services.interruption_record(
+        run=run,
+        source_key=f"llama-int-{item.index}-rack",
+        occurred_at=occurred,
+        attempt=attempt,
+        category=item.slug,
+        planned=False,
+        hosts=[host.name],
+        message=ls.MESSAGES[item.slug],
+        detected_at=occurred + (item.detected_at - item.occurred_at),
+        recovered_at=max(item.recovered_at, occurred),
+    )
+    group_services.incident_groups_refresh(interruption_id=interruption.pk)
+    for member in interruption.groups.values_list("incidents", flat=True):
+        autotriage_services.suggestion_make(interruption_id=member)
 
 
 def _checkpoints(run: Run, the_plan: ls.Plan, attempts: dict[int, Attempt]) -> None:

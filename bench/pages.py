@@ -14,10 +14,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from bench.llama_scale import PROJECT_SLUG
 from bench.load import percentile
 from stack.chronicle import Chronicle
 
-# The one list of what is measured: (label, path template). {run} is the Llama-scale run.
+# The one list of what is measured: (label, path template). {run} is the Llama-scale run,
+# {host} one of its hosts (of a rack whose two hosts failed together: a grouped failure).
 PAGES: list[tuple[str, str]] = [
     ("run list", "/"),
     ("run page", "/runs/{run}/"),
@@ -31,6 +33,9 @@ PAGES: list[tuple[str, str]] = [
     ("failures", "/failures/"),
     ("SDC ledger", "/sdc/"),
     ("fleet", "/fleet/"),
+    ("fleet, one run", "/fleet/?run={run}"),
+    ("fleet host", f"/fleet/hosts/{{host}}/?project={PROJECT_SLUG}"),
+    ("slowdowns", "/slowdowns/"),
     ("API runs", "/api/v1/runs"),
     ("API series (loss)", "/api/v1/runs/{run}/series?name=loss"),
     ("API MFU", "/api/v1/runs/{run}/mfu"),
@@ -39,6 +44,10 @@ PAGES: list[tuple[str, str]] = [
     ("API failures", "/api/v1/failures"),
     ("API SDC", "/api/v1/sdc"),
     ("API fleet hosts", "/api/v1/fleet/hosts"),
+    ("API incident groups", "/api/v1/fleet/incident-groups"),
+    ("API at-risk", "/api/v1/fleet/at-risk"),
+    ("API run sites", "/api/v1/runs/{run}/sites"),
+    ("API slowdowns", "/api/v1/runs/{run}/slowdowns"),
 ]
 
 _READER = """
@@ -122,6 +131,7 @@ def measure(
     run_id: int,
     cookie: str,
     *,
+    host: str = "",
     readers: int = 8,
     rounds: int = 5,
     cold_limit_s: float = 20.0,
@@ -130,7 +140,7 @@ def measure(
     `rounds` times, each starting at a different page so they do not march in step. A page
     whose cold request fails or takes over `cold_limit_s` is left out of the concurrent walk
     (8 readers on it would only pile up behind gunicorn's timeout) and reported as it was."""
-    paths = [(label, template.format(run=run_id)) for label, template in PAGES]
+    paths = [(label, template.format(run=run_id, host=host)) for label, template in PAGES]
     template_of = dict(PAGES)
     first: dict[str, tuple[float, int]] = {}
     for _, path in paths:

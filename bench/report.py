@@ -43,6 +43,8 @@ PAGES_UNDER_INGEST_RATIO = 1.5
 RANK_PAGE_P95_S = 1.0
 # Issue 17: a 2,048-host DCGM fleet (bench.dcgm_fleet) on one server.
 DCGM_PUSH_P95_MS = 250.0
+# Issue 35: a live run's slowdowns appear within 2 minutes of the data that shows them.
+SLOWDOWN_LAG_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,7 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 bool(page["first_ms"] <= PAGE_FIRST_VIEW_MS) and not page["errors"],
             )
         )
+    found += _slowdown_targets(results.get("slowdowns"))
     for layout in results.get("isolation", []):
         found.append(
             Target(
@@ -228,6 +231,45 @@ def targets(results: dict[str, Any]) -> list[Target]:
             )
         )
     return found
+
+
+def _slowdown_targets(scan: dict[str, Any] | None) -> list[Target]:
+    """Issue 35: the slowdown pass keeps up with a live Llama-scale job (bench.slowdown_scan):
+    a scan within the beat's interval, the lag behind the data, and its CPU, per hour of the
+    live job and per hour of run a scan covers (the same budget, spread over the run)."""
+    if not scan:
+        return []
+    interval = scan["beat_interval_s"]
+    per_run_hour = scan.get("cpu_ms_per_run_hour")
+    per_run_hour_limit = scan.get("cpu_ms_per_run_hour_limit")
+    return [
+        Target("slowdown scan of the Llama run (s)", scan["scan_s"], f"<= {interval:.0f}",
+               scan["scan_s"] <= interval),
+        Target("slowdown lag behind the data (s)", scan["lag_s"], f"<= {SLOWDOWN_LAG_S:.0f}",
+               scan["lag_s"] <= SLOWDOWN_LAG_S),
+        Target("slowdown pass CPU an hour of live run (s)", scan["live_cpu_s_per_hour"],
+               f"<= {scan['live_cpu_s_per_hour_limit']:.0f}",
+               scan["live_cpu_s_per_hour"] <= scan["live_cpu_s_per_hour_limit"]),
+        Target("slowdown scan CPU an hour of run covered (ms)", per_run_hour,
+               f"<= {_fmt(per_run_hour_limit)}",
+               None if per_run_hour is None or per_run_hour_limit is None
+               else per_run_hour <= per_run_hour_limit),
+    ]  # fmt: skip
+
+
+def _slowdown_lines(scan: dict[str, Any]) -> list[str]:
+    causes = ", ".join(f"{one['cause']} -{one['drop_pct']:.1f}%" for one in scan["slowdowns"])
+    return [
+        "",
+        "Slowdown pass of the Llama-scale run (diagnosis slowdowns_scan, in process)",
+        f"  scan {_fmt(scan['scan_s'])} s (the first, storing: {_fmt(scan['first_scan_s'])} s);"
+        f" CPU {_fmt(scan['cpu_s'])} s (worker {_fmt(scan['worker_cpu_s'])}, PostgreSQL "
+        f"{_fmt(scan['db_cpu_s'])}) for {scan['run_hours_covered']:,.0f} h of run = "
+        f"{_fmt(scan['cpu_ms_per_run_hour'])} ms an hour of run",
+        f"  a pass every {scan['beat_interval_s']:.0f} s: lag behind the data "
+        f"{_fmt(scan['lag_s'])} s, {_fmt(scan['live_cpu_s_per_hour'])} CPU-s an hour of live "
+        f"run; {len(scan['slowdowns'])} slowdown(s) found" + (f": {causes}" if causes else ""),
+    ]
 
 
 def _dcgm_targets(fleet: dict[str, Any] | None) -> list[Target]:
@@ -305,7 +347,8 @@ def table(results: dict[str, Any]) -> str:
     lines = [
         f"Chronicle benchmark {results.get('started', '')} on {results['machine']['cpus']} CPU "
         f"({results['machine']['cpu']}), {results['machine']['memory_gb']} GB; "
-        f"load average at start {results.get('loadavg_start')}",
+        f"load average at start {results.get('loadavg_start')}"
+        + (f", at end {results['loadavg_end']}" if results.get("loadavg_end") else ""),
     ]
     if results.get("mlflow_version"):
         lines.append(f"MLflow: {results['mlflow_version']}")
@@ -360,6 +403,8 @@ def table(results: dict[str, Any]) -> str:
             lines.append(_page_row(page["label"], str(page["requests"]), str(page["errors"]),
                                    _fmt(page["first_ms"]), _fmt(page["p50_ms"]),
                                    _fmt(page["p95_ms"]), _fmt(page["max_ms"])))  # fmt: skip
+    if results.get("slowdowns"):
+        lines += _slowdown_lines(results["slowdowns"])
     if results.get("isolation"):
         lines += ["", "Pages under ingest (idle, then while ingest clients flood the server)",
                   _page_row("layout", "idle p50", "idle p95", "busy p50", "busy p95",
@@ -405,7 +450,7 @@ def table(results: dict[str, Any]) -> str:
         lines += ["", "Peak RSS during ingest: " + ", ".join(
             f"{role} {peak / MB:.0f} MB per process ({totals[role] / MB:.0f} MB all together)"
             for role, peak in results["rss_peak_process"].items())]  # fmt: skip
-    lines += ["", *headline.lines(results), "", "Earlier targets (issues 5, 15, 16, 17)"]
+    lines += ["", *headline.lines(results), "", "Earlier targets (issues 5, 15, 16, 17, 35, 36)"]
     for target in targets(results):
         lines.append(f"  {target.verdict:<5} {target.name:<48} {_fmt(target.value):>10}  "
                      f"(target {target.limit})")  # fmt: skip

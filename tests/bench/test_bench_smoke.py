@@ -153,6 +153,7 @@ def test_generate_llama_scale_at_a_tiny_scale_loads_the_plan(capsys):
     # then every planned row is there
     run = Run.objects.get(name=ls.RUN_NAME)
     assert Attempt.objects.filter(run=run).count() == len(plan.attempts)
+    # (no rack failure at this scale: test_generated_run_groups_a_rack_failure_... has one)
     assert Interruption.objects.filter(run=run).count() == len(plan.interruptions)
     assert StepStart.objects.filter(attempt__run=run).count() == plan.step_rows
     assert MetricPoint.objects.filter(series__run=run).count() == plan.step_rows * 8
@@ -167,6 +168,60 @@ def test_generate_llama_scale_at_a_tiny_scale_loads_the_plan(capsys):
     # and a second run without --replace refuses to overwrite
     with pytest.raises(Exception, match="exists"):
         generate_llama_scale.main(["--scale", "0.005"])
+
+
+def test_full_scale_topology_is_llama3s_racks_pods_and_two_sites():
+    # given the full scale's 2,048 hosts
+    places = [ls.placement(i) for i in range(ls.Scale().hosts)]
+    # then: 2 hosts a rack, 192 racks a pod (the last pod holds the rest), 3 pods a site
+    racks = Counter(p["rack"] for p in places)
+    assert len(racks) == 1024 and set(racks.values()) == {2}
+    pods = Counter(p["pod"] for p in places)
+    assert sorted(pods.values()) == [128] + [384] * 5
+    assert Counter(p["site"] for p in places) == {"site-a": 1152, "site-b": 896}
+    # and a third of the rack-level failures are reported by the rack's second host too
+    plan = ls.plan(ls.Scale())
+    partnered = [i for i in plan.interruptions if i.rack_partner_after_s is not None]
+    assert len(partnered) == 13 and all(i.slug in ls.RACK_SLUGS for i in partnered)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_generated_run_groups_a_rack_failure_and_the_slowdown_pass_finds_the_planted_one(
+    capsys,
+):
+    from bench import slowdown_scan
+    from logbook.models import IncidentGroup, Interruption
+    from telemetry.models import Host, Run
+
+    # given a scale with one rack failure reported by both hosts of its rack
+    plan = ls.plan(ls.scaled(0.02))
+    leader = next(i for i in plan.interruptions if i.rack_partner_after_s is not None)
+    # when
+    generate_llama_scale.main(["--scale", "0.02"])
+    # then every host is the project's, placed in its rack, pod and site
+    run = Run.objects.get(name=ls.RUN_NAME)
+    hosts = Host.objects.filter(project=run.project).select_related("site")
+    assert hosts.count() == plan.scale.hosts
+    assert {(h.rack, h.pod, h.site.name) for h in hosts} == {
+        tuple(ls.placement(i).values()) for i in range(plan.scale.hosts)
+    }
+    # and the two hosts' interruptions are one incident group naming their rack
+    assert Interruption.objects.filter(run=run).count() == len(plan.interruptions) + 1
+    group = IncidentGroup.objects.get(project=run.project)
+    assert group.level == "rack"
+    assert group.name == f"rack {ls.placement(leader.host_index)['rack']}"
+    assert group.incidents.count() == 2
+    # when the slowdown pass scans the run
+    figures = slowdown_scan.measure(run_id=run.pk, repeats=2)
+    # then it finds the planted slowdown (8% slower steps) and reports its cost
+    assert [one["start_step"] <= plan.slow_steps[0] + 50 for one in figures["slowdowns"]] == [True]
+    assert 5.0 <= figures["slowdowns"][0]["drop_pct"] <= 10.0
+    assert figures["scan_s"] > 0 and figures["cpu_s"] > 0
+    assert figures["beat_interval_s"] == 30.0
+    assert figures["lag_s"] == pytest.approx(30.0 + figures["scan_s"], abs=0.1)
+    assert figures["run_hours_covered"] > 0
+    verdicts = {t.name: t.verdict for t in report._slowdown_targets(figures)}
+    assert verdicts["slowdown lag behind the data (s)"] == "pass"
 
 
 def test_floor_and_mlflow_path_targets_and_the_pages_under_ingest_ratio():
