@@ -25,9 +25,11 @@ from bench import (
     load,
     mlflow_side,
     pages,
+    push_flood,
     rank_sustain,
     report,
     scale_out,
+    triage_isolation,
 )
 from stack.chronicle import Chronicle, chronicle_stack
 from stack.processes import ROOT
@@ -83,6 +85,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--ranks-seconds", type=float, help="How long the 16,384-rank job reports (s)."
     )
     parser.add_argument("--ranks-days", type=int, help="Length of the run the rank pages read.")
+    parser.add_argument(
+        "--skip-hardening",
+        action="store_true",
+        help="Skip the push-flood and hostile-triage phases (two private stacks, ~2 min).",
+    )
     parser.add_argument("--no-write", action="store_true", help="Print only; no results file.")
     args = parser.parse_args(argv)
     quick = args.quick
@@ -209,6 +216,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             # Last: it starts the beat, whose refresh rolls the ranks' steps up.
             log(f"16,384 ranks: {args.ranks_seconds:.0f} s of steps, {args.ranks_days}-day reads")
             _phase(results, "ranks", lambda: _ranks(app, token, args, stamp))
+    if not args.skip_hardening:
+        # Each on a private stack of its own (a flood must not share the one measured above).
+        log("hardening: four 20,000-new-host pushes at once; a hostile triage batch")
+        _phase(results, "hardening", lambda: _hardening(args))
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     results["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     if not args.no_write:
@@ -216,6 +227,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         log(f"results written to {path}")
     print(report.table(results))
     return results
+
+
+def _hardening(args: argparse.Namespace) -> dict[str, Any]:
+    with chronicle_stack(web_workers=args.web_workers, pages=True) as app:
+        flood = push_flood.measure(app, web_workers=args.web_workers)
+    log(push_flood.report(flood))
+    with chronicle_stack(concurrency=2) as app:
+        triage = triage_isolation.measure(app)
+    return {"push_flood": flood.as_dict(), "triage_isolation": triage.as_dict()}
 
 
 def _phase(results: dict[str, Any], name: str, body: Any) -> None:

@@ -36,6 +36,13 @@ PAGE_P95_MS = 300.0
 # Issue 15: the first (cold) view of a page of the Llama-scale run, in server time.
 PAGE_FIRST_VIEW_MS = 1000.0
 RSS_MB = 300.0
+# Issue 42 (bench.push_flood, bench.triage_isolation): what one tenant's flood may cost the
+# others. "Its usual time": within twice the median of five ordinary suggestions, plus a
+# tenth of a second for the poll that observes it.
+PUSH_FLOOD_S = 10.0
+PUSH_FLOOD_PAGE_P95_MS = 2000.0
+TRIAGE_BEHIND_FACTOR = 2.0
+TRIAGE_BEHIND_SLACK_S = 0.1
 # Issue 17: pages while ingest saturates the server, against the same pages idle. (Its
 # native-against-floor and MLflow-path targets are issue 31's now: bench.headline.)
 PAGES_UNDER_INGEST_RATIO = 1.5
@@ -221,6 +228,7 @@ def targets(results: dict[str, Any]) -> list[Target]:
                 )
             )
     found += _dcgm_targets(results.get("dcgm"))
+    found += _hardening_targets(results.get("push_flood"), results.get("triage_isolation"))
     for role, peak in (results.get("rss_peak_process") or {}).items():
         found.append(
             Target(
@@ -270,6 +278,36 @@ def _slowdown_lines(scan: dict[str, Any]) -> list[str]:
         f"{_fmt(scan['lag_s'])} s, {_fmt(scan['live_cpu_s_per_hour'])} CPU-s an hour of live "
         f"run; {len(scan['slowdowns'])} slowdown(s) found" + (f": {causes}" if causes else ""),
     ]
+
+
+def _hardening_targets(flood: dict[str, Any] | None, triage: dict[str, Any] | None) -> list[Target]:
+    """Issue 42: four concurrent pushes of 20,000 new hosts (and four at the placement cap)
+    answered in time without a 5xx while another project's fleet page stays usable
+    (bench.push_flood); another project's suggestion in its usual time behind four
+    10,000-character "nfs" messages (bench.triage_isolation)."""
+    found: list[Target] = []
+    for one in (flood or {}).get("rounds", []):
+        found.append(
+            Target(
+                f"push flood, {one['name']}: slowest answer (s), 5xx {one['server_errors']}, "
+                f"other project's page p95 {one['page_p95_ms']:.0f} ms",
+                max(one["seconds"]),
+                f"< {PUSH_FLOOD_S:.0f}, no 5xx, p95 < {PUSH_FLOOD_PAGE_P95_MS:.0f} ms",
+                bool(one["met"]),
+            )
+        )
+    if triage:
+        limit = TRIAGE_BEHIND_FACTOR * triage["usual_s"] + TRIAGE_BEHIND_SLACK_S
+        found.append(
+            Target(
+                "another project's suggestion behind 4 x 10,000-char messages (s)",
+                triage["behind_hostile_s"],
+                f"<= {TRIAGE_BEHIND_FACTOR:g} x usual ({triage['usual_s']:.3f} s) "
+                f"+ {TRIAGE_BEHIND_SLACK_S:g} s",
+                triage["behind_hostile_s"] <= limit,
+            )
+        )
+    return found
 
 
 def _dcgm_targets(fleet: dict[str, Any] | None) -> list[Target]:

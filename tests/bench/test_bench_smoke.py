@@ -359,3 +359,27 @@ def test_scale_out_section_lists_each_shape_against_one_web_process():
     assert section[3].split() == ["2", "1", "60,000", "2.00", "40,000"]
     assert section[4].split() == ["4", "1", "60,000", "2.00", "40,000"]
     assert section[7].split()[:4] == ["4", "2", "60,000", "2.00"]
+
+
+def test_hardening_targets_read_the_flood_and_triage_figures():
+    # given the push-flood and hostile-triage figures as this session measured them
+    flood = {"rounds": [
+        {"name": "20,000 new hosts a push", "seconds": [1.46, 1.55, 1.5, 1.58],
+         "server_errors": 0, "page_p95_ms": 1107.0, "met": True},
+        {"name": "2,000 new hosts a push (at the cap)", "seconds": [2.13, 12.4, 2.66, 1.78],
+         "server_errors": 0, "page_p95_ms": 1665.0, "met": False},
+    ]}  # fmt: skip
+    triage = {"usual_s": 0.085, "behind_hostile_s": 0.105}
+    results = {"machine": report.machine(), "push_flood": flood, "triage_isolation": triage}
+
+    # when
+    verdicts = {t.name.split(":")[0]: (t.verdict, t.value) for t in report.targets(results)}
+
+    # then each round is judged by its own verdict, with its slowest answer as the value
+    assert verdicts["push flood, 20,000 new hosts a push"] == ("pass", 1.58)
+    assert verdicts["push flood, 2,000 new hosts a push (at the cap)"] == ("MISS", 12.4)
+    # and the suggestion behind the hostile batch is within twice its usual time
+    behind = verdicts["another project's suggestion behind 4 x 10,000-char messages (s)"]
+    assert behind == ("pass", 0.105)
+    triage["behind_hostile_s"] = 0.5
+    assert {t.verdict for t in report.targets(results) if "suggestion" in t.name} == {"MISS"}
