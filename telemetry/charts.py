@@ -373,12 +373,13 @@ def as_payload(figure: go.Figure | dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def charts_script(payload: list[dict[str, Any]]) -> SafeString:
-    """The page's charts as Django's json_script(payload, "charts-data") writes them, minus
+def charts_script(payload: list[dict[str, Any]], element_id: str = "charts-data") -> SafeString:
+    """The page's charts as Django's json_script(payload, element_id) writes them, minus
     its cost: json_script escapes with str.translate, ~25 ms on a 400 kB chart payload;
     three str.replace calls do the same escaping in a few. Every figure's text is escaped
     for Plotly's markup first (figure_text_escape); marks traces several charts share are
-    written once (shared_marks)."""
+    written once (shared_marks). A page drawing charts cached apart adds them under the id
+    "charts-data-more" (static/js/charts.js reads both)."""
     payload = shared_marks(
         [
             {**entry, "figure": figure_text_escape(entry["figure"])} if "figure" in entry else entry
@@ -391,4 +392,4 @@ def charts_script(payload: list[dict[str, Any]]) -> SafeString:
         text = json.dumps(finite_or_null(payload), separators=(",", ":"), cls=DjangoJSONEncoder)
     for raw, escaped in _SCRIPT_ESCAPES:
         text = text.replace(raw, escaped)
-    return SafeString(f'<script id="charts-data" type="application/json">{text}</script>')
+    return SafeString(f'<script id="{element_id}" type="application/json">{text}</script>')

@@ -8,6 +8,7 @@ from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -18,7 +19,7 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from dashboard import charts as marks_charts
-from dashboard import config_diff, metric_sections
+from dashboard import config_diff, diurnal, metric_sections, power_charts
 from dashboard.selectors import runs as run_selectors
 from diagnosis import slowdown_rules
 from diagnosis.models import Slowdown
@@ -29,6 +30,7 @@ from telemetry.choices import experiment_of, labels_besides_experiment
 from telemetry.liveness import RUN_STALL_AFTER
 from telemetry.models import Attempt, Membership, Run
 from telemetry.paging import table_page
+from telemetry.selectors import dcgm as dcgm_selectors
 from telemetry.selectors import series as series_selectors
 
 CHART_MAX_POINTS = 1500
@@ -160,6 +162,12 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         f"run-page-charts:v3:{version}:{axis}:{drawn_key}",
         lambda: _charts_block(_figures(run, axis, annotations, drawn)),
     )
+    # Apart from the metrics': DCGM pushes do not change the run's data version, so power and
+    # heat are read again at most once per 5-minute summary bucket.
+    extras = run_cache.cached(
+        f"run-page-extras:v1:{version}:{int(timezone.now().timestamp()) // 300}",
+        lambda: _extra_figures(run),
+    )
     live = _liveness(run, latest)
     # Not cached: its confirm form carries the reader's CSRF token (a few rows, two queries).
     slowdowns = mark_safe(_slowdowns_html(request, run, names, can_decide=can_annotate))
@@ -186,6 +194,11 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "figures": charts_block["figures"],
             # Escaped by charts_script when it was cached.
             "charts_script": mark_safe(charts_block["script"]),
+            "extra_figures": [{"id": one["id"], "name": one["name"]} for one in extras],
+            "extra_charts_script": charts.charts_script(
+                [{"id": one["id"], "figure": one["figure"]} for one in extras],
+                element_id="charts-data-more",
+            ),
             # What the job said about itself (MLflow params land here), one row per setting.
             "config_rows": sorted(config_diff.flatten(run.config or {}).items()),
             # The experiment has its own line, so the tag list leaves its label out.
@@ -300,6 +313,30 @@ def _figures(
             }
         )
     return figures
+
+
+def _extra_figures(run: Run) -> list[dict[str, Any]]:
+    """The charts under the metrics: the run's GPUs' power and heat, when its hosts sent DCGM
+    readings, and its throughput by hour of day, when its data spans diurnal.MIN_SPAN."""
+    found = []
+    power = pd.DataFrame(
+        dcgm_selectors.run_power_heat(run=run), columns=["at", "power_w", "temp_max_c"]
+    )
+    if not power.empty:
+        figure = power_charts.power_heat_figure(power)
+        found.append({"id": "chart-power-heat", "name": "Power and heat", "figure": figure})
+    metric = slowdown_selectors.throughput_metric(run=run)
+    if metric is not None:
+        attempts = slowdown_selectors.run_throughput(run=run, metric=metric)
+        times = np.concatenate([one.times for one in attempts]) if attempts else np.array([])
+        if diurnal.spans_long_enough(times):
+            values = np.concatenate([one.values for one in attempts])
+            hours = diurnal.by_hour_of_day(times, values)
+            name = f"1/{metric}" if metric in slowdown_selectors.INVERTED else metric
+            figure = power_charts.hour_of_day_figure(hours, metric=name)
+            found.append({"id": "chart-hour-of-day", "name": "Throughput by hour of day",
+                          "figure": figure})  # fmt: skip
+    return [{**one, "figure": charts.as_payload(one["figure"])} for one in found]
 
 
 @dataclass(frozen=True)

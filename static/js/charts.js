@@ -400,6 +400,9 @@
     view.smooth = Math.min(Math.max(Number(params.get("smooth")) || 0, 0), 0.99);
     var now = [], later = [];
     var entries = JSON.parse(node.textContent);
+    // Charts the page caches apart from these (the run page's power and heat).
+    var more = document.getElementById("charts-data-more");
+    if (more) { entries = entries.concat(JSON.parse(more.textContent)); }
     // Marks traces and path shapes several charts share are written once
     // (telemetry.charts.shared_marks): each chart gets its own copy of the object (its arrays
     // are shared, not copied).

@@ -9,17 +9,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from django.db import connections, router
 from django.db.models import QuerySet
 
 from telemetry.dcgm import FIELDS, HEALTH_COUNTERS_OFF_BY_DEFAULT
 from telemetry.device_samples import SUMMARY_BUCKET_S, SUMMARY_FIELDS, raw_kept_since
 from telemetry.models import (
+    Attempt,
     Device,
     DeviceEvent,
     DeviceHealthState,
     DeviceSample,
     DeviceSampleSummary,
     Host,
+    Run,
 )
 from telemetry.selectors.access import User, projects_for_user
 
@@ -247,3 +250,71 @@ def host_readings_between(
         }
         found.setdefault(host, []).append((uuid, at.timestamp(), values))
     return found
+
+
+# The run page's power and heat chart: at most this many time buckets, whatever the run's
+# length (a bucket is a whole number of 5-minute summaries).
+POWER_HEAT_MAX_POINTS = 2000
+POWER_FIELD = "DCGM_FI_DEV_POWER_USAGE"
+TEMP_FIELD = "DCGM_FI_DEV_GPU_TEMP"
+
+
+@dataclass(frozen=True)
+class PowerHeatPoint:
+    at: datetime  # the bucket's start
+    power_w: float | None  # the GPUs' summed mean power over the bucket
+    temp_max_c: float | None  # the hottest reading of any GPU in the bucket
+
+
+_DEVICE = Device._meta.db_table
+_SUMMARY = DeviceSampleSummary._meta.db_table
+_ATTEMPT = Attempt._meta.db_table
+_ATTEMPT_HOSTS = Attempt.hosts.through._meta.db_table
+# Each attempt's window (start to end, or now) over its hosts' GPUs' 5-minute summaries,
+# grouped into buckets of a whole number of summaries sized so that the run gives at most
+# %(points)s: first each GPU's mean power and hottest temperature per bucket (a GPU pushing
+# every 30 s has ten readings a summary; they are averaged, not added), then the GPUs' power
+# added up and their temperatures' maximum. A host in two attempts whose windows overlap
+# reads its rows twice, which changes neither a mean nor a maximum. Arrays are 1-based.
+_POWER_HEAT = (
+    "WITH spans AS ("
+    "  SELECT id, started_at AS since, coalesce(ended_at, %(now)s) AS until "
+    f" FROM {_ATTEMPT} WHERE run_id = %(run)s AND started_at IS NOT NULL), "
+    "width AS ("
+    "  SELECT min(since) AS origin, greatest(%(bucket)s, ceil(date_part('epoch', "
+    "    max(until) - min(since)) / %(points)s / %(bucket)s) * %(bucket)s) AS s FROM spans), "
+    "per_gpu AS ("
+    "  SELECT floor(date_part('epoch', m.bucket_start - width.origin) / width.s) AS n, "
+    "    m.device_id, sum(m.value_sums[%(power)s]) / nullif(sum(m.sample_counts[%(power)s]), 0) "
+    "    AS power_w, max(m.value_maxes[%(temp)s]) AS temp_c "
+    f" FROM spans JOIN {_ATTEMPT_HOSTS} ah ON ah.attempt_id = spans.id "
+    f" JOIN {_DEVICE} d ON d.host_id = ah.host_id "
+    f" JOIN {_SUMMARY} m ON m.device_id = d.id "
+    "   AND m.bucket_start > spans.since - make_interval(secs => %(bucket)s) "
+    "   AND m.bucket_start < spans.until "
+    "  CROSS JOIN width GROUP BY 1, 2) "
+    "SELECT width.origin + make_interval(secs => n * width.s), sum(power_w), max(temp_c) "
+    "FROM per_gpu CROSS JOIN width GROUP BY n, width.origin, width.s "
+    "HAVING sum(power_w) IS NOT NULL OR max(temp_c) IS NOT NULL ORDER BY n"
+)
+
+
+def run_power_heat(
+    *, run: Run, now: datetime | None = None, max_points: int = POWER_HEAT_MAX_POINTS
+) -> list[PowerHeatPoint]:
+    """The run's GPUs' summed power (W) and hottest temperature (°C) over time, oldest first:
+    for each attempt, the GPUs of its hosts (Attempt.hosts) between its start and its end,
+    from the 5-minute summaries (kept as long as the devices; every push adds to them, so
+    they hold what the raw samples do, at 5-minute grain). At most `max_points` buckets, each
+    a whole number of summaries. Empty when the hosts sent no DCGM readings. One query."""
+    params = {
+        "now": now or datetime.now(UTC),
+        "run": run.pk,
+        "bucket": SUMMARY_BUCKET_S,
+        "points": max_points,
+        "power": SUMMARY_FIELDS.index(POWER_FIELD) + 1,
+        "temp": SUMMARY_FIELDS.index(TEMP_FIELD) + 1,
+    }
+    with connections[router.db_for_read(DeviceSampleSummary)].cursor() as cursor:
+        cursor.execute(_POWER_HEAT, params)
+        return [PowerHeatPoint(at, power, temp) for at, power, temp in cursor.fetchall()]
