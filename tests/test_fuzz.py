@@ -26,6 +26,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # answer 500 this module passed under `-n 2`. `make test` runs it in a process of its own.
     raise pytest.UsageError("tests/test_fuzz.py runs in one process (without -n): see Makefile")
 
+# Prometheus remote-write's body (ingest.api_remote_write) is documented as binary under its
+# own media type: sent as the raw bytes generated, like application/octet-stream.
+schemathesis.serializer.alias("application/x-protobuf", "application/octet-stream")
+
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "15"))
 # Negative data: every operation as every principal in `make test`, a few examples each;
 # `make chaos` sets FUZZ_NEGATIVE_EXAMPLES for more. Each generated example is sent as all
