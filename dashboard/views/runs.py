@@ -163,9 +163,11 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         lambda: _charts_block(_figures(run, axis, annotations, drawn)),
     )
     # Apart from the metrics': DCGM pushes do not change the run's data version, so power and
-    # heat are read again at most once per 5-minute summary bucket.
+    # heat are read again once per 5-minute summary bucket, whatever the run's data does: a
+    # live run changes version with every batch, and the hour-of-day view reads the whole
+    # throughput series (a second or two at Llama scale), too much for every batch.
     extras = run_cache.cached(
-        f"run-page-extras:v1:{version}:{int(timezone.now().timestamp()) // 300}",
+        f"run-page-extras:v2:{run.pk}:{int(timezone.now().timestamp()) // 300}",
         lambda: _extra_figures(run),
     )
     live = _liveness(run, latest)
