@@ -1,5 +1,5 @@
-"""Pure chart builders for the run page's power and heat and its throughput by hour of day:
-DataFrames in, Plotly figures out. No database."""
+"""Pure chart builders for the run page's power and heat: DataFrames in, Plotly figures out.
+No database."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from logbook.charts import finite, layout, utc_text
 
 POWER_COLOUR = "#2456a6"
 HEAT_COLOUR = "#c0392b"
-HOUR_COLOUR = "#27ae60"
 
 
 def _look(figure: go.Figure, *, title: str, x_title: str, y_title: str) -> go.Figure:
@@ -54,18 +53,3 @@ def power_heat_figure(points: pd.DataFrame) -> go.Figure:
             margin={"r": 60},  # room for the right axis
         )  # fmt: skip
     return figure
-
-
-def hour_of_day_figure(hours: pd.DataFrame, *, metric: str) -> go.Figure:
-    """The mean of the throughput metric per UTC hour of day (bars).
-
-    hours: columns hour (0-23), mean, count (diurnal.by_hour_of_day)."""
-    hover = "%{x}:00 UTC<br>mean %{y:.4g}<br>%{customdata[0]} points<extra></extra>"
-    # Points, not bars: a bar starts at zero, and the swing is a few percent of the whole.
-    means = go.Scatter(x=list(hours["hour"]), y=finite(hours["mean"]), name=metric,
-                       mode="lines+markers", customdata=[[n] for n in hours["count"]],
-                       line={"color": HOUR_COLOUR, "width": 1.5}, hovertemplate=hover)  # fmt: skip
-    figure = go.Figure(means)
-    _look(figure, title="Throughput by hour of day (UTC)", x_title="hour of day (UTC)",
-          y_title=metric)  # fmt: skip
-    return figure.update_xaxes(dtick=1, range=[-0.5, 23.5])

@@ -8,7 +8,6 @@ from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -19,7 +18,7 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from dashboard import charts as marks_charts
-from dashboard import config_diff, diurnal, metric_sections, power_charts
+from dashboard import config_diff, metric_sections, power_charts
 from dashboard.selectors import runs as run_selectors
 from diagnosis import slowdown_rules
 from diagnosis.models import Slowdown
@@ -163,9 +162,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         lambda: _charts_block(_figures(run, axis, annotations, drawn)),
     )
     # Apart from the metrics': DCGM pushes do not change the run's data version, so power and
-    # heat are read again once per 5-minute summary bucket, whatever the run's data does: a
-    # live run changes version with every batch, and the hour-of-day view reads the whole
-    # throughput series (a second or two at Llama scale), too much for every batch.
+    # heat are read again once per 5-minute summary bucket, whatever the run's data does (a
+    # live run changes version with every batch).
     extras = run_cache.cached(
         f"run-page-extras:v2:{run.pk}:{int(timezone.now().timestamp()) // 300}",
         lambda: _extra_figures(run),
@@ -318,8 +316,8 @@ def _figures(
 
 
 def _extra_figures(run: Run) -> list[dict[str, Any]]:
-    """The charts under the metrics: the run's GPUs' power and heat, when its hosts sent DCGM
-    readings, and its throughput by hour of day, when its data spans diurnal.MIN_SPAN."""
+    """The chart under the metrics: the run's GPUs' power and heat, when its hosts sent DCGM
+    readings."""
     found = []
     power = pd.DataFrame(
         dcgm_selectors.run_power_heat(run=run), columns=["at", "power_w", "temp_max_c"]
@@ -327,17 +325,6 @@ def _extra_figures(run: Run) -> list[dict[str, Any]]:
     if not power.empty:
         figure = power_charts.power_heat_figure(power)
         found.append({"id": "chart-power-heat", "name": "Power and heat", "figure": figure})
-    metric = slowdown_selectors.throughput_metric(run=run)
-    if metric is not None:
-        attempts = slowdown_selectors.run_throughput(run=run, metric=metric)
-        times = np.concatenate([one.times for one in attempts]) if attempts else np.array([])
-        if diurnal.spans_long_enough(times):
-            values = np.concatenate([one.values for one in attempts])
-            hours = diurnal.by_hour_of_day(times, values)
-            name = f"1/{metric}" if metric in slowdown_selectors.INVERTED else metric
-            figure = power_charts.hour_of_day_figure(hours, metric=name)
-            found.append({"id": "chart-hour-of-day", "name": "Throughput by hour of day",
-                          "figure": figure})  # fmt: skip
     return [{**one, "figure": charts.as_payload(one["figure"])} for one in found]
 
 

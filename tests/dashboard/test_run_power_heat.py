@@ -1,6 +1,5 @@
 """The run page's power and heat (its hosts' GPUs from dcgm-exporter's pushes: summed power and
-the hottest temperature) and its throughput by hour of day (UTC), once its data spans two
-days."""
+the hottest temperature)."""
 
 from __future__ import annotations
 
@@ -9,13 +8,12 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pytest
 from django.core.cache import cache
 from django.utils import timezone
 
-from dashboard import diurnal, power_charts
+from dashboard import power_charts
 from telemetry import services as telemetry_services
 from telemetry.models import Host, Run
 from telemetry.selectors.dcgm import run_power_heat
@@ -102,8 +100,6 @@ def test_run_page_draws_power_and_heat_of_its_hosts_gpus_only_when_they_pushed(
     # and the other has no such chart, not even an empty frame
     assert 'id="chart-power-heat"' not in quiet_html
     assert _figure(quiet_html, "chart-power-heat") is None
-    # and 20 minutes of data are too short for the hour-of-day view
-    assert 'id="chart-hour-of-day"' not in html
 
 
 def test_power_and_heat_leaves_out_a_reading_no_gpu_sent() -> None:
@@ -139,43 +135,3 @@ def test_power_and_heat_is_one_query_and_bounded_whatever_the_run(
     assert [p.power_w for p in big_points] == [2600.0] * 4
     assert len(coarse) <= 3 and {p.power_w for p in coarse} == {2600.0}
     assert max(p.temp_max_c for p in coarse) == 85.0
-
-
-def test_throughput_by_hour_of_day_means_each_utc_hour() -> None:
-    # given three days of a point every 30 minutes, 2% faster from 00:00 to 05:59 UTC
-    t0 = datetime(2026, 11, 1, tzinfo=UTC).timestamp()
-    times = t0 + np.arange(0, 3 * 86_400, 1800, dtype=float)
-    values = np.where((times - t0) % 86_400 < 6 * 3600, 1020.0, 1000.0)
-    # and a point without a time and a NaN value, both left out
-    times, values = np.append(times, [np.nan, t0]), np.append(values, [5.0, np.nan])
-
-    # when grouped
-    hours = diurnal.by_hour_of_day(times, values)
-
-    # then every hour 0-23, each the mean of its six points
-    assert list(hours["hour"]) == list(range(24))
-    assert list(hours["count"]) == [6] * 24
-    assert list(hours["mean"]) == [1020.0] * 6 + [1000.0] * 18
-    # an hour without points is NaN with a count of 0
-    sparse = diurnal.by_hour_of_day(np.array([t0 + 3 * 3600]), np.array([7.0]))
-    assert sparse["count"].sum() == 1 and sparse["mean"][3] == 7.0 and np.isnan(sparse["mean"][4])
-    # and the page draws it from two days on
-    assert diurnal.spans_long_enough(times)
-    assert not diurnal.spans_long_enough(t0 + np.array([0.0, 47 * 3600, np.nan]))
-
-
-@pytest.mark.django_db
-def test_demo_run_page_shows_throughput_by_hour_of_day(client: Any, demo_data: str) -> None:
-    # given the demo's run, which spans days, and the demo user
-    run = Run.objects.get(project__slug="demo", name="demo-70b-pretrain")
-    client.login(username="demo", password="chronicle-demo")
-    cache.clear()
-
-    # when its page is opened
-    html = client.get(f"/runs/{run.pk}/").content.decode()
-
-    # then the hour-of-day view is drawn, a mean for every hour
-    figure = _figure(html, "chart-hour-of-day")
-    assert figure is not None and 'id="chart-hour-of-day"' in html
-    (means,) = figure["data"]
-    assert means["x"] == list(range(24)) and all(y is not None for y in means["y"])
