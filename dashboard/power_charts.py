@@ -36,7 +36,8 @@ def power_heat_figure(points: pd.DataFrame) -> go.Figure:
     traces = [one for one in traces if points[one[0]].notna().any()]
     figure = go.Figure(
         [
-            go.Scatter(x=times, y=finite(points[column]), mode="lines", name=name,
+            # Markers too: a short run has one or two buckets, which a line alone hides.
+            go.Scatter(x=times, y=finite(points[column]), mode="lines+markers", name=name,
                        yaxis="y" if position == 0 else "y2",
                        line={"color": colour, "width": 1.5}, hovertemplate=hover)
             for position, (column, name, colour, _, hover) in enumerate(traces)
@@ -46,6 +47,11 @@ def power_heat_figure(points: pd.DataFrame) -> go.Figure:
     # The legend even for one trace: it says which reading the chart holds.
     figure.update_layout(showlegend=True)
     _look(figure, title="Power and heat", x_title="time (UTC)", y_title=titles[0] if titles else "")
+    moments = pd.to_datetime(points["at"], utc=True).dt.tz_localize(None)
+    if len(moments) and moments.min() == moments.max():
+        # One bucket: Plotly would zoom its axis to sub-millisecond ticks around it.
+        figure.update_xaxes(range=[moments.min() - pd.Timedelta(minutes=30),
+                                   moments.max() + pd.Timedelta(minutes=30)])  # fmt: skip
     if len(titles) > 1:
         figure.update_layout(
             yaxis2={"title": {"text": titles[1]}, "overlaying": "y", "side": "right",

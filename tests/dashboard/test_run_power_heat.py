@@ -135,3 +135,17 @@ def test_power_and_heat_is_one_query_and_bounded_whatever_the_run(
     assert [p.power_w for p in big_points] == [2600.0] * 4
     assert len(coarse) <= 3 and {p.power_w for p in coarse} == {2600.0}
     assert max(p.temp_max_c for p in coarse) == 85.0
+
+
+def test_one_bucket_is_drawn_as_a_point_on_an_hour_wide_axis() -> None:
+    # given a run short enough for one 5-minute bucket of readings
+    at = pd.Timestamp("2026-12-02T05:25:00Z")
+    points = pd.DataFrame({"at": [at], "power_w": [1281.0], "temp_max_c": [73.0]})
+
+    # when its figure is built
+    figure = power_charts.power_heat_figure(points)
+
+    # then each reading shows a marker, and the time axis spans an hour around it
+    assert {trace.mode for trace in figure.data} == {"lines+markers"}
+    start, end = (pd.Timestamp(x) for x in figure.layout.xaxis.range)
+    assert end - start == pd.Timedelta(hours=1)
