@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Where `make demo` keeps its data and logs (postgres/, redis/, log/).
+DEMO_VAR_DIR ?= var
 # The tests need real PostgreSQL and Redis; these are the local defaults (override to taste).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/chronicle
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
@@ -50,7 +52,7 @@ install-run:
 install: $(STAMP) ## Create the virtualenv and install everything
 
 demo: $(RUN_STAMP) ## Run Chronicle locally as in production (gunicorn, Celery worker and beat; embedded PostgreSQL and Redis) with a demo run loaded
-	@$(BIN)/python -m config.demo --host $(HOST) --port $(PORT)
+	@$(BIN)/python -m config.demo --host $(HOST) --port $(PORT) --var-dir $(DEMO_VAR_DIR)
 
 migrate: $(RUN_STAMP) ## Apply database migrations (DATABASE_URL; by default the demo's PostgreSQL, which must be running)
 	$(BIN)/python manage.py migrate --noinput

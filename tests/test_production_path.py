@@ -32,13 +32,11 @@ import pytest
 
 from config.redis_urls import redis_db, redis_url_with_db
 from stack import free_port
+from tests.demo_path_support import MAKE
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 120
 PASSWORD = "prod-path-pw-1"
-# `make` would reinstall when pyproject.toml is newer than the install stamp (a checkout
-# touches it); -o keeps the installed virtualenv, as a deployment that installed once would.
-MAKE = ["make", "--no-print-directory", "-o", ".venv/.installed-run"]
 
 
 def _database_url() -> str:
