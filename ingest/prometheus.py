@@ -307,23 +307,49 @@ def _first(labels: Mapping[str, str], names: tuple[str, ...]) -> str:
     return ""
 
 
-def describe_gpu(gpu: GpuReadings, labels: Mapping[str, str]) -> None:
+@dataclass(frozen=True)
+class GpuDescription:
+    """What a label set says of its GPU beyond its name: index, model, PCI bus id, and where
+    its host sits (empty values where the labels say nothing usable)."""
+
+    gpu_index: int | None
+    model_name: str
+    pci_bus_id: str
+    placement: dict[str, str]
+
+
+def gpu_description(labels: Mapping[str, str]) -> GpuDescription:
     index = labels.get("gpu", "")
     # isdigit() is also true of "²" and other digits int() refuses: ASCII digits only.
-    if (
-        gpu.gpu_index is None
-        and index.isascii()
+    usable = (
+        index.isascii()
         and index.isdigit()
         and len(index) <= len(str(MAX_GPU_INDEX))  # int() refuses over 4,300 digits
         and int(index) <= MAX_GPU_INDEX
-    ):
-        gpu.gpu_index = int(index)
+    )
+    return GpuDescription(
+        gpu_index=int(index) if usable else None,
+        model_name=printable(_first(labels, MODEL_LABELS))[:64],
+        pci_bus_id=printable(_first(labels, PCI_LABELS))[:MAX_PCI_CHARS],
+        placement=placement_of(labels),
+    )
+
+
+def gpu_describe(gpu: GpuReadings, description: GpuDescription) -> None:
+    """Fill in what `gpu` does not know yet from `description`: the first label set that
+    names each part wins."""
+    if gpu.gpu_index is None:
+        gpu.gpu_index = description.gpu_index
     if not gpu.model_name:
-        gpu.model_name = printable(_first(labels, MODEL_LABELS))[:64]
+        gpu.model_name = description.model_name
     if not gpu.pci_bus_id:
-        gpu.pci_bus_id = printable(_first(labels, PCI_LABELS))[:MAX_PCI_CHARS]
-    if not gpu.placement:
-        gpu.placement = placement_of(labels)
+        gpu.pci_bus_id = description.pci_bus_id
+    if not gpu.placement and description.placement:
+        gpu.placement = dict(description.placement)
+
+
+def describe_gpu(gpu: GpuReadings, labels: Mapping[str, str]) -> None:
+    gpu_describe(gpu, gpu_description(labels))
 
 
 def placement_of(labels: Mapping[str, str]) -> dict[str, str]:

@@ -142,6 +142,46 @@ def test_host_from_instance_and_from_a_named_label():
     assert parsed.dropped == {"no host label (Hostname, hostname, instance or host_label)": 1}
 
 
+def _series_of(labels: list[tuple[str, str]], value: float) -> Any:
+    request = WriteRequest()
+    entry = request.timeseries.add()
+    for name, text in labels:  # in this order, repeats kept
+        entry.labels.add(name=name, value=text)
+    entry.samples.add(value=value, timestamp=NOW_MS)
+    return request
+
+
+def test_labels_out_of_order_or_repeated_read_as_each_series_alone():
+    # given a GPU's series as Prometheus sends them (sorted), then series of the same GPU
+    # whose labels come in another order, repeat a label, or carry two names
+    gpu = [("Hostname", "a01"), ("UUID", "GPU-1"), ("gpu", "0")]
+    temp, power = ("__name__", "DCGM_FI_DEV_GPU_TEMP"), ("__name__", "DCGM_FI_DEV_POWER_USAGE")
+    odd = [
+        ([*gpu[:2], power, gpu[2]], 300.0),  # the name elsewhere
+        ([temp, *gpu, ("UUID", "GPU-2")], 71.0),  # the UUID twice: the last one stands
+        ([*gpu[:2], temp, gpu[2], power], 301.0),  # two names: the last one stands
+    ]
+    request = _series_of([*gpu[:2], temp, gpu[2]], 70.0)
+    for labels, value in odd:
+        request.MergeFrom(_series_of(labels, value))
+
+    # when the request is parsed
+    parsed = write_request_parse(request.SerializeToString())
+
+    # then each series reads as it would alone (the last of a repeated label standing)
+    alone = [
+        write_request_parse(_series_of(labels, value).SerializeToString()) for labels, value in odd
+    ]
+    gpus = {gpu.uuid: gpu for gpu in parsed.rounds[0]}
+    assert gpus["GPU-1"].values == {"DCGM_FI_DEV_GPU_TEMP": 70.0, "DCGM_FI_DEV_POWER_USAGE": 301.0}
+    assert gpus["GPU-2"].values == {"DCGM_FI_DEV_GPU_TEMP": 71.0}
+    assert [gpu.values for one in alone for gpu in one.rounds[0]] == [
+        {"DCGM_FI_DEV_POWER_USAGE": 300.0},
+        {"DCGM_FI_DEV_GPU_TEMP": 71.0},
+        {"DCGM_FI_DEV_POWER_USAGE": 301.0},
+    ]
+
+
 def test_several_scrapes_of_a_gpu_are_rounds_oldest_first():
     series = [
         (labels, [(value, NOW_MS + 30_000), (value, NOW_MS)]) for labels, value in fixture_series()
@@ -207,6 +247,8 @@ def test_a_catch_up_request_compares_the_scrapes_in_order(remote_write, running_
     [
         (b"not snappy at all", {}, 400, "snappy"),
         (bytes(cramjam.snappy.compress_raw(b"\xff\xff\xff")), {}, 400, "WriteRequest"),
+        # a series whose one label's name is not UTF-8
+        (bytes(cramjam.snappy.compress_raw(b"\x0a\x05\x0a\x03\x0a\x01\xff")), {}, 400, "UTF-8"),
         (b"\xff\xff\xff\xff\x7f", {}, 413, "would be"),
         (b"x", {"content_type": "text/plain"}, 415, "application/x-protobuf"),
         (b"x", {"HTTP_CONTENT_ENCODING": "gzip"}, 415, "snappy"),
