@@ -48,7 +48,9 @@ def dcgm_sample_partitions_ensure(
     making a day's partition locks the samples table until its transaction ends, and the
     beat has usually made it already."""
     moments = {received_at}
-    moments.update(_stamp(t) for gpu in gpus for t in gpu.timestamps.values())
+    # The distinct stamps first: a push's readings mostly share a few (a datetime each was
+    # 8% of a remote-write request's web CPU).
+    moments.update(map(_stamp, set().union(*(gpu.timestamps.values() for gpu in gpus))))
     sample_writes.device_sample_partitions_ensure(moments=moments, now=received_at)
 
 
@@ -140,16 +142,13 @@ def _push_write_params(
     """_PUSH_WRITE's parameters: the push's raw rows, and each device's state after it."""
     samples: list[tuple[int, datetime, dict[str, float]]] = []
     states: list[dict[str, Any]] = []
+    stamps: dict[float, datetime] = {}
+    pushed_at = received_at.isoformat()
     for gpu in gpus:
         gpu_known = known[gpu.uuid]
-        samples += _samples_by_moment(gpu_known.device_id, gpu, received_at)
+        samples += _samples_by_moment(gpu_known.device_id, gpu, received_at, stamps)
         states.append(
-            _state_row(
-                known=gpu_known,
-                gpu=gpu,
-                received_at=received_at,
-                xid_at=_reading_at(gpu, dcgm.XID, received_at),
-            )
+            _state_row(known=gpu_known, gpu=gpu, received_at=received_at, pushed_at=pushed_at)
         )
     return [
         *device_samples.device_samples_params(rows=samples, now=received_at),
@@ -173,12 +172,18 @@ def _reading_at(gpu: dcgm.GpuReadings, name: str, received_at: datetime) -> date
 
 
 def _samples_by_moment(
-    device_id: int, gpu: dcgm.GpuReadings, received_at: datetime
+    device_id: int, gpu: dcgm.GpuReadings, received_at: datetime, stamps: dict[float, datetime]
 ) -> list[tuple[int, datetime, dict[str, float]]]:
     """The GPU's readings as a raw row per moment: one row unless the exporter stamped its
-    fields with different times."""
+    fields with different times. `stamps`: the push's datetimes by epoch seconds, so far."""
     if not gpu.timestamps:
         return [(device_id, received_at, dict(gpu.values))] if gpu.values else []
+    distinct = set(gpu.timestamps.values())
+    if len(distinct) == 1 and gpu.timestamps.keys() == gpu.values.keys():
+        # Every reading stamped with one time (remote-write's scrape time): the common case.
+        (stamp,) = distinct
+        moment = stamps.get(stamp) or stamps.setdefault(stamp, _stamp(stamp))
+        return [(device_id, moment, dict(gpu.values))]
     by_moment: dict[datetime, dict[str, float]] = {}
     for name, value in gpu.values.items():
         by_moment.setdefault(_reading_at(gpu, name, received_at), {})[name] = value
@@ -359,9 +364,10 @@ def _event_message(found: dcgm.HealthEvent, gpu: dcgm.GpuReadings) -> str:
 
 
 def _state_row(
-    *, known: _Known, gpu: dcgm.GpuReadings, received_at: datetime, xid_at: datetime
+    *, known: _Known, gpu: dcgm.GpuReadings, received_at: datetime, pushed_at: str
 ) -> dict[str, Any]:
-    """The device's health state after this push, as _PUSH_WRITE saves it."""
+    """The device's health state after this push, as _PUSH_WRITE saves it (`pushed_at`:
+    `received_at` in ISO 8601)."""
     last_xid, last_xid_message, last_xid_at = (
         known.last_xid,
         known.last_xid_message,
@@ -371,7 +377,7 @@ def _state_row(
     if xid is not None and int(xid) != known.last_xid:
         last_xid = int(xid)
         last_xid_message = (gpu.xid_message or dcgm.xid_message(last_xid))[:200]
-        last_xid_at = xid_at
+        last_xid_at = _reading_at(gpu, dcgm.XID, received_at)
     return {
         "device_id": known.device_id,
         # Fields missing from this push keep their last value: a counter disabled and
@@ -382,5 +388,5 @@ def _state_row(
         "last_xid_message": last_xid_message,
         "last_xid_at": last_xid_at and last_xid_at.isoformat(),
         "model_name": gpu.model_name or known.model_name,
-        "last_push_at": received_at.isoformat(),
+        "last_push_at": pushed_at,
     }
