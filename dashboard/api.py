@@ -1,5 +1,5 @@
 """Read API of the dashboard (session auth; ingest tokens are refused here): the run list, and
-the numbers behind the MFU and goodput pages as JSON."""
+the numbers behind the MFU, goodput and failure breakdown pages as JSON."""
 
 from __future__ import annotations
 
@@ -23,10 +23,12 @@ from dashboard.query import (
     exclude_planned_from_query,
     window_from_query,
 )
+from dashboard.selectors import failures as failure_selectors
 from dashboard.selectors import goodput as goodput_selectors
 from dashboard.selectors import mfu as mfu_selectors
 from dashboard.selectors.runs import RunListError, RunListQuery, runs_list
-from dashboard.serializers import GoodputOut, MfuOut
+from dashboard.serializers import FailureLostOut, FailuresOut, GoodputOut, MfuOut
+from logbook import api as logbook_api
 from telemetry import goodput, selectors
 from telemetry.models import Run
 from telemetry.paging import ListPagination
@@ -271,3 +273,19 @@ class RunGoodputApi(APIView):
             run=run, window=window, exclude_planned=exclude_planned_from_query(request.query_params)
         )
         return Response(GoodputOut(goodput_payload(report)).data)
+
+
+class FailureBreakdownApi(APIView):
+    @extend_schema(
+        operation_id="failure_breakdown",
+        parameters=logbook_api.FAILURE_PARAMETERS,
+        responses={200: FailuresOut},
+    )
+    def get(self, request: Request) -> Response:
+        filters = logbook_api.failure_filters(request)
+        body = logbook_api.failure_breakdown_data(user=request.user, filters=filters)
+        # As on the page: the loss is read on every request, the breakdown cached a minute.
+        lost = failure_selectors.lost_for_user(user=request.user, filters=filters)
+        lost_body = {"interruptions": lost.interruptions.as_dict(),
+                     "slowdowns": lost.slowdowns.as_dict()}  # fmt: skip
+        return Response({**body, "lost": FailureLostOut(lost_body).data})

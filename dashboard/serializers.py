@@ -8,6 +8,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from logbook.serializers import DerivedOut, FailureBreakdownOut
 from telemetry.serializer_fields import DerivedNumber
 
 
@@ -149,3 +150,15 @@ class GoodputOut(serializers.Serializer):
         # fields after it would otherwise read as null).
         body: dict[str, Any] = super().to_representation(instance)
         return {key: value for key, value in body.items() if key in instance}
+
+
+class FailureLostOut(serializers.Serializer):
+    interruptions = DerivedOut()
+    slowdowns = DerivedOut()
+
+
+class FailuresOut(FailureBreakdownOut):
+    """The failure breakdown (the logbook's) with what the runs in scope lost: GPU-hours to
+    interruptions (downtime) and to slowdowns (below their own baseline)."""
+
+    lost = FailureLostOut()

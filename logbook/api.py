@@ -1,5 +1,7 @@
 """Read API behind the failure breakdown and checkpoint pages (session auth): the same
-numbers the pages show, each derived one with its formula and inputs."""
+numbers the pages show, each derived one with its formula and inputs. The failure breakdown's
+endpoint is dashboard.api.FailureBreakdownApi (it adds the slowdowns' loss); its logbook part
+is built here."""
 
 from __future__ import annotations
 
@@ -24,41 +26,40 @@ from telemetry import run_cache
 from telemetry.models import Run
 from telemetry.paging import PAGE_PARAMETERS, RUN_FILTER_PARAMETER, Counted, paginate
 from telemetry.query_time import TIME_WINDOW_PARAMETERS, optional_integer_parameter
-from telemetry.selectors import run_get_for_user
+from telemetry.selectors import User, run_get_for_user
 
 
-def _filters(request: Request) -> FailureFilters:
+def failure_filters(request: Request) -> FailureFilters:
+    """The failure breakdown's filters from the query string; bad ones are a 400."""
     try:
         return failure_selectors.failure_filters_parse(request.query_params)
     except FilterError as exc:
         raise ValidationError(exc.errors) from exc
 
 
-class FailureBreakdownApi(APIView):
-    @extend_schema(
-        operation_id="failure_breakdown",
-        parameters=[
-            RUN_FILTER_PARAMETER,
-            *TIME_WINDOW_PARAMETERS,
-            OpenApiParameter("site", OpenApiTypes.STR, description="Site name."),
-            OpenApiParameter("cluster", OpenApiTypes.STR, description="<site>/<cluster>."),
-            optional_integer_parameter(
-                "accelerators", "Accelerator count to project the MTBF to (100,000 by default)."
-            ),
-        ],
-        responses={200: FailureBreakdownOut},
-    )
-    def get(self, request: Request) -> Response:
-        filters = _filters(request)
-        # Built once per state of the incidents in scope and minute, as the page.
-        key = failure_selectors.failure_report_key(user=request.user, filters=filters)
+# The query parameters of the failure breakdown's JSON (dashboard.api.FailureBreakdownApi).
+FAILURE_PARAMETERS = [
+    RUN_FILTER_PARAMETER,
+    *TIME_WINDOW_PARAMETERS,
+    OpenApiParameter("site", OpenApiTypes.STR, description="Site name."),
+    OpenApiParameter("cluster", OpenApiTypes.STR, description="<site>/<cluster>."),
+    optional_integer_parameter(
+        "accelerators", "Accelerator count to project the MTBF to (100,000 by default)."
+    ),
+]
 
-        def build() -> dict[str, Any]:
-            report = failure_selectors.failure_report_for_user(user=request.user, filters=filters)
-            body = {"filters": filters.as_dict(), **failure_report_as_dict(report)}
-            return dict(FailureBreakdownOut(body).data)
 
-        return Response(run_cache.cached(f"failures-api:{key}", build))
+def failure_breakdown_data(*, user: User, filters: FailureFilters) -> dict[str, Any]:
+    """The breakdown, rates and projection as the page shows them (FailureBreakdownOut's
+    data), built once per state of the incidents in scope and minute, as the page."""
+    key = failure_selectors.failure_report_key(user=user, filters=filters)
+
+    def build() -> dict[str, Any]:
+        report = failure_selectors.failure_report_for_user(user=user, filters=filters)
+        body = {"filters": filters.as_dict(), **failure_report_as_dict(report)}
+        return dict(FailureBreakdownOut(body).data)
+
+    return run_cache.cached(f"failures-api:{key}", build)
 
 
 class RunCheckpointsApi(APIView):
@@ -74,7 +75,7 @@ class RunCheckpointsApi(APIView):
     )
     def get(self, request: Request, run_id: int) -> Response:
         run = run_get_for_user(user=request.user, run_id=run_id)
-        filters = _filters(request)
+        filters = failure_filters(request)
         # The advisor over every checkpoint in the window, and their count, once per state of
         # the run's data.
         count, advisor = checkpoint_selectors.run_checkpoints_cached(

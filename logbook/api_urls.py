@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from logbook.api import FailureBreakdownApi, RunCheckpointsApi
+from logbook.api import RunCheckpointsApi
 from logbook.api_annotations import AnnotationDetailApi, AnnotationListApi
 from logbook.api_fleet import FleetHostsApi, HostQuarantineApi, SdcLedgerApi
 from logbook.api_fleet_levels import AtRiskApi, IncidentGroupsApi, TopologyApi, TopologyImportApi
@@ -10,7 +10,6 @@ from logbook.api_incidents import IncidentDetailApi, IncidentListApi
 from logbook.api_triage import TriageAccuracyApi
 
 urlpatterns = [
-    path("failures", FailureBreakdownApi.as_view(), name="failures"),
     path("runs/<int:run_id>/checkpoints", RunCheckpointsApi.as_view(), name="run-checkpoints"),
     path("sdc", SdcLedgerApi.as_view(), name="sdc"),
     path("fleet/hosts", FleetHostsApi.as_view(), name="fleet-hosts"),

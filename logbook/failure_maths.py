@@ -328,6 +328,72 @@ def projected_mtbf_min(
 
 
 @dataclass(frozen=True)
+class Downtime:
+    """One interruption's stop: when it occurred, when the job was back (None when not
+    reported), the accelerators it held (the attempt's, else the run's; None unknown), and
+    the steps the restart ran again with the interrupted attempt's mean step time (None
+    when not known)."""
+
+    planned: bool
+    occurred_at: datetime
+    recovered_at: datetime | None
+    accelerators: int | None
+    lost_steps: int | None = None
+    step_time_s: float | None = None
+
+
+def lost_to_interruptions(downtimes: Iterable[Downtime], window_end: datetime | None) -> Derived:
+    """GPU-hours the interruptions cost: each one's accelerators times its downtime
+    (occurrence to recovery, cut at the window's end) and the time of the steps its restart
+    ran again (lost steps · the attempt's mean step time): what goodput counts as
+    infrastructure recovery and wasted progress. Planned ones count too (maintenance holds
+    the GPUs as well). One without a recovery time or an accelerator count is left out, its
+    recomputed steps too when their number or the step time is unknown; each said so."""
+    counted = planned = no_recovery = no_count = no_steps = 0
+    down_h = again_h = gpu_hours = 0.0
+    for one in downtimes:
+        if one.recovered_at is None:
+            no_recovery += 1
+            continue
+        if not one.accelerators:
+            no_count += 1
+            continue
+        end = one.recovered_at if window_end is None else min(one.recovered_at, window_end)
+        down = max(0.0, (end - one.occurred_at).total_seconds()) / 3600.0
+        again = 0.0
+        if one.lost_steps and one.step_time_s is not None:
+            again = one.lost_steps * one.step_time_s / 3600.0
+        elif one.lost_steps != 0:  # unknown: no lost steps reported, or no step time
+            no_steps += 1
+        counted += 1
+        planned += one.planned
+        down_h, again_h = down_h + down, again_h + again
+        gpu_hours += one.accelerators * (down + again)
+    left_out = []
+    if no_recovery:
+        left_out.append(f"{no_recovery} without a recovery time")
+    if no_count:
+        left_out.append(f"{no_count} of runs without an accelerator count")
+    note = f"Left out: {' and '.join(left_out)}." if left_out else ""
+    if no_steps:
+        note += f" {no_steps} counted without the steps run again (no lost steps or step time)."
+    return Derived(
+        # Unknown only when every interruption had to be left out; none at all is 0.
+        gpu_hours if counted or not left_out else None,
+        "GPU-hours",
+        "Σ accelerators · (recovered_at - occurred_at + lost_steps · mean step time), cut at "
+        "the window's end",
+        {
+            "interruptions": counted,
+            "planned": planned,
+            "downtime_h": down_h,
+            "recomputed_h": again_h,
+        },
+        note.strip(),
+    )
+
+
+@dataclass(frozen=True)
 class FailureReport:
     breakdown: Breakdown
     rates: Rates

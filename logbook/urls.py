@@ -5,7 +5,6 @@ from logbook.views import logbook as logbook_views
 from logbook.views import taxonomy as taxonomy_views
 from logbook.views.alerts import project_alert_rules
 from logbook.views.checkpoints import run_checkpoints
-from logbook.views.failures import failure_breakdown
 from logbook.views.incidents import incident_detail, incident_queue
 from logbook.views.triage_accuracy import triage_accuracy
 from logbook.views.triage_rules import project_triage_rules
@@ -18,7 +17,6 @@ urlpatterns: list[URLPattern] = [
     path("fleet/", fleet.fleet_health, name="fleet"),
     # path, not str: a host named before names were checked may hold a slash (rack/h1).
     path("fleet/hosts/<path:name>/", fleet.host_detail, name="host-detail"),
-    path("failures/", failure_breakdown, name="failures"),
     path("runs/<int:run_id>/checkpoints/", run_checkpoints, name="run-checkpoints"),
     path("incidents/", incident_queue, name="incidents"),
     path("incidents/<int:pk>/", incident_detail, name="incident-detail"),

@@ -17,6 +17,13 @@ def slowdown_bucket(kind: str) -> str:
     return f"{SLOWDOWN_PREFIX}{kind}"
 
 
+def share_inside(low: float, high: float, *, start: float, end: float) -> float:
+    """The share of the span [low, high] inside [start, end] (an instant: 1 or 0)."""
+    if high > low:
+        return max(0.0, min(high, end) - max(low, start)) / (high - low)
+    return 1.0 if start <= low <= end else 0.0
+
+
 def lost_in_window(
     lost: Sequence[tuple[str, float, float, float]], *, start: float, end: float
 ) -> dict[str, float]:
@@ -24,10 +31,7 @@ def lost_in_window(
     of its window inside (a slowdown loses its time evenly enough across its window)."""
     totals: dict[str, float] = {}
     for kind, low, high, seconds in lost:
-        if high > low:
-            inside = max(0.0, min(high, end) - max(low, start)) / (high - low)
-        else:
-            inside = 1.0 if start <= low <= end else 0.0
+        inside = share_inside(low, high, start=start, end=end)
         if inside > 0 and seconds > 0:
             totals[kind] = totals.get(kind, 0.0) + seconds * inside
     return totals

@@ -23,6 +23,7 @@ from dashboard.selectors import runs as run_selectors
 from diagnosis import slowdown_rules
 from diagnosis.models import Slowdown
 from diagnosis.selectors import slowdowns as slowdown_selectors
+from logbook.selectors import failures as failure_selectors
 from logbook.selectors import fleet as fleet_selectors
 from telemetry import charts, liveness, metric_charts, run_cache, selectors
 from telemetry.choices import experiment_of, labels_besides_experiment
@@ -43,13 +44,14 @@ RUN_COLUMNS = {
     "attempt": "Attempt",
     "step": "Latest step",
     "interruptions": "Interruptions",
+    "lost_interruptions": "Lost to interruptions",
     "slowdowns": "Lost to slowdowns",
     "loss": "Last loss",
     "last_seen": "Last seen",
 }
 RUN_LIST_PAGE_SIZE = 50
 # Columns read for the page's rows only (not an order the list's query can take).
-UNSORTED_COLUMNS = frozenset({"slowdowns"})
+UNSORTED_COLUMNS = frozenset({"lost_interruptions", "slowdowns"})
 _STATUS_LABELS = dict(Attempt.Status.choices)
 
 
@@ -69,10 +71,14 @@ def run_list(request: HttpRequest) -> HttpResponse:
         # one step ("no progress since ..."), so the list does not call a run "running" that
         # the run page does not.
         run.live = _run_liveness(run, run.current_status, now, run.hung_since)
-    # GPU-hours lost below each run's baseline (diagnosis's slowdowns): one query a page.
-    lost = slowdown_selectors.gpu_hours_lost_by_run(run_ids=[run.pk for run in page.rows])
+    # GPU-hours each run lost to interruptions (the logbook's figure, as the failure page
+    # counts it) and below its own baseline (diagnosis's slowdowns): two queries a page.
+    run_ids = [run.pk for run in page.rows]
+    stopped = failure_selectors.interruption_gpu_hours_by_run(run_ids=run_ids)
+    slowed = slowdown_selectors.gpu_hours_lost_by_run(run_ids=run_ids)
     for run in page.rows:
-        run.slowdown_gpu_hours = lost.get(run.pk)
+        run.interruption_gpu_hours = stopped.get(run.pk)
+        run.slowdown_gpu_hours = slowed.get(run.pk)
     chosen = [c for c in request.GET.getlist("cols") if c in RUN_COLUMNS] or list(RUN_COLUMNS)
     return render(
         request,

@@ -4,6 +4,7 @@ which runs the periodic pass should read, and the slowdowns the pages and the AP
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,7 @@ from diagnosis.models import Slowdown, SlowdownCause, SlowdownScan
 from diagnosis.slowdown_detect import AttemptThroughput
 from diagnosis.slowdown_facts import FIELDS, Reading
 from logbook.selectors import checkpoints as checkpoint_selectors
+from telemetry.goodput_slowdowns import share_inside
 from telemetry.models import Run
 from telemetry.selectors import User, packed, projects_for_user, ranks
 from telemetry.selectors import attempts as attempt_selectors
@@ -217,3 +219,52 @@ def gpu_hours_lost_by_run(*, run_ids: Sequence[int]) -> dict[int, float]:
     for run_id, hours in rows:
         totals[run_id] = totals.get(run_id, 0.0) + hours
     return totals
+
+
+@dataclass(frozen=True)
+class SlowdownLoss:
+    """What the slowdowns (not dismissed) of some runs lost inside a window: wall seconds and
+    GPU-hours, each by the cause it is charged to, and how many slowdowns that is."""
+
+    slowdowns: int
+    seconds_by_cause: dict[str, float]
+    gpu_hours_by_cause: dict[str, float]
+    without_gpu_count: int  # slowdowns whose run's GPU count is unknown: no GPU-hours
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.seconds_by_cause.values())
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(self.gpu_hours_by_cause.values())
+
+
+def lost_in_scope(
+    *, runs: QuerySet[Run], start: datetime | None, end: datetime | None
+) -> SlowdownLoss:
+    """The slowdowns of `runs` inside [start, end) (an open end: no bound), each counted for
+    the share of its window inside, as goodput's slowdown bucket counts them
+    (telemetry.goodput_slowdowns.lost_in_window): a run's GPU-hours here are its goodput
+    bucket's seconds times its GPUs. One query."""
+    rows = (
+        Slowdown.objects.filter(run__in=runs, start_time__isnull=False, end_time__isnull=False)
+        .exclude(status=Slowdown.Status.DISMISSED)
+        .values_list("cause_kind", "start_time", "end_time", "lost_s", "gpu_hours_lost")
+    )
+    low = start.timestamp() if start is not None else -math.inf
+    high = end.timestamp() if end is not None else math.inf
+    count = without_gpu_count = 0
+    seconds: dict[str, float] = {}
+    gpu_hours: dict[str, float] = {}
+    for kind, began, ended, lost_s, hours in rows:
+        share = share_inside(began.timestamp(), ended.timestamp(), start=low, end=high)
+        if share <= 0 or lost_s <= 0:
+            continue
+        count += 1
+        seconds[kind] = seconds.get(kind, 0.0) + lost_s * share
+        if hours is None:
+            without_gpu_count += 1
+        else:
+            gpu_hours[kind] = gpu_hours.get(kind, 0.0) + hours * share
+    return SlowdownLoss(count, seconds, gpu_hours, without_gpu_count)

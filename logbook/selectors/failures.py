@@ -4,21 +4,25 @@ projects and narrowed by run, time window, site and cluster."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 import pandas as pd
 from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Greatest
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from logbook.failure_maths import (
     INTERRUPTION_COLUMNS,
     SPAN_FROM_EVENTS,
+    Derived,
+    Downtime,
     FailureReport,
     RunSpan,
     failure_report,
+    lost_to_interruptions,
     observed_spans,
 )
 from logbook.models import Interruption
@@ -105,8 +109,9 @@ def runs_in_scope(*, user: User, filters: FailureFilters) -> QuerySet[Run]:
     return runs
 
 
-def interruptions_in_scope(*, runs: QuerySet[Run], filters: FailureFilters) -> pd.DataFrame:
-    """One row per interruption (INTERRUPTION_COLUMNS), in one query."""
+def _interruptions(*, runs: QuerySet[Run], filters: FailureFilters) -> QuerySet[Interruption]:
+    """The interruptions the page counts: of the runs in scope, occurring in the window, on a
+    host of the site, cluster, pod or rack when one is chosen."""
     interruptions = Interruption.objects.filter(run__in=runs)
     if filters.start is not None:
         interruptions = interruptions.filter(occurred_at__gte=filters.start)
@@ -116,6 +121,12 @@ def interruptions_in_scope(*, runs: QuerySet[Run], filters: FailureFilters) -> p
     if host_condition:
         # Several hosts of one interruption may match: count the interruption once.
         interruptions = interruptions.filter(host_condition).distinct()
+    return interruptions
+
+
+def interruptions_in_scope(*, runs: QuerySet[Run], filters: FailureFilters) -> pd.DataFrame:
+    """One row per interruption (INTERRUPTION_COLUMNS), in one query."""
+    interruptions = _interruptions(runs=runs, filters=filters)
     rows = interruptions.order_by("occurred_at", "pk").values_list(
         "run_id",
         "root_cause__name",
@@ -264,6 +275,47 @@ def failure_report_for_user(
     rows = interruptions_in_scope(runs=runs, filters=filters)
     spans = run_spans(runs=runs, filters=filters, now=now)
     return failure_report(rows, spans, filters.projection_accelerators)
+
+
+# An interruption's Downtime, in its fields' order (then its attempt's step time sums): the
+# GPUs it held are its attempt's count, else its run's.
+_DOWNTIME_FIELDS = (
+    "planned",
+    "occurred_at",
+    "recovered_at",
+    Coalesce("attempt__accelerator_count", "run__accelerator_count"),
+    "lost_steps",
+    "attempt__throughput_sum__timed_positive_sum_s",
+    "attempt__throughput_sum__timed_positive_count",
+)
+
+
+def _downtime(row: Sequence[Any]) -> Downtime:
+    """A row of _DOWNTIME_FIELDS: the step time is the attempt's mean step_time_s
+    (telemetry.models.ThroughputSum), when it reported one."""
+    *fields, step_sum_s, steps = row
+    return Downtime(*fields, step_time_s=step_sum_s / steps if steps else None)
+
+
+def interruption_loss(*, runs: QuerySet[Run], filters: FailureFilters) -> Derived:
+    """GPU-hours the interruptions the page counts (of `runs`, runs_in_scope's) cost
+    (failure_maths.lost_to_interruptions), each at its attempt's accelerator count, else its
+    run's. One query."""
+    rows = _interruptions(runs=runs, filters=filters).values_list(*_DOWNTIME_FIELDS)
+    return lost_to_interruptions([_downtime(row) for row in rows], filters.end)
+
+
+def interruption_gpu_hours_by_run(*, run_ids: Sequence[int]) -> dict[int, float]:
+    """GPU-hours each run's interruptions cost, as the failure page counts them for that run
+    alone (interruption_loss): the run list's column. One query."""
+    downtimes: dict[int, list[Downtime]] = {}
+    rows = Interruption.objects.filter(run_id__in=list(run_ids)).values_list(
+        "run_id", *_DOWNTIME_FIELDS
+    )
+    for run_id, *fields in rows:
+        downtimes.setdefault(run_id, []).append(_downtime(fields))
+    found = {run_id: lost_to_interruptions(ones, None).value for run_id, ones in downtimes.items()}
+    return {run_id: hours for run_id, hours in found.items() if hours is not None}
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,13 @@
-"""The failure breakdown page (the Llama 3 Table 5 view): what broke, how often, how fast it
-was fixed, and what that means at another scale."""
+"""The logbook's part of the failure breakdown page (the Llama 3 Table 5 view): what broke, how
+often, how fast it was fixed, and what that means at another scale; and how the logbook's
+pages write a derived number. The page is served by dashboard.views.failures."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pandas as pd
-from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.http import HttpRequest
 
 from logbook import charts, spares
 from logbook.failure_maths import RATE_NAMES, failure_report_as_dict
@@ -64,8 +63,10 @@ def derived_display(derived: dict[str, Any], label: str) -> dict[str, Any]:
     }
 
 
-@login_required
-def failure_breakdown(request: HttpRequest) -> HttpResponse:
+def page_context(request: HttpRequest) -> tuple[FailureFilters, dict[str, Any]]:
+    """The page's filters and what its template shows of the logbook's: the filter form, and
+    the breakdown, rates, projection and spares as one rendered piece. The page itself is
+    dashboard.views.failures, which sets the slowdowns' loss beside the interruptions'."""
     error = ""
     try:
         filters = selectors.failure_filters_parse(request.GET)
@@ -79,16 +80,12 @@ def failure_breakdown(request: HttpRequest) -> HttpResponse:
         f"failures-page:{key}:{run_cache.query_key(request)}",
         lambda: _breakdown_body(request, filters),
     )
-    return render(
-        request,
-        "logbook/failures.html",
-        {
-            "filters": filters,
-            "error": error,
-            "options": selectors.filter_options(user=request.user),
-            "body": body,
-        },
-    )
+    return filters, {
+        "filters": filters,
+        "error": error,
+        "options": selectors.filter_options(user=request.user),
+        "body": body,
+    }
 
 
 def _breakdown_body(request: HttpRequest, filters: FailureFilters) -> str:

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from diagnosis.models import Slowdown
+from telemetry import display
 from telemetry.models import Run
 from tests.diagnosis import slowdown_job
 
@@ -96,3 +97,56 @@ def test_a_completed_runs_last_stretch_is_not_called_ongoing(client, alice, slow
     # and while the attempt runs, it is
     slowed.attempts.update(status="running")
     assert ">ongoing<" in client.get(f"/runs/{slowed.pk}/").content.decode()
+
+
+def _slowdown_bucket_s(client, run: Run, **window: str) -> float:
+    body = client.get(f"/api/v1/runs/{run.pk}/goodput", window).json()
+    return sum(v for k, v in body["badput_s"].items() if k.startswith("slowdown:"))
+
+
+@pytest.mark.django_db
+def test_the_failure_page_sets_the_slowdowns_loss_beside_the_interruptions(
+    client, alice, charlie, slowed
+):
+    # given the thermal run's slowdown (the pass found it), on the job's 16 GPUs
+    client.force_login(alice)
+    slowdown = Slowdown.objects.get(run=slowed)
+    gpus = slowdown_job.RANKS
+    bucket_s = _slowdown_bucket_s(client, slowed)
+    assert bucket_s > 0
+
+    # when the failure breakdown of that run is read, as JSON and as the page
+    lost = client.get("/api/v1/failures", {"run": slowed.pk}).json()["lost"]
+    html = client.get("/failures/", {"run": slowed.pk}).content.decode()
+
+    # then its slowdown GPU-hours are goodput's slowdown bucket times the run's GPUs
+    assert lost["slowdowns"]["value"] == pytest.approx(bucket_s * gpus / 3600, abs=1e-3)
+    assert lost["slowdowns"]["inputs"]["thermal_gpu_h"] == lost["slowdowns"]["value"]
+    assert lost["slowdowns"]["inputs"]["below_baseline_h"] == pytest.approx(bucket_s / 3600)
+    shown = re.search(r'id="lost-slowdowns"><a [^>]*>(.*?)</a>', html)
+    assert shown and shown[1] == f"{display.number(lost['slowdowns']['value'])} GPU-hours"
+    # beside the interruptions' (this job had none: nothing lost, not "unknown")
+    assert lost["interruptions"]["value"] == 0
+    assert re.search(r'id="lost-interruptions">0 GPU-hours<', html)
+
+    # when the window ends half way through the slowdown, both count half of it alike
+    middle = slowdown.start_time + (slowdown.end_time - slowdown.start_time) / 2
+    end = middle.isoformat()
+    half = client.get("/api/v1/failures", {"run": slowed.pk, "end": end}).json()["lost"]
+    assert half["slowdowns"]["value"] == pytest.approx(lost["slowdowns"]["value"] / 2, rel=0.01)
+    half_s = _slowdown_bucket_s(client, slowed, end=end)
+    assert half["slowdowns"]["value"] == pytest.approx(half_s * gpus / 3600, abs=1e-3)
+    # and a window before it, none
+    before = slowdown.start_time.isoformat()
+    none = client.get("/api/v1/failures", {"run": slowed.pk, "end": before}).json()["lost"]
+    assert none["slowdowns"]["value"] == 0 and none["slowdowns"]["inputs"]["slowdowns"] == 0
+
+    # another project's reader sees none of it
+    client.force_login(charlie)
+    assert client.get("/api/v1/failures").json()["lost"]["slowdowns"]["value"] == 0
+    # and once on-call dismisses it, it is lost no more
+    client.force_login(alice)
+    assert client.get("/api/v1/failures").json()["lost"]["slowdowns"]["value"] > 0
+    decided = {"status": "dismissed", "cause_kind": "thermal"}
+    assert client.post(f"/slowdowns/{slowdown.pk}/decide/", decided).status_code == 302
+    assert client.get("/api/v1/failures").json()["lost"]["slowdowns"]["value"] == 0

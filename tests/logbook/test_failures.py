@@ -7,7 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from logbook.failure_maths import RunSpan, breakdown, observed_spans, projected_mtbf_min, rates
+from logbook.failure_maths import (
+    Downtime,
+    RunSpan,
+    breakdown,
+    lost_to_interruptions,
+    observed_spans,
+    projected_mtbf_min,
+    rates,
+)
 from logbook.taxonomy import TABLE5_COMPONENTS
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
@@ -221,3 +229,31 @@ def test_no_interruptions_gives_no_mtbf_and_no_projection():
     assert result.job_mtbf_h.note
     assert breakdown([]).hardware_share.value is None
     assert projected_mtbf_min(result.failure_rate_per_1000_accelerator_days.value, 10).value is None
+
+
+def test_lost_to_interruptions_is_gpus_times_downtime_and_steps_run_again():
+    # given four stops: 30 min on 8 GPUs whose restart ran 900 steps of 2 s again, a planned
+    # 2 h on 16 (it holds the GPUs too; no lost steps reported), one still down and one of a
+    # run whose GPU count is unknown
+    at = START + timedelta(days=1)
+    stops = [
+        Downtime(False, at, at + timedelta(minutes=30), 8, lost_steps=900, step_time_s=2.0),
+        Downtime(True, at + timedelta(hours=5), at + timedelta(hours=7), 16),
+        Downtime(False, at + timedelta(hours=9), None, 8),
+        Downtime(False, at + timedelta(hours=10), at + timedelta(hours=11), None),
+    ]
+
+    # when counted without a window, and with one ending an hour into the planned stop
+    whole = lost_to_interruptions(stops, None)
+    cut = lost_to_interruptions(stops, at + timedelta(hours=6))
+
+    # then 8 · (0.5 + 900 · 2 / 3600) + 16 · 2 = 40 GPU-hours; the window keeps 8 + 16 · 1
+    assert whole.value == pytest.approx(40.0) and whole.unit == "GPU-hours"
+    assert whole.inputs == {"interruptions": 2, "planned": 1, "downtime_h": pytest.approx(2.5),
+                            "recomputed_h": pytest.approx(0.5)}  # fmt: skip
+    assert cut.value == pytest.approx(24.0)
+    # and what could not be counted is said, not taken as zero
+    assert "1 without a recovery time" in whole.note and "accelerator count" in whole.note
+    assert "1 counted without the steps run again" in whole.note
+    assert lost_to_interruptions([], None).value == 0.0
+    assert lost_to_interruptions(stops[2:3], None).value is None
