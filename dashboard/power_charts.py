@@ -1,5 +1,5 @@
-"""Pure chart builders for the run page's power and heat: DataFrames in, Plotly figures out.
-No database."""
+"""Pure chart builders for the run page's power and heat and its throughput by hour of day:
+DataFrames in, Plotly figures out. No database."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from logbook.charts import finite, layout, utc_text
 
 POWER_COLOUR = "#2456a6"
 HEAT_COLOUR = "#c0392b"
+HOUR_COLOUR = "#27ae60"
 
 
 def _look(figure: go.Figure, *, title: str, x_title: str, y_title: str) -> go.Figure:
@@ -59,3 +60,18 @@ def power_heat_figure(points: pd.DataFrame) -> go.Figure:
             margin={"r": 60},  # room for the right axis
         )  # fmt: skip
     return figure
+
+
+def hour_of_day_figure(hours: pd.DataFrame, *, label: str) -> go.Figure:
+    """The throughput metric's mean (or pace) per UTC hour of day, `label` naming it.
+
+    hours: columns hour (0-23), value, points (dashboard.diurnal.by_hour_of_day)."""
+    hover = "%{x}:00 UTC<br>%{y:.5g}<br>%{customdata[0]:,} points<extra></extra>"
+    # Points, not bars: a bar starts at zero, and the swing is a few percent of the whole.
+    means = go.Scatter(x=list(hours["hour"]), y=finite(hours["value"]), name=label,
+                       mode="lines+markers", customdata=[[int(n)] for n in hours["points"]],
+                       line={"color": HOUR_COLOUR, "width": 1.5}, hovertemplate=hover)  # fmt: skip
+    figure = go.Figure(means)
+    _look(figure, title="Throughput by hour of day (UTC)", x_title="hour of day (UTC)",
+          y_title=label)  # fmt: skip
+    return figure.update_xaxes(dtick=1, range=[-0.5, 23.5])

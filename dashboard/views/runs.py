@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from dashboard import charts as marks_charts
-from dashboard import config_diff, metric_sections, power_charts
+from dashboard import config_diff, diurnal, metric_sections, power_charts
 from dashboard.selectors import runs as run_selectors
 from diagnosis import slowdown_rules
 from diagnosis.models import Slowdown
@@ -322,8 +322,9 @@ def _figures(
 
 
 def _extra_figures(run: Run) -> list[dict[str, Any]]:
-    """The chart under the metrics: the run's GPUs' power and heat, when its hosts sent DCGM
-    readings."""
+    """The charts under the metrics: the run's GPUs' power and heat, when its hosts sent DCGM
+    readings, and its throughput by hour of day, when that data spans diurnal.MIN_SPAN_HOURS
+    (from the hour sums: a row per hour the run ran, no point read)."""
     found = []
     power = pd.DataFrame(
         dcgm_selectors.run_power_heat(run=run), columns=["at", "power_w", "temp_max_c"]
@@ -331,6 +332,17 @@ def _extra_figures(run: Run) -> list[dict[str, Any]]:
     if not power.empty:
         figure = power_charts.power_heat_figure(power)
         found.append({"id": "chart-power-heat", "name": "Power and heat", "figure": figure})
+    metric = slowdown_selectors.throughput_metric(run=run)
+    sums = series_selectors.run_hour_sums(run=run, metric=metric) if metric else []
+    hours = [hour for hour, count, _ in sums if count]
+    if metric and diurnal.spans_long_enough(hours):
+        # Step time as a pace (steps per second), so that up is faster on every run's chart.
+        inverted = metric in slowdown_selectors.INVERTED
+        by_hour = diurnal.by_hour_of_day(*zip(*sums, strict=True), inverted=inverted)
+        label = f"steps/s (1 / mean {metric})" if inverted else f"mean {metric}"
+        figure = power_charts.hour_of_day_figure(by_hour, label=label)
+        found.append({"id": "chart-hour-of-day", "name": "Throughput by hour of day",
+                      "figure": figure})  # fmt: skip
     return [{**one, "figure": charts.as_payload(one["figure"])} for one in found]
 
 

@@ -8,6 +8,7 @@ from telemetry.models.device_health import (
 )
 from telemetry.models.hardware import AcceleratorType, Cluster, Device, Host, Site
 from telemetry.models.metrics import (
+    MetricHourSum,
     MetricPoint,
     MetricRollup,
     MetricSeries,
@@ -27,7 +28,8 @@ from telemetry.models.runs import Attempt, JobInterval, Run, _default_determinis
 
 __all__ = [
     "AcceleratorType", "Attempt", "Cluster", "Device", "DeviceEvent", "DeviceHealthState",
-    "DeviceSample", "DeviceSampleSummary", "Host", "JobInterval", "Membership", "MetricPoint",
+    "DeviceSample", "DeviceSampleSummary", "Host", "JobInterval", "Membership", "MetricHourSum",
+    "MetricPoint",
     "MetricRollup", "MetricSeries", "Project", "RankBucket", "RankPlacement", "RankStepBlock",
     "RankStepStats", "RealField", "Run", "Site", "SsoIdentity", "StepStart", "StepStartChunk",
     "ThroughputSum", "_default_deterministic_metrics"

@@ -1,5 +1,5 @@
-"""Metric series and points, and what PostgreSQL keeps from them (rollups, throughput
-sums, step starts)."""
+"""Metric series and points, and what PostgreSQL keeps from them (rollups, hour sums,
+throughput sums, step starts)."""
 
 from __future__ import annotations
 
@@ -110,6 +110,39 @@ class MetricRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.series_id} {self.width}x{self.bucket} n={self.point_count}"
+
+
+# The series the hour sums keep: the throughput metrics (diagnosis's slowdowns watch the same
+# three). The trigger's SQL names them too (migration 0026).
+HOUR_SUM_METRICS = ("tokens_per_s", "step_time_s", "mfu")
+
+
+class MetricHourSum(models.Model):
+    """A throughput series' points (HOUR_SUM_METRICS) summed per UTC clock hour of their wall
+    time: the run page's throughput by hour of day reads a row per hour the run reported
+    (1,296 for 54 days) instead of every point, and the mean of an hour of day is exact
+    (Σ sums / Σ counts). The step rollups cannot give it: a step bucket straddles hours.
+
+    PostgreSQL keeps them itself, like the rollups: the points table's statement trigger
+    (migration 0026) adds the rows each INSERT or COPY actually added, in the same
+    transaction, so a redelivered point is never counted twice. A point without a wall time
+    is in no hour. `rollups_rebuild` recomputes them from the points."""
+
+    pk = models.CompositePrimaryKey("series", "hour")
+    series = models.ForeignKey(
+        MetricSeries, on_delete=models.CASCADE, related_name="hour_sums", db_index=False
+    )
+    hour = models.BigIntegerField()  # floor(epoch seconds / 3600) of the wall time: UTC
+    point_count = models.BigIntegerField()
+    # NaN, ±Infinity and NULL are left out of these two
+    finite_count = models.BigIntegerField()
+    finite_sum = models.FloatField()
+
+    class Meta:
+        ordering = ["series", "hour"]
+
+    def __str__(self) -> str:
+        return f"{self.series_id} hour {self.hour}: n={self.point_count}"
 
 
 class ThroughputSum(models.Model):

@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from django.db import connections, router
+from django.db.models import Sum
 
 from telemetry.downsample import ROLLUP_WIDTHS, read_plan, split_budget
-from telemetry.models import MetricPoint, MetricRollup, MetricSeries, Run
+from telemetry.models import MetricHourSum, MetricPoint, MetricRollup, MetricSeries, Run
 
 
 def reading() -> Any:
@@ -26,6 +27,21 @@ def run_metric_names(*, run: Run) -> list[str]:
     names = set(MetricSeries.objects.filter(run=run).values_list("name", flat=True))
     # The loss first: it is what everyone looks at.
     return sorted(names, key=lambda name: (name != "loss", name))
+
+
+def run_hour_sums(*, run: Run, metric: str) -> list[tuple[int, int, float]]:
+    """(hour, finite points, their sum) of the run's `metric` per UTC clock hour (hours since
+    the epoch), every attempt's points together, oldest hour first: MetricHourSum's rows, kept
+    for the throughput series only (HOUR_SUM_METRICS), one per hour the run reported; no
+    point is read. One query."""
+    rows = (
+        MetricHourSum.objects.filter(series__run=run, series__name=metric)
+        .values("hour")
+        .annotate(count=Sum("finite_count"), total=Sum("finite_sum"))
+        .order_by("hour")
+        .values_list("hour", "count", "total")
+    )
+    return [(hour, int(count), float(total)) for hour, count, total in rows]
 
 
 @dataclass(frozen=True)

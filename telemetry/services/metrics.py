@@ -148,6 +148,13 @@ def metric_rollups_rebuild(*, series_ids: Sequence[int]) -> int:
     return _rebuild("telemetry_metricrollup_rebuild", series_ids)
 
 
+def metric_hour_sums_rebuild(*, series_ids: Sequence[int]) -> int:
+    """Recompute the hour sums (MetricHourSum) of these series from their points, the
+    throughput series' only (PostgreSQL's function from migration 0026). Returns how many
+    rows were written."""
+    return _rebuild("telemetry_metrichoursum_rebuild", series_ids)
+
+
 def throughput_sums_rebuild(*, attempt_ids: Sequence[int]) -> int:
     """Recompute these attempts' throughput sums (ThroughputSum) from their points
     (PostgreSQL's function from migration 0012). Returns how many rows were written."""

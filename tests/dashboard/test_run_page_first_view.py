@@ -65,3 +65,26 @@ def test_the_run_page_first_view_reads_no_more_when_the_run_grows(
     # (its charts come from the rollups), far from its 96,000 points
     assert big_queries == small_queries
     assert big_rows <= max(small_rows, 2 * 1500 * 2), (small_rows, big_rows)
+
+
+@pytest.mark.django_db
+def test_the_hour_of_day_view_reads_no_point_on_the_first_view(client, alice, project, rows_read):
+    # given a run whose tokens/s spans three days, a point every 10 s: 25,920 points, and
+    # so the page draws its throughput by hour of day
+    run = telemetry_services.run_upsert(project=project, name="fv-diurnal", info={})
+    attempt = telemetry_services.attempt_ensure(run=run, number=1, started_at=T0)
+    points = [("tokens_per_s", step, 1e6 + step % 7, T0 + timedelta(seconds=10 * step))
+              for step in range(3 * 8640)]  # fmt: skip
+    for first in range(0, len(points), 5000):
+        telemetry_services.metric_points_insert(
+            run=run, attempt=attempt, points=points[first : first + 5000]
+        )
+    client.force_login(alice)
+
+    # when its page is first viewed
+    _, rows = _first_view(client, rows_read, run)
+
+    # then the view is drawn (the hour sums), and the points read are the chart's, from its
+    # rollups, not the series: a few rows per point drawn
+    assert 'id="chart-hour-of-day"' in client.get(f"/runs/{run.pk}/").content.decode()
+    assert rows <= 2 * 1500 * 2 < len(points), rows

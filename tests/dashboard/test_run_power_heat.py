@@ -68,7 +68,8 @@ def pushed(client: Any, ingest_token: str, start: datetime) -> datetime:
     return start
 
 
-def _figure(html: str, chart_id: str) -> dict[str, Any] | None:
+def extra_figure(html: str, chart_id: str) -> dict[str, Any] | None:
+    """The figure of one chart under the run page's metrics (None when not drawn)."""
     match = re.search(r'<script id="charts-data-more" type="application/json">(.*?)</script>', html)
     entries = json.loads(match.group(1)) if match else []
     return next((one["figure"] for one in entries if one["id"] == chart_id), None)
@@ -92,14 +93,14 @@ def test_run_page_draws_power_and_heat_of_its_hosts_gpus_only_when_they_pushed(
     # then the first draws node-07's two GPUs: 300 + 500 W summed (each GPU's mean over a
     # bucket, not its five readings added), the hottest 70 °C but 85 °C in minute 12's bucket;
     # node-99's 1,800 W are not the run's
-    figure = _figure(html, "chart-power-heat")
+    figure = extra_figure(html, "chart-power-heat")
     assert figure is not None and 'id="chart-power-heat"' in html
     power, heat = figure["data"]
     assert power["y"] == [800.0, 800.0, 800.0, 800.0]
     assert heat["y"] == [70.0, 70.0, 85.0, 70.0] and heat["yaxis"] == "y2"
     # and the other has no such chart, not even an empty frame
     assert 'id="chart-power-heat"' not in quiet_html
-    assert _figure(quiet_html, "chart-power-heat") is None
+    assert extra_figure(quiet_html, "chart-power-heat") is None
 
 
 def test_power_and_heat_leaves_out_a_reading_no_gpu_sent() -> None:
