@@ -14,8 +14,9 @@ day; a summary row is one per GPU per 5 minutes, 288 a day.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -71,13 +72,41 @@ def device_samples_params(
     go, and without their raw row a re-sent push could not be told from a new one (the
     summary would count it twice). Their day's partition must exist
     (telemetry.services.device_samples.device_sample_partitions_ensure, before the
-    transaction)."""
+    transaction).
+
+    The last parameter holds, for a row alone in its device's summary bucket among these
+    rows (a push's usual case), what it adds to the bucket's counts (1 for each reading it
+    has), so that PostgreSQL adds the row itself instead of adding up its fields one by
+    one; NULL for rows that share a bucket."""
     cutoff = raw_kept_since(now=now)
     kept = [(device_id, at, readings_array(values)) for device_id, at, values in rows]
     kept = [row for row in kept if row[1] >= cutoff and any(v is not None for v in row[2])]
+    buckets = [(device_id, bucket_of(at)) for device_id, at, _ in kept]
+    sharing = Counter(buckets)
     return [
         array_literal(device_id for device_id, _, _ in kept),
         array_literal(at for _, at, _ in kept),
         array_literal(readings_literal(readings) for _, _, readings in kept),
         SUMMARY_BUCKET_S,
+        "{"
+        + ",".join(
+            _counts_literal(readings) if sharing[bucket] == 1 else "NULL"
+            for bucket, (_, _, readings) in zip(buckets, kept, strict=True)
+        )
+        + "}",
     ]
+
+
+def bucket_of(moment: datetime) -> int:
+    """The number of `moment`'s summary bucket since the epoch, as PostgreSQL's date_bin
+    places it (whole microseconds: exact, where a float's seconds could round over an edge)."""
+    return (moment - EPOCH) // timedelta(seconds=SUMMARY_BUCKET_S)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _counts_literal(readings: Sequence[float | None]) -> str:
+    """The text of an integer[] with 1 where `readings` has a value and NULL where not, as an
+    element of a text[] literal (quoted)."""
+    return '"{' + ",".join("NULL" if value is None else "1" for value in readings) + '}"'

@@ -224,7 +224,7 @@ _KNOWN_LOCK = Prepared(
     WHERE d.project_id = $1 AND d.uuid = ANY($2)
     ORDER BY s.device_id FOR UPDATE OF s""",
 )
-# The push's samples and summaries (sample_writes.RECORD_CTES, $1-$4), and its states ($5:
+# The push's samples and summaries (sample_writes.RECORD_CTES, $1-$5), and its states ($6:
 # a JSON document of rows; as a jsonb[] parameter psycopg escaped every quote of every
 # state's JSON with a regular expression substitution, 512 a push).
 _PUSH_WRITE = Prepared(
@@ -235,7 +235,7 @@ _PUSH_WRITE = Prepared(
             last_xid = u.last_xid, last_xid_message = u.last_xid_message,
             last_xid_at = u.last_xid_at, model_name = u.model_name,
             last_push_at = u.last_push_at
-        FROM jsonb_to_recordset($5) AS u(device_id bigint, last_values jsonb,
+        FROM jsonb_to_recordset($6) AS u(device_id bigint, last_values jsonb,
             fields_sent jsonb, last_xid integer, last_xid_message text,
             last_xid_at timestamptz, model_name text, last_push_at timestamptz)
         WHERE s.device_id = u.device_id

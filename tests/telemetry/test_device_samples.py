@@ -199,6 +199,37 @@ def test_summaries_are_the_mean_and_max_of_the_raw_samples(push):
 
 
 @pytest.mark.django_db
+def test_rows_sharing_a_bucket_in_one_push_are_added_up_field_by_field(push):
+    # given one push where two hosts name the same GPU 30 s apart in one bucket (both rows
+    # are stored, and add up in the bucket), and another GPU alone in its bucket
+    ago = int((timezone.now() - timedelta(minutes=10)).timestamp())
+    at = datetime.fromtimestamp(ago // SUMMARY_BUCKET_S * SUMMARY_BUCKET_S, tz=UTC)
+    other = "GPU-99999999-4b5c-4d6e-8f70-8192a3b4c5d6"
+    text = "\n".join([
+        exposition({TEMP: 61.0, POWER: 300.0}, at),
+        exposition({TEMP: 65.0}, at + timedelta(seconds=30)).replace("node-c03", "node-c04"),
+        exposition({TEMP: 70.0, POWER: 500.0}, at, uuid=other),
+    ])  # fmt: skip
+
+    # when it is pushed twice (a retry)
+    push(text)
+    push(text)
+
+    # then the shared bucket counts both rows of each field, the lone one its own row
+    def summary(uuid: str) -> dict[str, tuple[int, float, float]]:
+        (row,) = DeviceSampleSummary.objects.filter(device__uuid=uuid)
+        return {
+            field: (row.sample_counts[i], row.value_sums[i], row.value_maxes[i])
+            for field in (TEMP, POWER)
+            for i in [SUMMARY_FIELDS.index(field)]
+        }
+
+    assert DeviceSample.objects.filter(device__uuid=GPU).count() == 2
+    assert summary(GPU) == {TEMP: (2, 126.0, 65.0), POWER: (1, 300.0, 300.0)}
+    assert summary(other) == {TEMP: (1, 70.0, 70.0), POWER: (1, 500.0, 500.0)}
+
+
+@pytest.mark.django_db
 def test_history_reads_summaries_before_the_window_and_raw_samples_in_it(push, settings):
     # given readings four days ago and now; then the window shrinks to two days
     now = timezone.now()
