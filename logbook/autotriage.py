@@ -122,7 +122,9 @@ GROUP_WEIGHT = 0.7
 
 @dataclass(frozen=True)
 class EvidenceItem:
-    kind: str  # "message", "dcgm", "straggler", "first_silent", "sdc", "group", "classifier"
+    # "message", "dcgm", "straggler", "first_silent", "sdc", "group", "classifier" (the
+    # project's classifier), "semantic" (the public messages' reading, triage_semantic)
+    kind: str
     at: datetime | None
     text: str
     url: str
@@ -133,7 +135,7 @@ class EvidenceItem:
     component: str = ""
     own: bool = True  # on one of the interruption's hosts (or no host: the job's words)
     # What made it: a rule's name ("nccl-watchdog", "admin:12"), "xid:79", "dcgm:thermal",
-    # "classifier"... (the accuracy page counts each rule's precision by it).
+    # "classifier", "embedding"... (the accuracy page counts each rule's precision by it).
     rule: str = ""
 
     def as_json(self) -> dict[str, str | None]:

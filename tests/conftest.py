@@ -335,6 +335,15 @@ def migrate_to() -> Iterator[Callable[[list[tuple[str, str]]], Any]]:
 
 
 @pytest.fixture
+def rules_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Suggestions read by the rules alone, as without the embedding model's package: for
+    tests of the rules' own weights (the public messages' vote would corroborate or add)."""
+    from logbook import triage_semantic
+
+    monkeypatch.setattr(triage_semantic, "vote_evidence", lambda *_args, **_kwargs: [])
+
+
+@pytest.fixture
 def project(db: None) -> Any:
     from telemetry.models import Project
 

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from logbook import autotriage
+from logbook import autotriage, triage_semantic
 from logbook.models import IncidentSource, Interruption, RootCause, TriageSuggestion
 from logbook.selectors import triage as triage_selectors
 from logbook.services import triage, triage_learning
@@ -63,7 +63,7 @@ def suggestion_make(
             triage_selectors.evidence_for(interruption=interruption),
             rules=triage_selectors.rule_book(project_id=project_id),
             names=names,
-            votes=triage_learning.vote_evidence(interruption=interruption, names=names),
+            votes=_votes(interruption, names),
         )
         if (
             result is None
@@ -111,6 +111,27 @@ def suggestion_make(
         )
         _pages_refresh(interruption)
         return suggestion
+
+
+def _votes(interruption: Interruption, names: dict[str, str]) -> list[autotriage.EvidenceItem]:
+    """The learned opinions of the message: the project's own classifier when it votes (it
+    knows this fleet), else the public messages' reading by meaning (logbook.triage_semantic),
+    which never stops the rules: without its model package, or failing, it is left out. That
+    reading is of a job's own words: a message Chronicle wrote for a source that gives no
+    reason (MLflow's FAILED, "see the job's logs") is not read for a cause."""
+    votes = triage_learning.vote_evidence(interruption=interruption, names=names)
+    if votes:
+        return votes
+    job_said = IncidentSource.objects.filter(
+        interruption=interruption, kind=IncidentSource.Kind.JOB
+    ).exists()
+    if not job_said:
+        return []
+    try:
+        return triage_semantic.vote_evidence(interruption.message, interruption.occurred_at, names)
+    except Exception:
+        logger.exception("semantic vote on interruption %s failed", interruption.pk)
+        return []
 
 
 def _pages_refresh(interruption: Interruption) -> None:

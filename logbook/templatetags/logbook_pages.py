@@ -68,6 +68,7 @@ EVIDENCE_KINDS = {
     "first_silent": "First silent",
     "sdc": "SDC record",
     "classifier": "Learned from triage",
+    "semantic": "Similar public messages",
 }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from logbook import triage_embedding
 from logbook.models import AuditEvent, Interruption, TriageSuggestion
 from logbook.services import autotriage as autotriage_services
 from logbook.services import interruptions as interruption_services
@@ -38,7 +39,9 @@ def test_the_queue_shows_each_suggestion_and_open_ones_first(client, project, al
     page = client.get("/incidents/", {"status": "all"}).content.decode()
     assert page.index(f'data-incident="{older.pk}"') < page.index(f'data-incident="{triaged.pk}"')
     assert "Faulty GPU</span>" in page
-    assert "99%" in page and "node-17" in page  # XID 79 and "fallen off the bus" agree
+    # XID 79 and "fallen off the bus" agree (0.99), and so does the reading by meaning
+    agreed = "100%" if triage_embedding.model_dir() else "99%"
+    assert agreed in page and "node-17" in page
 
 
 @pytest.mark.django_db
@@ -102,7 +105,8 @@ def test_a_stale_confirm_changes_nothing(client, project, alice):
 @pytest.mark.django_db
 def test_the_api_carries_the_suggestion_or_null(client, project, alice):
     with_one = suggested(project)
-    without = suggested(project, key="plain", message="the job exited")
+    # "Killed" names no cause, and reads like no labelled message either (triage_semantic)
+    without = suggested(project, key="plain", message="Killed")
     client.force_login(alice)
     listed = {row["id"]: row for row in client.get("/api/v1/incidents").json()["incidents"]}
     assert listed[without.pk]["suggestion"] is None

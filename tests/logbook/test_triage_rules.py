@@ -77,7 +77,7 @@ def test_categories_carry_their_family_and_hardware_from_the_database():
 
 @pytest.mark.django_db
 def test_a_project_admin_disables_one_rule_and_reweights_another_from_the_settings_page(
-    client, dave, project, other_project
+    client, dave, project, other_project, rules_alone
 ):
     # given a message both the dependency rule (0.6) and the traceback rule (0.3) read
     before = _suggest(project, IMPORT_ERROR, "a1")
@@ -117,7 +117,7 @@ def test_a_project_admin_disables_one_rule_and_reweights_another_from_the_settin
 
 @pytest.mark.django_db
 def test_a_projects_pattern_category_and_runbook_never_reach_another_project(
-    client, dave, charlie, project, other_project
+    client, dave, charlie, project, other_project, rules_alone
 ):
     # given project A's own category (with its runbook) and its own pattern for it
     client.force_login(dave)

@@ -144,7 +144,7 @@ def test_the_task_twice_stores_one_unchanged_suggestion(project):
 
 
 @pytest.mark.django_db
-def test_an_admin_pattern_is_read_on_the_next_suggestion(project):
+def test_an_admin_pattern_is_read_on_the_next_suggestion(project, rules_alone):
     interruption = record(project, message="rack 7 busbar tripped", hosts=["h1"])
     assert autotriage_services.suggestion_make(interruption_id=interruption.pk) is None
     TriageRule.objects.create(
