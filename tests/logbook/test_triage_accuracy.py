@@ -11,6 +11,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from logbook import triage_semantic
 from logbook.autotriage import EvidenceFact, IncidentFacts, suggest
 from logbook.taxonomy import ROOT_CAUSE_SEEDS, UNKNOWN_SLUG
 
@@ -36,18 +37,23 @@ def labelled() -> list[dict[str, str]]:
     return [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
 
 
-def predicted(message: str) -> str:
-    suggestion = suggest(IncidentFacts(message=message, occurred_at=AT))
+def predicted(message: str, vote: bool = False) -> str:
+    """The category the message alone reads as: by the rules, and with `vote` as the worker
+    reads it, with the public messages' reading by meaning beside them (triage_semantic)."""
+    votes = triage_semantic.vote_evidence(message, AT) if vote else []
+    suggestion = suggest(IncidentFacts(message=message, occurred_at=AT), votes=votes)
     return suggestion.category if suggestion else UNKNOWN_SLUG
 
 
-def accuracy_table(rows: list[dict[str, str]]) -> tuple[dict[str, tuple[int, int]], list[str]]:
+def accuracy_table(
+    rows: list[dict[str, str]], vote: bool = False
+) -> tuple[dict[str, tuple[int, int]], list[str]]:
     """{category: (right, total)} and the misses, as lines."""
     right: Counter[str] = Counter()
     total: Counter[str] = Counter()
     misses = []
     for row in rows:
-        guess = predicted(row["message"])
+        guess = predicted(row["message"], vote)
         total[row["category"]] += 1
         if guess == row["category"]:
             right[row["category"]] += 1

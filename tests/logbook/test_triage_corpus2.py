@@ -10,15 +10,21 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from logbook.taxonomy import ROOT_CAUSE_SEEDS
+from tests.logbook import test_triage_heldout as first_set
 from tests.logbook.test_triage_accuracy import accuracy_table
-from tests.logbook.test_triage_heldout import report
+from tests.logbook.test_triage_heldout import report, targets_missed
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "triage_corpus2.jsonl"
 FIELDS = {"id", "split", "message", "category", "component", "source", "why"}
-# Floors at the figures docs/triage.md reports (right of the part): regressions fail.
+# Floors at the figures docs/triage.md reports (right of the part): regressions fail. The
+# tune part by the rules alone; the held-out part by the rules alone and as the worker reads
+# it (with the vote of logbook.triage_semantic), measured once with the final method.
 TUNE_FLOOR = 59
-HELD_OUT_FLOOR = 28
+RULES_HELD_OUT_FLOOR = 28
+HELD_OUT_FLOOR = 30
 
 
 def split_of(row_id: str) -> str:
@@ -64,7 +70,21 @@ def test_the_tune_part_is_reported_with_its_misses():
 
 
 def test_held_out_top1_never_falls_below_the_reported_figure():
-    table, _misses = accuracy_table(rows("heldout"))  # misses not printed (module docstring)
+    # misses not printed (module docstring)
+    rules, _misses = accuracy_table(rows("heldout"))
+    table, _misses = accuracy_table(rows("heldout"), vote=True)
+    rules_right, _total, rules_text = report(rules)
     right, _total, text = report(table)
-    print("\ncorpus2 held-out part\n" + text)
+    print("\ncorpus2 held-out part, rules alone\n" + rules_text)
+    print("\ncorpus2 held-out part, rules and the vote\n" + text)
+    assert rules_right >= RULES_HELD_OUT_FLOOR, rules_text
     assert right >= HELD_OUT_FLOOR, text
+
+
+@pytest.mark.xfail(strict=True, reason="issue 37's held-out target is not met (docs/triage.md)")
+def test_both_held_out_parts_together_meet_the_targets():
+    both = rows("heldout") + first_set.rows("heldout")
+    table, _misses = accuracy_table(both, vote=True)
+    _right, _total, text = report(table)
+    print(f"\nboth held-out parts, rules and the vote\n{text}")
+    assert targets_missed(table) == {}, text

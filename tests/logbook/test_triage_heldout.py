@@ -1,9 +1,10 @@
 """Auto-triage against the held-out set (tests/data/triage_heldout.jsonl, issue 37 item 5):
 real messages collected after the rules were tuned, split by the hash of their id into a part
-the rules may be tuned on and a part that is only measured. The gate is the held-out figure:
-85% top-1, and 70% for every category with 5 or more held-out messages. Held-out misses are
-deliberately not printed (only counts per category): reading them would turn them into tuning
-data."""
+the rules may be tuned on and a part that is only measured. The gate is the held-out figure
+of what the worker reads (the rules with the public messages' reading by meaning beside them,
+logbook.triage_semantic): 85% top-1, and 70% for every category with 5 or more held-out
+messages. Held-out misses are deliberately not printed (only counts per category): reading
+them would turn them into tuning data."""
 
 from __future__ import annotations
 
@@ -23,9 +24,11 @@ from tests.logbook.test_triage_accuracy import (
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "triage_heldout.jsonl"
 FIELDS = {"id", "split", "message", "category", "component", "source", "why"}
-# The held-out part may not fall below what docs/triage.md reports (right of 34): a floor
-# against regressions while issue 37's 85% is not met.
-HELD_OUT_FLOOR = 18
+# The held-out part may not fall below what docs/triage.md reports (right of 34): floors
+# against regressions while issue 37's 85% is not met. The rules alone, and as the worker
+# reads (with the vote), measured once with the final method.
+RULES_HELD_OUT_FLOOR = 18
+HELD_OUT_FLOOR = 25
 
 
 def split_of(row_id: str) -> str:
@@ -73,20 +76,32 @@ def test_the_tune_part_is_reported_with_its_misses():
 
 
 def test_held_out_top1_never_falls_below_the_reported_figure():
-    table, _misses = accuracy_table(rows("heldout"))  # misses not printed (module docstring)
+    # misses not printed (module docstring)
+    rules, _misses = accuracy_table(rows("heldout"))
+    table, _misses = accuracy_table(rows("heldout"), vote=True)
+    rules_right, _total, rules_text = report(rules)
     right, _total, text = report(table)
-    print("\nheld-out part\n" + text)
+    print("\nheld-out part, rules alone\n" + rules_text)
+    print("\nheld-out part, rules and the vote\n" + text)
+    assert rules_right >= RULES_HELD_OUT_FLOOR, rules_text
     assert right >= HELD_OUT_FLOOR, text
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37's held-out target is not met (docs/triage.md)")
-def test_held_out_top1_meets_the_targets():
-    table, _misses = accuracy_table(rows("heldout"))
-    right, total, text = report(table)
-    below = {
+def targets_missed(table: dict[str, tuple[int, int]]) -> dict[str, str]:
+    """What falls short of issue 37's targets: overall, and each category of 5 or more."""
+    right = sum(r for r, _ in table.values())
+    total = sum(t for _, t in table.values())
+    missed = {
         category: f"{r}/{t}"
         for category, (r, t) in table.items()
         if t >= CATEGORY_MIN_MESSAGES and r / t < CATEGORY_TARGET
     }
-    assert right / total >= OVERALL_TARGET, text
-    assert below == {}, text
+    if right / total < OVERALL_TARGET:
+        missed["overall"] = f"{right}/{total}"
+    return missed
+
+
+@pytest.mark.xfail(strict=True, reason="issue 37's held-out target is not met (docs/triage.md)")
+def test_held_out_top1_meets_the_targets():
+    table, _misses = accuracy_table(rows("heldout"), vote=True)
+    assert targets_missed(table) == {}, report(table)[2]
