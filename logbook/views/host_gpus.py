@@ -80,7 +80,8 @@ def gpu_panel(*, host: Host, params: QueryDict, now: datetime | None = None) -> 
     names: dict[int, str] = {}
     for one in health:
         device, state = one.device, one.state
-        counter = state.last_values.get(ENERGY_FIELD)
+        last = state.last_values()
+        counter = last.get(ENERGY_FIELD)
         mine = energy[energy["device_id"] == device.pk]["value"].tolist()
         row = GpuRow(
             index=device.index_on_host,
@@ -88,8 +89,7 @@ def gpu_panel(*, host: Host, params: QueryDict, now: datetime | None = None) -> 
             uuid=device.uuid,
             model=state.model_name or device.accelerator_type,
             latest=[
-                (dcgm.FIELDS[name].label, state.last_values.get(name), dcgm.FIELDS[name].unit)
-                for name in SHOWN
+                (dcgm.FIELDS[name].label, last.get(name), dcgm.FIELDS[name].unit) for name in SHOWN
             ],
             energy_total_kwh=dcgm.kwh(float(counter)) if counter is not None else None,
             energy_window_kwh=dcgm.energy_used_kwh(mine),

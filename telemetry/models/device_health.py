@@ -83,10 +83,13 @@ class DeviceHealthState(models.Model):
     device = models.OneToOneField(
         Device, on_delete=models.CASCADE, primary_key=True, related_name="health_state"
     )
-    # {field: value} of the newest reading of each field.
-    last_values = models.JSONField(default=dict, blank=True)
-    # The mapped fields of the newest push, blank ones included: the exporter's configuration.
-    fields_sent = models.JSONField(default=list, blank=True)
+    # The newest reading of each field at its position in telemetry.dcgm.FIELDS (NULL: never
+    # read; empty: a state just made, the device never seen). Arrays, not a JSON object of
+    # names: every push rewrites the row, and as JSON it was 1.3 KB a row (issue 38).
+    last_readings = ArrayField(models.FloatField(null=True), default=list, blank=True)
+    # The positions in telemetry.dcgm.FIELDS of the fields the newest push carried, blank
+    # ones included: the exporter's configuration.
+    sent_positions = ArrayField(models.SmallIntegerField(), default=list, blank=True)
     last_xid = models.IntegerField(default=0)
     last_xid_message = models.CharField(max_length=200, blank=True)
     last_xid_at = models.DateTimeField(null=True, blank=True)
@@ -98,6 +101,19 @@ class DeviceHealthState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.device_id} health at {self.last_push_at:%Y-%m-%d %H:%M}"
+
+    def last_values(self) -> dict[str, float]:
+        """{field: value} of the newest reading of each field read."""
+        return {
+            name: value
+            for name, value in zip(DCGM_FIELDS, self.last_readings, strict=False)
+            if value is not None
+        }
+
+    def fields_sent(self) -> list[str]:
+        """The fields the newest push carried, in telemetry.dcgm.FIELDS order."""
+        names = list(DCGM_FIELDS)
+        return [names[position] for position in sorted(self.sent_positions)]
 
 
 class DeviceEvent(models.Model):

@@ -33,16 +33,18 @@ def dcgm_missing_counters(*, host: Host) -> list[str]:
     order of telemetry.dcgm.FIELDS. Empty when no exporter ever pushed for the host: nothing
     to warn about before there is anything at all. One query."""
     pushes = DeviceHealthState.objects.filter(device__host=host).values_list(
-        "fields_sent", flat=True
+        "sent_positions", flat=True
     )
-    sent: set[str] = set()
+    sent: set[int] = set()
     seen_any = False
-    for fields in pushes:
+    for positions in pushes:
         seen_any = True
-        sent.update(fields)
+        sent.update(positions)
     if not seen_any:
         return []
-    return [name for name in HEALTH_COUNTERS_OFF_BY_DEFAULT if name not in sent]
+    names = list(FIELDS)
+    sent_names = {names[position] for position in sent if position < len(names)}
+    return [name for name in HEALTH_COUNTERS_OFF_BY_DEFAULT if name not in sent_names]
 
 
 @dataclass(frozen=True)
@@ -68,19 +70,17 @@ def dcgm_device_health(*, host: Host) -> list[DeviceHealth]:
         .select_related("device")
         .order_by("device__index_on_host", "device__uuid")
     )
-    return [
-        DeviceHealth(
-            device=state.device,
-            state=state,
-            readings=[
-                DeviceReading(name, spec.label, spec.unit, float(state.last_values[name]))
-                for name, spec in FIELDS.items()
-                # The last XID is a code, not a reading: the page gives it its own column.
-                if name in state.last_values and spec.group != "xid"
-            ],
-        )
-        for state in states
-    ]
+    healths = []
+    for state in states:
+        last = state.last_values()
+        readings = [
+            DeviceReading(name, spec.label, spec.unit, last[name])
+            for name, spec in FIELDS.items()
+            # The last XID is a code, not a reading: the page gives it its own column.
+            if name in last and spec.group != "xid"
+        ]
+        healths.append(DeviceHealth(device=state.device, state=state, readings=readings))
+    return healths
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 their readings and XIDs over telemetry.risk.LOOKBACK, assessed by telemetry.risk.
 
 Not every GPU is read: the candidates are those whose newest readings hold a precursor
-counter above zero (DeviceHealthState.last_values) or that reported a precursor XID in the
+counter above zero (DeviceHealthState.last_readings) or that reported a precursor XID in the
 lookback, at most MAX_CANDIDATES of them (the most recently pushed first). Their history
 is read from the 5-minute summaries (each counter's maximum in a bucket is its value at the
 bucket's end), one bucket an hour: a rate over hours needs no more, and 24 rows a GPU keep a
@@ -40,7 +40,8 @@ def at_risk_devices(*, project_ids: Sequence[int], now: datetime) -> list[Device
     since = now - risk.LOOKBACK
     nonzero = Q()
     for name in _COUNTERS:
-        nonzero |= Q(**{f"last_values__{name}__gt": 0})
+        # Django's array index transform is 0-based, like SUMMARY_FIELDS (telemetry.dcgm.FIELDS).
+        nonzero |= Q(**{f"last_readings__{SUMMARY_FIELDS.index(name)}__gt": 0})
     xid_rows = list(
         DeviceEvent.objects.filter(
             project_id__in=project_ids,

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
@@ -141,19 +140,36 @@ def _push_write_params(
 ) -> list[Any]:
     """_PUSH_WRITE's parameters: the push's raw rows, and each device's state after it."""
     samples: list[tuple[int, datetime, dict[str, float]]] = []
-    states: list[dict[str, Any]] = []
+    states: list[_StateRow] = []
     stamps: dict[float, datetime] = {}
-    pushed_at = received_at.isoformat()
     for gpu in gpus:
         gpu_known = known[gpu.uuid]
         samples += _samples_by_moment(gpu_known.device_id, gpu, received_at, stamps)
-        states.append(
-            _state_row(known=gpu_known, gpu=gpu, received_at=received_at, pushed_at=pushed_at)
-        )
+        states.append(_state_row(known=gpu_known, gpu=gpu, received_at=received_at))
+    # A push's GPUs mostly send the same fields: their positions' text is made once.
+    positions: dict[frozenset[str], str] = {}
+    for state in states:
+        if state.fields_sent not in positions:
+            positions[state.fields_sent] = _positions_literal(state.fields_sent)
     return [
         *device_samples.device_samples_params(rows=samples, now=received_at),
-        orjson.dumps(states).decode(),
+        array_literal(state.device_id for state in states),
+        array_literal(device_samples.readings_literal(state.readings) for state in states),
+        array_literal(positions[state.fields_sent] for state in states),
+        array_literal(state.last_xid for state in states),
+        array_literal(state.last_xid_message for state in states),
+        array_literal(state.last_xid_at for state in states),
+        array_literal(state.model_name for state in states),
+        received_at,
     ]
+
+
+_POSITIONS = {name: position for position, name in enumerate(dcgm.FIELDS)}
+
+
+def _positions_literal(fields: frozenset[str]) -> str:
+    """PostgreSQL's text of the smallint[] of the fields' positions in telemetry.dcgm.FIELDS."""
+    return "{" + ",".join(str(p) for p in sorted(_POSITIONS[name] for name in fields)) + "}"
 
 
 def device_events_interrupted(*, event_ids: list[int]) -> None:
@@ -218,26 +234,28 @@ _KNOWN_LOCK = Prepared(
     name="telemetry_dcgm_known_lock",
     types=("bigint", "text[]"),
     sql=f"""SELECT d.uuid, d.id, d.host_id, h.name, d.index_on_host, d.accelerator_type,
-        s.last_values, s.last_xid, s.last_xid_message, s.last_xid_at, s.model_name,
+        s.last_readings, s.last_xid, s.last_xid_message, s.last_xid_at, s.model_name,
         d.pci_bus_id
     FROM {_STATE} s JOIN {_DEVICE} d ON d.id = s.device_id LEFT JOIN {_HOST} h ON h.id = d.host_id
     WHERE d.project_id = $1 AND d.uuid = ANY($2)
     ORDER BY s.device_id FOR UPDATE OF s""",
 )
-# The push's samples and summaries (sample_writes.RECORD_CTES, $1-$5), and its states ($6:
-# a JSON document of rows; as a jsonb[] parameter psycopg escaped every quote of every
-# state's JSON with a regular expression substitution, 512 a push).
+_STATE_TYPES = ("bigint[]", "text[]", "text[]", "integer[]", "text[]", "timestamptz[]", "text[]")
+# The push's samples and summaries (sample_writes.RECORD_CTES, $1-$5), and its states
+# ($6-$12 a column each, in arrays; $13 when the push came). The readings and the fields sent
+# are arrays by position in telemetry.dcgm.FIELDS, each sent as its text (as the samples'
+# readings are).
 _PUSH_WRITE = Prepared(
     name="telemetry_dcgm_push_write",
-    types=(*sample_writes.RECORD_TYPES, "jsonb"),
+    types=(*sample_writes.RECORD_TYPES, *_STATE_TYPES, "timestamptz"),
     sql=f"""WITH {sample_writes.RECORD_CTES}, saved AS (
-        UPDATE {_STATE} AS s SET last_values = u.last_values, fields_sent = u.fields_sent,
-            last_xid = u.last_xid, last_xid_message = u.last_xid_message,
-            last_xid_at = u.last_xid_at, model_name = u.model_name,
-            last_push_at = u.last_push_at
-        FROM jsonb_to_recordset($6) AS u(device_id bigint, last_values jsonb,
-            fields_sent jsonb, last_xid integer, last_xid_message text,
-            last_xid_at timestamptz, model_name text, last_push_at timestamptz)
+        UPDATE {_STATE} AS s SET last_readings = u.last_readings::float8[],
+            sent_positions = u.sent_positions::smallint[], last_xid = u.last_xid,
+            last_xid_message = u.last_xid_message, last_xid_at = u.last_xid_at,
+            model_name = u.model_name, last_push_at = $13
+        FROM unnest($6::bigint[], $7::text[], $8::text[], $9::integer[], $10::text[],
+            $11::timestamptz[], $12::text[]) AS u(device_id, last_readings, sent_positions,
+            last_xid, last_xid_message, last_xid_at, model_name)
         WHERE s.device_id = u.device_id
         RETURNING 1
     )
@@ -264,11 +282,16 @@ def _known_lock(
             window.execute(_KNOWN_LOCK, params, before=[generic])
         else:
             prepared_execute(cursor, _KNOWN_LOCK, params, before=[generic])
-        # jsonb arrives as text (Django's JSONField parses it; this is not the ORM).
         return {
-            uuid: _Known(device_id, host_id, host, index, model, orjson.loads(values), *rest)
-            for uuid, device_id, host_id, host, index, model, values, *rest in cursor.fetchall()
+            uuid: _Known(device_id, host_id, host, index, model, _by_field(readings), *rest)
+            for uuid, device_id, host_id, host, index, model, readings, *rest in cursor.fetchall()
         }
+
+
+def _by_field(readings: list[float | None]) -> dict[str, float]:
+    return {
+        name: value for name, value in zip(dcgm.FIELDS, readings, strict=False) if value is not None
+    }
 
 
 def _in_place(known: dict[str, _Known], gpus: Sequence[dcgm.GpuReadings]) -> bool:
@@ -363,11 +386,21 @@ def _event_message(found: dcgm.HealthEvent, gpu: dcgm.GpuReadings) -> str:
     return text
 
 
-def _state_row(
-    *, known: _Known, gpu: dcgm.GpuReadings, received_at: datetime, pushed_at: str
-) -> dict[str, Any]:
-    """The device's health state after this push, as _PUSH_WRITE saves it (`pushed_at`:
-    `received_at` in ISO 8601)."""
+@dataclass(frozen=True)
+class _StateRow:
+    """A device's health state after a push, as _PUSH_WRITE saves it."""
+
+    device_id: int
+    readings: list[float | None]
+    fields_sent: frozenset[str]
+    last_xid: int
+    last_xid_message: str
+    last_xid_at: datetime | None
+    model_name: str
+
+
+def _state_row(*, known: _Known, gpu: dcgm.GpuReadings, received_at: datetime) -> _StateRow:
+    """The device's health state after this push."""
     last_xid, last_xid_message, last_xid_at = (
         known.last_xid,
         known.last_xid_message,
@@ -378,15 +411,14 @@ def _state_row(
         last_xid = int(xid)
         last_xid_message = (gpu.xid_message or dcgm.xid_message(last_xid))[:200]
         last_xid_at = _reading_at(gpu, dcgm.XID, received_at)
-    return {
-        "device_id": known.device_id,
+    return _StateRow(
+        device_id=known.device_id,
         # Fields missing from this push keep their last value: a counter disabled and
         # enabled again is compared with what it last said.
-        "last_values": {**known.last_values, **gpu.values},
-        "fields_sent": sorted(gpu.fields_sent),
-        "last_xid": last_xid,
-        "last_xid_message": last_xid_message,
-        "last_xid_at": last_xid_at and last_xid_at.isoformat(),
-        "model_name": gpu.model_name or known.model_name,
-        "last_push_at": pushed_at,
-    }
+        readings=device_samples.readings_array({**known.last_values, **gpu.values}),
+        fields_sent=frozenset(gpu.fields_sent),
+        last_xid=last_xid,
+        last_xid_message=last_xid_message,
+        last_xid_at=last_xid_at,
+        model_name=gpu.model_name or known.model_name,
+    )

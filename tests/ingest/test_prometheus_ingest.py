@@ -284,14 +284,14 @@ def test_a_known_fleet_push_reads_its_gpus_in_one_query_and_follows_a_moved_boar
     assert "INSERT INTO telemetry_devicesample " in write
     assert "INSERT INTO telemetry_devicesamplesummary" in write
     assert "UPDATE telemetry_devicehealthstate" in write
-    # when an XID follows, then every column of the state is saved (one UPDATE from JSON)
+    # when an XID follows, then every column of the state is saved (one UPDATE from arrays)
     assert push(exposition({(A01_GPU0, "DCGM_FI_DEV_XID_ERRORS"): "79"})).status_code == 200
     state = DeviceHealthState.objects.get(device__uuid=A01_GPU0)
-    assert state.last_values["DCGM_FI_DEV_GPU_TEMP"] != 70.0  # the fixture's again
+    assert state.last_values()["DCGM_FI_DEV_GPU_TEMP"] != 70.0  # the fixture's again
     assert (state.last_xid, state.model_name) == (79, "NVIDIA H100 80GB HBM3")
     assert state.last_xid_message and state.last_xid_at == state.last_push_at
     assert abs(state.last_push_at - datetime.now(UTC)).total_seconds() < 60
-    assert set(state.fields_sent) == set(FIELDS)
+    assert set(state.fields_sent()) == set(FIELDS)
 
     # when one board shows up in another host
     moved = FIXTURE.replace('Hostname="node-a01"', 'Hostname="node-a02"')

@@ -85,8 +85,8 @@ def _stored() -> dict[str, Any]:
         "states": sorted(
             (
                 uuid[s.device_id],
-                sorted(s.last_values.items()),
-                sorted(s.fields_sent),
+                sorted(s.last_values().items()),
+                s.fields_sent(),
                 s.last_xid,
                 s.last_xid_message,
                 s.last_xid_at,
