@@ -127,8 +127,10 @@ def array_literal(values: Iterable[object]) -> str:
     as NULL), for a parameter of an array type: one string for psycopg to quote, where a
     Python list is adapted element by element (~9% of a DCGM push's web CPU for its four
     lists)."""
-    return "{" + ",".join("NULL" if value is None else _quoted(value) for value in values) + "}"
-
-
-def _quoted(value: object) -> str:
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    quoted = (
+        "NULL"
+        if value is None
+        else '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+        for value in values
+    )
+    return "{" + ",".join(quoted) + "}"

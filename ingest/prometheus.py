@@ -50,6 +50,7 @@ PLACEMENT_LABELS = {
     "site": ("site",),
 }
 MAX_LEVEL_CHARS = 100  # Host.rack / Host.pod, Cluster.name, Site.name
+_PLACEMENT_NAMES = frozenset(name for names in PLACEMENT_LABELS.values() for name in names)
 
 
 class ExpositionError(Exception):
@@ -354,6 +355,8 @@ def describe_gpu(gpu: GpuReadings, labels: Mapping[str, str]) -> None:
 
 def placement_of(labels: Mapping[str, str]) -> dict[str, str]:
     """The levels `labels` name (printable, cut to their columns' width)."""
+    if _PLACEMENT_NAMES.isdisjoint(labels):
+        return {}  # most label sets name none: the common answer at once
     placed = {}
     for level, names in PLACEMENT_LABELS.items():
         value = printable(_first(labels, names))[:MAX_LEVEL_CHARS].strip()

@@ -184,6 +184,7 @@ def write_request_parse(
     # a request's CPU). Anything else is read in full (_Reader.series_read).
     name_at = 0
     samples_seen = 0
+    fields_get, targets_get = reader.fields.get, reader.targets.get
     for series in request.timeseries:
         samples = series.samples
         samples_seen += len(samples)
@@ -195,9 +196,9 @@ def write_request_parse(
         raw = tuple(series.labels)
         target = None
         if name_at < len(raw):
-            field_name = reader.fields.get(raw[name_at], _UNSEEN)
+            field_name = fields_get(raw[name_at], _UNSEEN)
             if field_name is not _UNSEEN:
-                target = reader.targets.get(raw[:name_at] + raw[name_at + 1 :])
+                target = targets_get(raw[:name_at] + raw[name_at + 1 :])
         if target is None:
             field_name, target, name_at = reader.series_read(raw, name_at)
         if field_name is None:
@@ -275,7 +276,8 @@ class _Reader:
     ) -> tuple[str | None, _Target | str, int]:
         """A series' field and target from its labels decoded, and where its name label was
         (`name_at` when it has none or several)."""
-        pairs = [self._label_decode(label) for label in raw]
+        decoded = self.decoded
+        pairs = [decoded.get(label) or self._label_decode(label) for label in raw]
         labels = dict(pairs)
         name = labels.pop("__name__", "")
         field_name = self.names.get(name, _UNSEEN)
@@ -353,7 +355,7 @@ def _gpu_of(
     for what, value, limit in (("host", host, MAX_HOST_CHARS), ("UUID", uuid, MAX_UUID_CHARS)):
         if len(value) > limit or hardware_name_problem(value):
             return f"{what} name not storable"
-    if any(len(value) > MAX_LABEL_CHARS for value in labels.values()):
+    if max(map(len, labels.values()), default=0) > MAX_LABEL_CHARS:
         return "label value too long"
     return host, uuid
 
