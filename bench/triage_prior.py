@@ -33,6 +33,12 @@ def _rows(name: str, part: str | None = None) -> list[dict[str, str]]:
     return [row for row in rows if part is None or row.get("split") == part]
 
 
+def nocause_pool() -> list[dict[str, str]]:
+    """Messages that name no cause, written for Chronicle (label NO_CAUSE): the reading by
+    meaning learns to abstain on them (logbook.triage_semantic)."""
+    return _rows("triage_nocause.jsonl")
+
+
 def tune_pool() -> list[dict[str, str]]:
     return (
         _rows("triage_messages.jsonl")

@@ -39,7 +39,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import RepeatedStratifiedKFold
 
-from bench.triage_prior import tune_pool
+from bench.triage_prior import nocause_pool, tune_pool
 from logbook import autotriage, triage_embedding
 from logbook import triage_classifier as tc
 from logbook import triage_combine as combine
@@ -52,6 +52,8 @@ AT = datetime(2024, 7, 1, 3, 0, tzinfo=UTC)
 REPEATS = 3
 FOLDS = 5
 VOTE_WEIGHTS = (0.6, 0.8, 1.0)
+MARGINS = (0.0, 0.2, 0.3)
+FULLS = (None, 0.5, 0.7)
 # The rules before each set was read: (commit, file, which rows). The 121-message set landed
 # in two commits (58, then 63 read after the rules were tuned on the 58).
 FIRST_58 = "34a696a"
@@ -163,16 +165,26 @@ def combined(signals: Signals, vote: tuple[str, float] | None) -> str:
     return verdict.category if verdict else "unknown"
 
 
-def _semantic(knn: bool, regression: bool) -> Callable[..., list[tuple[str, float]]]:
+def _semantic(
+    knn: bool, regression: bool, margin: float = ts.MARGIN, full: float | None = ts.FULL_SIMILARITY
+) -> Callable[..., list[tuple[str, float]]]:
     def fit(vectors, _texts, labels, test_vectors, _test_texts) -> list[tuple[str, float]]:
         n = len(labels)
         prior = ts.fit_prior(vectors, labels, [str(i) for i in range(n)], [""] * n)
         out = []
         for vector in test_vectors:
-            near, learned, _ = prior.readings(vector)
+            near, learned, similarity = prior.readings(vector)
             probabilities = (near * knn + learned * regression) / (knn + regression)
-            best = int(np.argmax(probabilities))
-            out.append((str(prior.classes[best]), float(probabilities[best])))
+            best = prior.decide(probabilities, margin)
+            # An abstention is no vote: the rules read alone.
+            out.append(
+                ("", 0.0)
+                if best is None
+                else (
+                    str(prior.classes[best]),
+                    float(probabilities[best]) * ts.closeness(float(similarity.max()), full),
+                )
+            )
         return out
 
     return fit
@@ -190,18 +202,30 @@ def _tfidf(_vectors, texts, labels, _test_vectors, test_texts) -> list[tuple[str
     ]
 
 
+CHOSEN = "embedding: kNN + regression (chosen)"
 CLASSIFIERS: dict[str, Callable[..., list[tuple[str, float]]]] = {
-    "embedding: kNN + regression (chosen)": _semantic(True, True),
+    CHOSEN: _semantic(True, True),
+    **{f"  same, no-cause margin {m}": _semantic(True, True, m) for m in MARGINS},
+    **{f"  same, full similarity {f}": _semantic(True, True, full=f) for f in FULLS},
     "embedding: kNN (k=3, sim^4)": _semantic(True, False),
     "embedding: regression (C=10)": _semantic(False, True),
     "TF-IDF regression (C=10)": _tfidf,
 }
 
 
-def cross_validate(pool: Sequence[dict[str, str]], descriptions: bool = True) -> dict:
+def training_extra(descriptions: bool = True, causeless: bool = True) -> list[tuple[str, str]]:
+    """(label, text) always on the training side: the category descriptions and the
+    messages that name no cause."""
+    described = ts.category_descriptions() if descriptions else []
+    return described + ([(r["category"], r["message"]) for r in nocause_pool()] * causeless)
+
+
+def cross_validate(
+    pool: Sequence[dict[str, str]], descriptions: bool = True, causeless: bool = True
+) -> dict:
     texts = [row["message"] for row in pool]
     labels = np.asarray([row["category"] for row in pool])
-    described = ts.category_descriptions() if descriptions else []
+    described = training_extra(descriptions, causeless)
     vectors = embeddings(texts)
     extra = embeddings([text for _, text in described]) if described else np.zeros((0, 384))
     extra_labels = [slug for slug, _ in described]
@@ -257,6 +281,7 @@ def cpu_per_message(texts: Sequence[str]) -> tuple[float, float]:
 
 
 def write_prior(pool: Sequence[dict[str, str]]) -> Path:
+    pool = [*pool, *nocause_pool()]
     described = ts.category_descriptions()
     vectors = embeddings([row["message"] for row in pool] + [text for _, text in described])
     prior = ts.fit_prior(
@@ -305,6 +330,26 @@ def print_per_category(
         print(f"  {category:30} {n:3d}   {'   '.join(cells)}")
 
 
+def causeless_abstained(pool: Sequence[dict[str, str]]) -> dict[float, int]:
+    """Per margin, how many of the no-cause messages the vote abstains on when each is left
+    out of training (leave-one-out over them, the tune messages and descriptions in)."""
+    causeless = nocause_pool()
+    described = ts.category_descriptions()
+    vectors = embeddings([r["message"] for r in pool] + [t for _, t in described])
+    labels = [r["category"] for r in pool] + [slug for slug, _ in described]
+    held = embeddings([r["message"] for r in causeless])
+    found = dict.fromkeys((*MARGINS, ts.MARGIN), 0)
+    for i in range(len(causeless)):
+        rest = [j for j in range(len(causeless)) if j != i]
+        train = np.vstack([vectors, held[rest]])
+        n = len(train)
+        prior = ts.fit_prior(train, labels + [ts.NO_CAUSE] * len(rest), [""] * n, [""] * n)
+        probabilities, _ = prior.probabilities(held[i])
+        for margin in found:
+            found[margin] += prior.decide(probabilities, margin) is None
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write-prior", action="store_true", help="write the shipped prior")
@@ -320,14 +365,14 @@ def main() -> None:
     for view, signals in views.items():
         right = sum(combined(s, None) == label for s, label in zip(signals, labels, strict=True))
         print(f"  rules alone, {view:14} {right:6.1f} / {total}  {right / total:6.1%}")
-    for descriptions in (True, False):
-        result = cross_validate(pool, descriptions)
-        print(f"category descriptions in training: {descriptions}")
+    for descriptions, causeless in ((True, True), (True, False), (False, True)):
+        result = cross_validate(pool, descriptions, causeless)
+        print(f"in training: category descriptions {descriptions}, no-cause messages {causeless}")
         print_variants(result, views, labels)
-        if descriptions:
-            print_per_category(
-                result["predictions"]["embedding: kNN + regression (chosen)"], views, labels
-            )
+        if descriptions and causeless:
+            print_per_category(result["predictions"][CHOSEN], views, labels)
+    abstained = causeless_abstained(pool)
+    print(f"no-cause messages abstained on, leave-one-out of {len(nocause_pool())}: {abstained}")
     loaded, each = cpu_per_message([row["message"] for row in pool])
     print(f"CPU: {loaded:.2f} s to load the model and prior; {each * 1000:.0f} ms per message")
 

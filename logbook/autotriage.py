@@ -53,6 +53,11 @@ EXPLAINS = combine.EXPLAINS
 EVIDENCE_ELSEWHERE = 0.8
 # Longest message read: admins' patterns run on it, and a pasted log can be megabytes.
 MESSAGE_MAX_CHARS = 64_000
+# The most a learned vote (the project's classifier, the public messages' reading by meaning)
+# may raise a suggestion's confidence to: it reads resemblance, not the cause itself; a
+# symptom (an NCCL watchdog timeout) says even less about what broke.
+VOTE_CAP = 0.95
+SYMPTOM_VOTE_CAP = 0.9
 # A suggestion reads at most this many message rules (built-in and a project's own) and
 # starts none after its time budget (Reading).
 MAX_RULES_READ = 400
@@ -463,7 +468,9 @@ def suggest(
         component=component,
         hosts=hosts,
         devices=devices,
-        confidence=verdict.confidence,
+        confidence=_vote_capped(
+            verdict, items, len(said), 0 if stalled else len(votes), book, facts, hints
+        ),
         evidence=ordered,
         note=note,
         message_category=message_category,
@@ -471,6 +478,30 @@ def suggest(
         reading=reading,
         causes=causes,
     )
+
+
+def _vote_capped(
+    verdict: combine.Verdict,
+    items: Sequence[EvidenceItem],
+    first_vote: int,
+    n_votes: int,
+    book: RuleBook,
+    facts: IncidentFacts,
+    hints: Sequence[tuple[str, str, str]],
+) -> float:
+    """The verdict's confidence, where a learned vote supports the winner, raised by the vote
+    no further than VOTE_CAP (SYMPTOM_VOTE_CAP for a symptom): a reading by resemblance is
+    never near-certainty. What the rest of the evidence makes of the same category is kept,
+    so corroborating evidence still keeps or raises the confidence."""
+    votes = range(first_vote, first_vote + n_votes)
+    if not any(signal.key in votes for signal in verdict.supporting):
+        return verdict.confidence
+    info = book.categories.get(verdict.category)
+    cap = SYMPTOM_VOTE_CAP if info is not None and info.is_symptom else VOTE_CAP
+    rest = [signal for signal in _signals(items) if signal.key not in votes]
+    alone = combine.weigh(rest, book.categories, own_hosts=facts.hosts, hints=hints)
+    without = alone.confidence if alone and alone.category == verdict.category else 0.0
+    return max(without, min(verdict.confidence, cap))
 
 
 def _causes(

@@ -6,6 +6,12 @@ written for.
   numpy), compared with the embeddings of the labelled public messages the rules were tuned on
   (tests/data: the 121-message set and the tune parts of the two later sets, never a held-out
   message) and of one description per category (its name and its runbook's "Check" words).
+- The labelled set also holds a class that names no cause (NO_CAUSE: generic exits and
+  failures written for Chronicle, tests/data/triage_nocause.jsonl). The vote abstains when
+  that class wins or the winner leads it by less than MARGIN: "the job exited" is like
+  every labelled message a little and is evidence of none. The vote's probability also
+  falls with the distance to the nearest labelled vector (closeness), and
+  logbook.autotriage caps what a vote may raise a confidence to (VOTE_CAP).
 - Two readings of those neighbours, averaged: the categories of the K nearest (weighted by
   similarity ** POWER), and a multinomial logistic regression over the embeddings (C, class
   weights balanced). The vote is the likeliest category, weighed VOTE_WEIGHT times its probability
@@ -37,15 +43,22 @@ from logbook import triage_embedding
 from logbook.autotriage import EvidenceItem, category_name
 
 PRIOR_FILE = Path(__file__).resolve().parent / "data" / "triage_prior.npz"
-PRIOR_VERSION = 1
+PRIOR_VERSION = 2
 # Chosen by cross-validation on the tune messages (module docstring).
 K = 3
 POWER = 4
 C = 10.0
 VOTE_WEIGHT = 1.0
+# The label of the messages that name no cause (no taxonomy row: it is never suggested).
+NO_CAUSE = "no-cause"
+# The least lead of the voted category over NO_CAUSE's probability (chosen by the CV).
+MARGIN = 0.1
 # Below this cosine similarity to every labelled message the text reads like none of them
 # ("", "hello world" score under 0.2; the least similar tune message to the rest, 0.29).
 MIN_SIMILARITY = 0.3
+# The vote's probability falls linearly from this similarity of the nearest labelled vector
+# down to MIN_SIMILARITY: a text like no labelled message is little evidence of any.
+FULL_SIMILARITY = 0.6
 # The embedding reads 256 tokens, about 1,000 characters: longer text is not read anyway.
 MESSAGE_MAX_CHARS = 4_000
 DESCRIPTION_PREFIX = "category:"
@@ -102,12 +115,26 @@ class Prior:
         knn, regression, similarity = self.readings(vector)
         return (knn + regression) / 2.0, similarity
 
+    def decide(self, probabilities: np.ndarray, margin: float = MARGIN) -> int | None:
+        """The voted class's index, or None when the likeliest names no cause or leads the
+        no-cause class by less than `margin`."""
+        best = int(np.argmax(probabilities))
+        none = np.flatnonzero(self.classes == NO_CAUSE)
+        if none.size == 0:
+            return best
+        if best == int(none[0]) or probabilities[best] - probabilities[none[0]] < margin:
+            return None
+        return best
+
     def vote_vector(self, vector: np.ndarray) -> SemanticVote | None:
         probabilities, similarity = self.probabilities(vector.astype(np.float32))
         if float(similarity.max()) < MIN_SIMILARITY:
             return None
-        best = int(np.argmax(probabilities))
+        best = self.decide(probabilities)
+        if best is None:
+            return None
         category = str(self.classes[best])
+        probability = float(probabilities[best]) * closeness(float(similarity.max()))
         order = np.argsort(-similarity, kind="stable")
         nearest = tuple(
             Nearest(
@@ -119,7 +146,15 @@ class Prior:
             for i in order
             if self.categories[i] == category
         )[:K]
-        return SemanticVote(category, round(float(probabilities[best]), 4), nearest)
+        return SemanticVote(category, round(probability, 4), nearest)
+
+
+def closeness(similarity: float, full: float | None = FULL_SIMILARITY) -> float:
+    """What the nearest labelled vector's similarity leaves of a vote: 1 from `full` on (or
+    always, when None), 0 at MIN_SIMILARITY."""
+    if full is None:
+        return 1.0
+    return min(max((similarity - MIN_SIMILARITY) / (full - MIN_SIMILARITY), 0.0), 1.0)
 
 
 def category_descriptions() -> list[tuple[str, str]]:

@@ -24,7 +24,7 @@ FIELDS = {"id", "split", "message", "category", "component", "source", "why"}
 # it (with the vote of logbook.triage_semantic), measured once with the final method.
 TUNE_FLOOR = 59
 RULES_HELD_OUT_FLOOR = 28
-HELD_OUT_FLOOR = 30
+HELD_OUT_FLOOR = 31  # 30 before the no-cause class and the vote caps (docs/triage.md)
 
 
 def split_of(row_id: str) -> str:

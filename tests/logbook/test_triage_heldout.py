@@ -28,7 +28,7 @@ FIELDS = {"id", "split", "message", "category", "component", "source", "why"}
 # against regressions while issue 37's 85% is not met. The rules alone, and as the worker
 # reads (with the vote), measured once with the final method.
 RULES_HELD_OUT_FLOOR = 18
-HELD_OUT_FLOOR = 25
+HELD_OUT_FLOOR = 24  # 25 before the no-cause class and the vote caps (docs/triage.md)
 
 
 def split_of(row_id: str) -> str:

@@ -28,8 +28,9 @@ MISMATCH = (
     "please reinstall"
 )
 # Mean right of the 218 tune messages over 3 repeats of stratified 5-fold cross-validation,
-# the vote alone (no rules), on the shipped vectors (docs/triage.md; 167.7 on float32 ones).
-CV_FLOOR = 167
+# the vote alone (no rules), on the shipped vectors (docs/triage.md): 167.7 before the no-cause
+# class, 166.3 with it (it abstains on a message or two the vote read right).
+CV_FLOOR = 166
 
 needs_model = pytest.mark.skipif(
     triage_embedding.model_dir() is None, reason="the model package is not installed"
@@ -60,7 +61,7 @@ def _fresh_caches(monkeypatch):
 def test_the_prior_is_the_tune_messages_and_the_category_descriptions_only():
     prior = ts.prior_load()
     assert prior is not None
-    tune = tune_rows()
+    tune = tune_rows() + _rows("triage_nocause.jsonl")
     described = ts.category_descriptions()
     assert list(prior.ids) == [row["id"] for row in tune] + [
         ts.DESCRIPTION_PREFIX + slug for slug, _ in described
@@ -88,7 +89,13 @@ def test_the_stored_vectors_are_the_messages_embeddings():
 def test_cross_validated_accuracy_of_the_vote_on_the_tune_messages():
     prior = ts.prior_load()
     labels = np.asarray(prior.categories)
-    messages = np.asarray([not str(i).startswith(ts.DESCRIPTION_PREFIX) for i in prior.ids])
+    # The descriptions and the no-cause messages stay on the training side.
+    messages = np.asarray(
+        [
+            not str(i).startswith(ts.DESCRIPTION_PREFIX) and c != ts.NO_CAUSE
+            for i, c in zip(prior.ids, prior.categories, strict=True)
+        ]
+    )
     vectors, y = prior.vectors[messages], labels[messages]
     extra, extra_y = prior.vectors[~messages], labels[~messages]
     splitter = RepeatedStratifiedKFold(n_splits=5, n_repeats=3, random_state=0)
@@ -103,7 +110,8 @@ def test_cross_validated_accuracy_of_the_vote_on_the_tune_messages():
         )  # fmt: skip
         for i in test:
             probabilities, _ = fold.probabilities(vectors[i])
-            right += fold.classes[int(np.argmax(probabilities))] == y[i]
+            best = fold.decide(probabilities)  # an abstention is a message not read
+            right += best is not None and fold.classes[best] == y[i]
     mean = right / 3
     print(f"\nvote alone, 3x5-fold CV on {len(y)} tune messages: {mean:.1f} ({mean / len(y):.1%})")
     assert mean >= CV_FLOOR
@@ -123,6 +131,41 @@ def test_the_vote_is_an_evidence_line_that_reads_what_no_rule_does():
     # nothing to read, nothing said
     assert ts.vote_evidence("   ", AT) == []
     assert ts.vote_evidence("hello world", AT) == []  # like no labelled message
+
+
+# Causeless messages none of the no-cause class's training messages is (tests/data/
+# triage_nocause.jsonl); "rack 7 busbar tripped" names a power fault the labelled set has no
+# message of: it reads like nothing labelled (0.45 similar at best), so any vote on it is weak.
+CAUSELESS = ("the job exited", "worker exited with status 1", "job did not complete")
+
+
+@needs_model
+def test_the_vote_abstains_on_a_message_that_names_no_cause():
+    trained = {row["message"].lower() for row in _rows("triage_nocause.jsonl")}
+    assert not trained & {message.lower() for message in CAUSELESS}
+    for message in CAUSELESS:
+        assert ts.vote(message) is None, message
+    busbar = ts.vote("rack 7 busbar tripped")
+    assert busbar is None or busbar.probability < 0.3  # below what explains an interruption
+
+
+@needs_model
+def test_a_vote_raises_no_suggestion_to_near_certainty():
+    # A symptom's message alone: the watchdog's rule (0.5) and the vote, held at 0.9.
+    watchdog = (
+        "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+        "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600015 milliseconds before timing out."
+    )
+    votes = ts.vote_evidence(watchdog, AT)
+    alone = suggest(IncidentFacts(message=watchdog, occurred_at=AT))
+    voted = suggest(IncidentFacts(message=watchdog, occurred_at=AT), votes=votes)
+    assert alone is not None and voted is not None
+    assert voted.category == alone.category == "nccl-watchdog-timeout"
+    assert alone.confidence <= voted.confidence <= 0.9
+    # A cause the rules read at 0.99 keeps 0.99: the vote agrees, and certainty it is not.
+    xid = "NVRM: Xid (PCI:0000:18:00): 79, pid=1234, GPU has fallen off the bus."
+    voted = suggest(IncidentFacts(message=xid, occurred_at=AT), votes=ts.vote_evidence(xid, AT))
+    assert voted is not None and voted.category == "faulty-gpu" and voted.confidence == 0.99
 
 
 def _hide_the_model(monkeypatch) -> None:

@@ -225,3 +225,27 @@ def test_with_a_matching_dcgm_event_the_culprit_hosts_are_exactly_its_host():
     print(f"\nculprit hosts exactly right: {right}/{len(rows)}; misses: {misses}")
     assert len(rows) >= 40
     assert right / len(rows) >= 0.95, misses
+
+
+def _vote(category: str, weight: float) -> autotriage.EvidenceItem:
+    return autotriage.EvidenceItem(
+        "semantic", AT, "Reads like it", "", category, weight, rule="embedding"
+    )
+
+
+def test_a_vote_takes_a_symptom_no_higher_than_its_cap_and_evidence_still_raises_it():
+    facts = IncidentFacts(NCCL, AT, hosts=("h0",))
+    alone = suggest(facts)
+    voted = suggest(facts, votes=[_vote("nccl-watchdog-timeout", 0.95)])
+    assert alone is not None and voted is not None
+    assert voted.category == "nccl-watchdog-timeout"
+    # the noisy-OR of 0.5 and 0.95 would read 0.98 from the words alone
+    assert alone.confidence <= voted.confidence == autotriage.SYMPTOM_VOTE_CAP
+    # a cause the message and a GPU's own events agree on keeps what they make of it
+    xid = IncidentFacts("Xid 79: GPU has fallen off the bus", AT, hosts=("h0",))
+    events = [dcgm("h0", "GPU-a", "xid", 79), dcgm("h0", "GPU-a", "xid", 92)]
+    rules = suggest(xid, events)
+    both = suggest(xid, events, votes=[_vote("faulty-gpu", 0.9)])
+    words = suggest(xid, votes=[_vote("faulty-gpu", 0.9)])
+    assert rules is not None and both is not None and words is not None
+    assert both.confidence == rules.confidence >= words.confidence == 0.99
