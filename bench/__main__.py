@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from bench import (
@@ -22,6 +23,7 @@ from bench import (
     dcgm_fleet,
     floor,
     isolation,
+    kept_data,
     load,
     mlflow_side,
     pages,
@@ -90,6 +92,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="Skip the push-flood and hostile-triage phases (two private stacks, ~2 min).",
     )
+    parser.add_argument(
+        "--keep-data",
+        type=Path,
+        metavar="DIR",
+        help="Keep the stack's PostgreSQL in DIR and reuse the Llama-scale data set an earlier "
+        "run loaded there at the same --llama-scale (bench/kept_data.py): generating it takes "
+        "minutes.",
+    )
     parser.add_argument("--no-write", action="store_true", help="Print only; no results file.")
     args = parser.parse_args(argv)
     quick = args.quick
@@ -130,6 +140,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             web_workers=args.web_workers,
             # Production settings serve the static files collectstatic writes, as `make web`.
             pages=True,
+            pg_dir=args.keep_data and kept_data.pg_dir(args.keep_data, args.llama_scale),
         ) as app,
         contextlib.ExitStack() as cleanup,
     ):
@@ -350,20 +361,17 @@ def _isolation(
     return {"isolation": [f.as_dict() for f in figures]}
 
 
-def _pages(
-    app: Chronicle,
-    token: str,
-    args: argparse.Namespace,
-    stamp: str,
-    workload: load.Workload,
-) -> dict[str, Any]:
+def _generate(app: Chronicle, args: argparse.Namespace) -> tuple[str, str]:
+    """The Llama-scale data set loaded into the stack's database: the loader's summary and
+    the run's id (remembered in --keep-data's directory)."""
     log(f"generating the Llama 3 data set at scale {args.llama_scale}")
-    began = time.monotonic()
     # No time limit: the full scale writes about a million step rows. Eager tasks: what the
     # recordings enqueue (suggestions, incident groups) runs in the loader, one after another,
-    # not in the stack's worker at the same time as the loader makes the same rows.
+    # not in the stack's worker at the same time as the loader makes the same rows. A kept
+    # directory may hold a run a stopped generation left half loaded: replaced.
+    command = [sys.executable, "-m", "bench.generate_llama_scale", "--scale", str(args.llama_scale)]
     generated = subprocess.run(
-        [sys.executable, "-m", "bench.generate_llama_scale", "--scale", str(args.llama_scale)],
+        [*command, *(["--replace"] if args.keep_data else [])],
         cwd=ROOT,
         env=app.env(CELERY_TASK_ALWAYS_EAGER="1"),
         capture_output=True,
@@ -371,9 +379,27 @@ def _pages(
     )
     if generated.returncode:
         raise RuntimeError(f"generate_llama_scale failed: {generated.stderr[-600:]}")
-    out = generated.stdout
-    summary, run_id = out.strip().splitlines()[-2:]
-    log(summary)
+    summary, run_id = generated.stdout.strip().splitlines()[-2:]
+    if args.keep_data:
+        kept_data.remember(args.keep_data, args.llama_scale, summary=summary, run_id=int(run_id))
+    return summary, run_id
+
+
+def _pages(
+    app: Chronicle,
+    token: str,
+    args: argparse.Namespace,
+    stamp: str,
+    workload: load.Workload,
+) -> dict[str, Any]:
+    began = time.monotonic()
+    reused = kept_data.kept(args.keep_data, args.llama_scale)
+    if reused is not None:
+        summary, run_id = reused["summary"], str(reused["run_id"])
+        log(f"reusing the Llama 3 data set kept in {args.keep_data}: {summary}")
+    else:
+        summary, run_id = _generate(app, args)
+        log(summary)
     generated_s = time.monotonic() - began
     suggestions = app.manage(
         "shell", "-c", "from logbook.models import TriageSuggestion as T; "
@@ -437,6 +463,7 @@ def _pages(
     return {
         "llama_scale": {
             "scale": args.llama_scale,
+            "reused": reused is not None,
             "summary": summary,
             "seconds": generated_s,
             "suggestions": int(suggestions),

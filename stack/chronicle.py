@@ -298,21 +298,27 @@ def _worker_ready(proc: Proc, concurrency: int) -> bool:
 
 @contextlib.contextmanager
 def chronicle_stack(
-    *, concurrency: int = 2, web_workers: int = 2, beat: bool = False, pages: bool = False
+    *,
+    concurrency: int = 2,
+    web_workers: int = 2,
+    beat: bool = False,
+    pages: bool = False,
+    pg_dir: Path | None = None,
 ) -> Iterator[Chronicle]:
     """PostgreSQL, Redis, migrations, gunicorn and a Celery worker, all private; everything
     is stopped by PID on the way out (Chronicle's processes first), whatever happened.
     `pages`: collect the static files first, as `make web` does, for a stack whose pages are
     loaded in a browser (WhiteNoise indexes them when gunicorn starts: collected later, the
-    page's scripts answer 404 and no chart is drawn). CHAOS_KEEP=1 keeps the temporary
-    directory with every log."""
+    page's scripts answer 404 and no chart is drawn). `pg_dir`: PostgreSQL's data directory,
+    kept after the stack stops (and reused when it holds one), instead of one in the
+    temporary directory. CHAOS_KEEP=1 keeps the temporary directory with every log."""
     root = Path(tempfile.mkdtemp(prefix="chronicle-chaos-"))
     # The postgres user must reach its own directory inside this root-owned one.
     root.chmod(0o755)
     ok = False
     try:
         with (
-            postgres.start(root / "pg", port=0, settings=PG_SETTINGS) as pg,
+            postgres.start(pg_dir or root / "pg", port=0, settings=PG_SETTINGS) as pg,
             redis.start(root / "redis") as rd,
         ):
             pg.create_database(DB_NAME)
