@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
@@ -312,8 +313,16 @@ def _incidents(
         interruptions = interruptions.filter(occurred_at__lt=until)
         records = records.filter(detected_at__lt=until)
     if host is not None:
-        interruptions = interruptions.filter(Q(hosts=host) | Q(devices__host=host)).distinct()
-        records = records.filter(Q(host=host) | Q(device__host=host)).distinct()
+        # One subquery a path, each an index lookup on the host: the OR across the joins (and
+        # DISTINCT) joined every interruption of the runs with its hosts and devices, ~20 ms
+        # at Llama scale in each of the three queries built on it.
+        named = Interruption.hosts.through.objects.filter(host=host)
+        on_device = Interruption.devices.through.objects.filter(device__host=host)
+        interruptions = interruptions.filter(
+            Q(pk__in=named.values("interruption_id"))
+            | Q(pk__in=on_device.values("interruption_id"))
+        )
+        records = records.filter(Q(host=host) | Q(device__host=host))  # foreign keys: no repeats
 
     facts: dict[tuple[str, int], tuple[datetime, int, str, str, str, str, int | None]] = {}
     for pk, at, run_id, run_name, project, cause, planned, step in interruptions.values_list(
@@ -363,7 +372,11 @@ def _incidents(
             one = Incident("sdc", pk, at, run_id, run_name, project, label, verdict, step, "",
                            last_step=last_step)  # fmt: skip
             unattributed.append((one, (run_id, metric, attempt_id, compared_id)))
-    interruption_ids = interruptions.values("pk")
+    # A host's few interruptions by id: from the subquery, PostgreSQL guessed hundreds and
+    # read all 16,384 GPUs of a Llama-scale fleet to join their links (10 ms).
+    interruption_ids: Any = interruptions.values("pk")
+    if host is not None:
+        interruption_ids = [pk for kind, pk in facts if kind == "interruption"]
     host_links = list(
         Interruption.hosts.through.objects.filter(interruption__in=interruption_ids).values_list(
             "host_id", "interruption_id"
