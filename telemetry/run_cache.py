@@ -99,19 +99,32 @@ def cached_html(key: str, render: Callable[[], str]) -> SafeString:
     zone, in which its times are written. `key` must name the version of every row the piece
     shows and whatever of the request it reads; the piece must hold nothing else of the
     reader's (no CSRF token, no user name), since every reader with the same key gets it."""
-    zone = timezone.get_current_timezone_name()
-    return mark_safe(cached(f"html:{zone}:{key}", lambda: str(render())))
+    return mark_safe(cached(display_key(key), lambda: str(render())))
 
 
-def cached(key: str, compute: Callable[[], T], *, timeout: int = CACHE_TTL_S) -> T:
-    """The cached value under `key`, else compute() (stored for next time). Fails open."""
+def display_key(key: str) -> str:
+    """`key` with the reader's display time zone, for a value that holds times written in it
+    (cached_html's pieces, or a piece cached with what the page draws around it)."""
+    return f"html:{timezone.get_current_timezone_name()}:{key}"
+
+
+def cached(
+    key: str,
+    compute: Callable[[], T],
+    *,
+    timeout: int = CACHE_TTL_S,
+    fresh: Callable[[T], bool] | None = None,
+) -> T:
+    """The cached value under `key`, else compute() (stored for next time). Fails open.
+    `fresh`, when given, says whether a cached value may still be served (one drawn from a
+    window that slides with the clock, say): if not, it is computed again."""
     full_key = f"{KEY_PREFIX}:{code_version()}:{key}"
     try:
         found = cache.get(full_key)
     except Exception:  # cache down: compute, as if nothing were cached
         logger.warning("run figures not read from the cache: cache unavailable", exc_info=True)
         found = None
-    if found is not None:
+    if found is not None and (fresh is None or fresh(cast(T, found))):
         # The cache hands back what compute() stored under this key, so it is a T.
         return cast(T, found)
     value = compute()

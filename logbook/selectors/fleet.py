@@ -84,6 +84,9 @@ class FleetHealth:
     # SDC suspicions in the window that name no host or device, consecutive steps of one
     # attempt pair and metric as one record (see _collapsed), newest first.
     unattributed: list[Incident] = field(default_factory=list)
+    # The counts in the offender window stay these until its end slides past this moment
+    # (OffenderRule.holds_until; None: they never change with the clock).
+    holds_until: datetime | None = None
 
 
 def hosts_visible_to_user(*, user: User) -> QuerySet[Host]:
@@ -131,13 +134,13 @@ def host_get_for_user(*, user: User, name: str, project: str | None = None) -> H
 def fleet_health_key(*, user: User, filters: HardwareFilters, rule: OffenderRule) -> str:
     """What fleet_health(user=user, filters=filters, rule=rule) reads, as part of a cache key:
     the version of the fleet's data for the runs in scope (see _runs_and_version), the
-    filters, and the offender rule with the end of its window to the minute (a page shows
-    it to the minute; the counts in the window move with the clock)."""
+    filters and the offender rule's K and length. Not the clock: what is cached under it is
+    good while the sliding window holds the same incidents (FleetHealth.holds_until), which
+    the caller checks (offenders.still_holds)."""
     scope = runs_in_scope(user=user, filters=filters).values_list("pk", flat=True)
     runs, version = _runs_and_version(scope)
-    end = rule.window_end.replace(second=0, microsecond=0)
     where = repr((runs, filters.since, filters.until, filters.site, filters.cluster))
-    where += repr((rule.k, rule.window_days, end))
+    where += repr((rule.k, rule.window_days, rule.slides))
     return f"{version}:{hashlib.sha256(where.encode()).hexdigest()[:32]}"
 
 
@@ -156,8 +159,11 @@ def fleet_health(
     # EXISTS probes that each nest membership -> project -> run subqueries cost more than
     # running them.
     scope = runs_in_scope(user=user, filters=filters).values_list("pk", flat=True)
-    # Read back far enough for both the history window and the offender window.
-    since = min(filters.since, rule.window_start) if filters.since else None
+    # Read back far enough for both the history window and the offender window; from the
+    # start of the window's day, so that the rows' key below holds a day, not a microsecond
+    # (earlier incidents count in neither).
+    day = rule.window_start.replace(hour=0, minute=0, second=0, microsecond=0)
+    since = min(filters.since, day) if filters.since else None
     if host is not None:
         by_host, by_device, hosts, devices, unattributed = _hardware(
             list(scope), since, filters, host
@@ -172,6 +178,8 @@ def fleet_health(
         by_host, by_device, hosts, devices, unattributed = run_cache.cached(
             f"fleet-rows:v2:{version}:{digest}", lambda: _hardware(runs, since, filters, None)
         )
+    moments = [one.occurred_at for found in (by_host, by_device) for mine in found.values()
+               for one in mine]  # fmt: skip
     return FleetHealth(
         hosts=_health(
             "host", hosts, by_host, filters=filters, rule=rule, keep_all=host is not None
@@ -183,6 +191,7 @@ def fleet_health(
             for one in unattributed
             if (filters.since is None or one.occurred_at >= filters.since) and host is None
         ],
+        holds_until=rule.holds_until(moments),
     )
 
 

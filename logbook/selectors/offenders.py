@@ -38,12 +38,26 @@ class OffenderRule:
     k: int
     window_days: int
     window_end: datetime
+    # The window ends now and slides with the clock (no `until` filter fixed its end).
+    slides: bool = False
 
     FORMULA = "repeat offender ⇔ incidents in [end - window, end) ≥ K"
 
     @property
     def window_start(self) -> datetime:
         return self.window_end - timedelta(days=self.window_days)
+
+    def holds_until(self, moments: Iterable[datetime]) -> datetime | None:
+        """The latest end this window may slide to and still hold the same of `moments`: the
+        first moment one enters (a moment ahead of the end: in once the end passes it) or
+        leaves (window_days after one in it); None when that never happens (a fixed window,
+        or no moment at or after its start). What is drawn from a window's counts can be
+        kept until then (still_holds), instead of being drawn again every minute."""
+        if not self.slides:
+            return None
+        days = timedelta(days=self.window_days)
+        edges = [t for m in moments for t in (m, m + days) if t >= self.window_end]
+        return min(edges, default=None)
 
     def in_window(self, moment: datetime) -> bool:
         return self.window_start <= moment < self.window_end
@@ -64,7 +78,13 @@ def offender_rule_parse(
     )
     reader.check()
     end = filters.until or now or timezone.now()
-    return OffenderRule(k=k, window_days=days, window_end=end)
+    return OffenderRule(k=k, window_days=days, window_end=end, slides=filters.until is None)
+
+
+def still_holds(holds_until: datetime | None, *, at: datetime) -> bool:
+    """Whether counts drawn for a window that holds until `holds_until` (OffenderRule
+    .holds_until) are still those of the window ending `at`."""
+    return holds_until is None or at <= holds_until
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from logbook.models import IncidentGroup, Interruption
@@ -75,3 +75,22 @@ def site_health(
     for key in groups.values_list("key", flat=True):
         one(key[0] if key else None).groups += 1
     return sorted(sites.values(), key=lambda row: (row.site == UNKNOWN_SITE, row.site))
+
+
+def site_window_edges(
+    *, projects: QuerySet[Project], since: datetime, until: datetime
+) -> list[datetime]:
+    """The moments of site_health's incidents and groups nearest the window's edges: the
+    earliest in [since, until) (the first to leave as the window slides) and the earliest
+    at or after `until` (the first to enter), each that exists. Two queries."""
+    edges: list[datetime | None] = []
+    for rows, field in (
+        (Interruption.objects.filter(run__project__in=projects, planned=False), "occurred_at"),
+        (IncidentGroup.objects.filter(project__in=projects), "started_at"),
+    ):
+        found = rows.filter(**{f"{field}__gte": since}).aggregate(
+            inside=Min(field, filter=Q(**{f"{field}__lt": until})),
+            ahead=Min(field, filter=Q(**{f"{field}__gte": until})),
+        )
+        edges += [found["inside"], found["ahead"]]
+    return [edge for edge in edges if edge is not None]
