@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from logbook.selectors import fleet as fleet_selectors
 from logbook.selectors.offenders import OffenderRule, still_holds
+from logbook.services import interruptions as interruption_services
 from tests.logbook.test_fleet_pages import T0, build_run
 
 DAY = timedelta(days=1)
@@ -84,3 +85,45 @@ def test_fleet_counts_change_on_the_first_view_after_an_incident_leaves_the_wind
     h000 = next(one for one in api["hosts"] if one["name"] == "sdc-run-h000")
     assert (h000["in_window"], h000["repeat_offender"]) == (2, False)
     assert api["rule"]["window_end"].startswith("2026-12-04T00:00:01")
+
+
+def _facts(html: str) -> tuple[int, str]:
+    """(interruptions, repeat offender) from the host page's facts."""
+    count = re.search(r"<dt>Interruptions</dt><dd>(\d+)</dd>", html)
+    offender = re.search(r'id="host-offender">(.*?)</dd>', html)
+    assert count and offender
+    return int(count[1]), re.sub(r"<[^>]+>", "", offender[1])
+
+
+@pytest.mark.django_db
+def test_host_page_is_drawn_again_once_its_incidents_or_its_window_change(
+    client: Any, alice: Any, project: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given h000 with interruptions at days 2, 5 and 9, viewed at day 12 and an hour later
+    run = build_run(project)
+    client.force_login(alice)
+    clock = [T0 + 12 * DAY]
+    monkeypatch.setattr(timezone, "now", lambda: clock[0])
+    drawn: list[int] = []
+    real = fleet_selectors.fleet_health
+    monkeypatch.setattr(fleet_selectors, "fleet_health", lambda **kw: drawn.append(1) or real(**kw))
+    url = "/fleet/hosts/sdc-run-h000/"
+    assert _facts(client.get(url).content.decode()) == (3, "yes")
+    clock[0] += timedelta(hours=1)
+    assert _facts(client.get(url).content.decode()) == (3, "yes")
+    assert len(drawn) == 1  # the second view from the cache
+
+    # when it has a new interruption (day 11), then the next view lists it
+    interruption_services.interruption_record(
+        run=run, source_key="int-11", occurred_at=T0 + 11 * DAY, category="nic",
+        hosts=["sdc-run-h000"],
+    )  # fmt: skip
+    html = client.get(url).content.decode()
+    assert _facts(html) == (4, "yes") and "chart-host-timeline" in html
+    assert len(drawn) == 2
+
+    # when the clock passes day 35, where days 1 to 5 have left the 30-day window (two
+    # interruptions in it), then the next view no longer calls it a repeat offender
+    clock[0] = T0 + 35 * DAY + timedelta(seconds=1)
+    assert _facts(client.get(url).content.decode()) == (4, "no")
+    assert len(drawn) == 3
