@@ -71,6 +71,12 @@ def gpu_panel(*, host: Host, params: QueryDict, now: datetime | None = None) -> 
     hours, error = hours_param(params)
     since = now - timedelta(hours=hours)
     health = dcgm_device_health(host=host)
+    if not health:
+        # No GPU of the host ever pushed (every push keeps its state): no rows, no curves,
+        # and no history query or frames to build (most hosts of a fleet without exporters).
+        empty = {"gpus": [], "gpu_charts": [], "gpu_payload": [], "gpu_window_kwh": None}
+        return {**empty, "gpu_hours": hours, "gpu_hours_error": error,
+                "raw_retention_days": settings.DEVICE_SAMPLE_RETENTION_DAYS}  # fmt: skip
     history = pd.DataFrame(
         host_gpu_history(host=host, since=since, until=now + timedelta(seconds=1), now=now),
         columns=["device_id", "at", "field", "value"],
