@@ -29,6 +29,7 @@ from bench import (
     pages,
     push_flood,
     rank_sustain,
+    remote_write,
     report,
     scale_out,
     triage_isolation,
@@ -68,6 +69,17 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dcgm-seconds", type=float, help="Length of the DCGM fleet push run.")
     parser.add_argument(
         "--dcgm-hosts", type=int, help="Hosts in the DCGM fleet (12,500; --quick: 2,048)."
+    )
+    parser.add_argument(
+        "--skip-remote-write",
+        action="store_true",
+        help="Skip the remote-write phase (a private stack; 12,500 hosts for 5 minutes).",
+    )
+    parser.add_argument(
+        "--remote-write-seconds", type=float, help="Length of the remote-write run (300)."
+    )
+    parser.add_argument(
+        "--remote-write-hosts", type=int, help="Hosts remote-written (12,500; --quick: 2,048)."
     )
     parser.add_argument(
         "--skip-scaleout",
@@ -113,6 +125,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.ranks_days = args.ranks_days or (3 if quick else 54)
     args.dcgm_seconds = args.dcgm_seconds or (20.0 if quick else 60.0)
     args.dcgm_hosts = args.dcgm_hosts or (2048 if quick else dcgm_fleet.HOSTS)
+    args.remote_write_seconds = args.remote_write_seconds or (20.0 if quick else 300.0)
+    args.remote_write_hosts = args.remote_write_hosts or (2048 if quick else dcgm_fleet.HOSTS)
     return args
 
 
@@ -231,6 +245,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # Each on a private stack of its own (a flood must not share the one measured above).
         log("hardening: four 20,000-new-host pushes at once; a hostile triage batch")
         _phase(results, "hardening", lambda: _hardening(args))
+    if not args.skip_remote_write:
+        log(f"remote-write: {args.remote_write_hosts:,} hosts x 8 GPUs scraped every 30 s, "
+            f"{args.remote_write_seconds:.0f} s, ingest and pages on split pools")  # fmt: skip
+        _phase(results, "remote_write", lambda: _remote_write(args))
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     results["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     if not args.no_write:
@@ -247,6 +265,25 @@ def _hardening(args: argparse.Namespace) -> dict[str, Any]:
     with chronicle_stack(concurrency=2) as app:
         triage = triage_isolation.measure(app)
     return {"push_flood": flood.as_dict(), "triage_isolation": triage.as_dict()}
+
+
+def _remote_write(args: argparse.Namespace) -> dict[str, Any]:
+    # A private stack: 100,000 GPUs' devices and readings must not weigh on the other phases'
+    # pages, nor theirs on this one's fleet page.
+    with (
+        chronicle_stack(web_workers=args.web_workers, pages=True) as app,
+        app.production_push_rate(),
+    ):
+        figure = remote_write.measure(
+            app, app.create_token("bench-remote-write"), pages.reader_cookie(app),
+            hosts=args.remote_write_hosts, seconds=args.remote_write_seconds, layout="split",
+        )  # fmt: skip
+    log(
+        f"remote-write: {figure.samples_per_s:,.0f} of {figure.samples_per_s_target:,.0f} "
+        f"samples/s, backlog {figure.backlog}, {figure.cpu_us_per_sample:.1f} us CPU a sample; "
+        f"fleet page p95 {figure.fleet_page_p95_ms:.0f} ms"
+    )
+    return {"remote_write": figure.as_dict()}
 
 
 def _phase(results: dict[str, Any], name: str, body: Any) -> None:

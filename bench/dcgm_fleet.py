@@ -297,12 +297,17 @@ def measure(
 
 
 def _read_fleet_page(
-    app: Chronicle, cookie: str, stop: threading.Event, page: dict[str, Any]
+    app: Chronicle,
+    cookie: str,
+    stop: threading.Event,
+    page: dict[str, Any],
+    at: tuple[str, int] | None = None,
 ) -> None:
-    """GET /fleet/ every FLEET_PAGE_EVERY_S until `stop`: each answer's milliseconds in
-    page["ms"], anything but a 200 counted in page["errors"]."""
+    """GET /fleet/ every FLEET_PAGE_EVERY_S until `stop` (from `at`, by default the stack's
+    web pool): each answer's milliseconds in page["ms"], anything but a 200 counted in
+    page["errors"]."""
     while not stop.is_set():
-        conn = http.client.HTTPConnection(*app.base_url, timeout=60)
+        conn = http.client.HTTPConnection(*(at or app.base_url), timeout=60)
         began = time.monotonic()
         try:
             conn.request("GET", "/fleet/", headers={"Cookie": cookie})

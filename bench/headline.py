@@ -14,6 +14,8 @@ What each row reads from the results document (bench/__main__.py writes it):
    every other page with charts' `all_p50_ms`; the baseline is the server's share of the
    same loads and the page's size (`server_p50_ms`, `html_kb`), or the same page's server
    p50 from the pages phase (`pages`) in results from before those were measured.
+3. `remote_write`: bench.remote_write's figure (`samples_per_s`, `backlog`, `failures`,
+   `cpu_us_per_sample`, `fleet_page_p95_ms`, `layout`).
 5. `scale_out`: a list of {"web_processes", "workers", "points_per_s"}, for 1, 2 and 4 web
    processes and 1 and 2 workers.
 Issue 27: the pages phase's "triage queue" p95, and `llama_scale.suggestions`.
@@ -31,6 +33,7 @@ FLOOR_CPU_RATIO = 2.0
 FLEET_HOSTS = 12_500
 FLEET_PUSH_P95_MS = 100.0
 FLEET_PAGE_P95_MS = 300.0
+SERIES_PER_HOST = 160  # bench.remote_write: 20 DCGM fields x 8 GPUs a host
 RUN_PAGE_WARM_MS = 700.0
 RUN_PAGE_COLD_MS = 1000.0
 CHART_PAGE_WARM_MS = 500.0
@@ -157,6 +160,38 @@ def _fleet_rows(results: dict[str, Any]) -> list[Headline]:
     return rows
 
 
+def _remote_write_rows(results: dict[str, Any]) -> list[Headline]:
+    """Issue 38: the same 12,500-host fleet forwarded by Prometheus remote-write
+    (bench.remote_write, split pools): every sample due accepted with no backlog, and the fleet
+    page meanwhile; CPU per sample beside the push path's from the same run, when it ran."""
+    fleet = results.get("remote_write")
+    names = (
+        f"3. remote-write {FLEET_HOSTS:,} hosts: samples/s, no backlog",
+        "3. fleet page p95 while it remote-writes (ms)",
+    )
+    limits = (f">= {FLEET_HOSTS * SERIES_PER_HOST / 30:,.0f}", f"<= {FLEET_PAGE_P95_MS:.0f}")
+    if not fleet or fleet["hosts"] < FLEET_HOSTS:
+        why = f"this run sent {fleet['hosts']:,} hosts" if fleet else ""
+        return [_absent(name, limit, why) for name, limit in zip(names, limits, strict=True)]
+    push = results.get("dcgm")
+    cpu = f"{fleet['cpu_us_per_sample']:.1f} us CPU a sample"
+    if push and push.get("cpu_ms_per_push"):
+        cpu += f" (push {push['cpu_ms_per_push'] * 1000 / SERIES_PER_HOST:.1f})"
+    kept_up = (
+        fleet["samples_per_s"] >= 0.98 * fleet["samples_per_s_target"]
+        and not fleet["failures"]
+        and fleet["backlog"] == 0
+    )
+    page = fleet["fleet_page_p95_ms"]
+    return [
+        Headline(names[0], fleet["samples_per_s"], f"{fleet['samples_per_s']:,.0f}", cpu,
+                 limits[0], kept_up),
+        Headline(names[1], page, f"{page:.0f} ms", f"{fleet['layout']} pools, "
+                 f"{fleet['fleet_page_reads']} reads", limits[1],
+                 bool(page <= FLEET_PAGE_P95_MS) and not fleet["fleet_page_errors"]),
+    ]  # fmt: skip
+
+
 def _browser_rows(results: dict[str, Any]) -> list[Headline]:
     figures = (results.get("browser") or {}).get("llama") or []
     by_label = {f["label"]: f for f in figures}
@@ -231,6 +266,7 @@ def _triage_row(results: dict[str, Any]) -> Headline:
 ROWS: tuple[Callable[[dict[str, Any]], list[Headline]], ...] = (
     _ingest_rows,
     _fleet_rows,
+    _remote_write_rows,
     _browser_rows,
     lambda results: [_scale_out_row(results)],
     lambda results: [_triage_row(results)],

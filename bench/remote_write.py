@@ -24,6 +24,7 @@ import argparse
 import functools
 import http.client
 import json
+import math
 import os
 import queue
 import re
@@ -47,8 +48,10 @@ from bench.dcgm_fleet import (
     _template,
 )
 from bench.dcgm_fleet import FleetFigure as _PushFigure
+from bench.isolation import INGEST_NICE
 from bench.load import chronicle_server_pids, percentile, post
 from stack.chronicle import Chronicle
+from stack.processes import free_port
 
 PATH = "/api/v1/ingest/remote-write"
 HOSTS_PER_REQUEST = 12
@@ -84,7 +87,11 @@ class RemoteWriteFigure:
     cpu_bound_hosts: float = float("nan")
     fleet_page_reads: int = 0
     fleet_page_errors: int = 0
+    fleet_page_p50_ms: float = float("nan")
     fleet_page_p95_ms: float = float("nan")
+    # "shared": one gunicorn pool serves the pushes and the page; "split": the pushes go to an
+    # ingest pool at a lower CPU priority and the page to a pool of its own (split_pools).
+    layout: str = "shared"
     raw_bytes_per_gpu_day: float = float("nan")
     summary_bytes_per_gpu_day: float = float("nan")
 
@@ -192,7 +199,12 @@ def _send(
 
 
 def _run(
-    app: Chronicle, token: str, hosts: int, jobs_list: list[Job], rate: float, senders: int
+    address: tuple[str, int],
+    token: str,
+    hosts: int,
+    jobs_list: list[Job],
+    rate: float,
+    senders: int,
 ) -> tuple[dict[str, Any], float, float]:
     jobs: queue.Queue[tuple[float, Job] | None] = queue.Queue()
     out: dict[str, Any] = {"answers": [], "latencies": [], "failures": []}
@@ -201,7 +213,7 @@ def _run(
     threads = [
         threading.Thread(
             target=_send,
-            args=(app.base_url, token, hosts, started_ms, jobs, out, lock),
+            args=(address, token, hosts, started_ms, jobs, out, lock),
             daemon=True,
         )
         for _ in range(senders)
@@ -230,18 +242,28 @@ def measure(
     seconds: float = 300.0,
     senders: int = 16,
     read_page: bool = True,
+    layout: str = "shared",
 ) -> RemoteWriteFigure:
+    """Hold the fleet's remote-write for `seconds` (after a warm-up round that makes every
+    host's devices), reading /fleet/ meanwhile. With layout "split" the requests go to an
+    ingest pool and the page to a pages pool (split_pools); "shared" sends both to the
+    stack's one web pool."""
+    ingest_at = pages_at = app.base_url
+    if layout == "split":
+        ingest_at, pages_at = split_pools(app)
     per_round = -(-hosts // HOSTS_PER_REQUEST)
     rate = per_round / PERIOD_S
     samples_per_request = HOSTS_PER_REQUEST * SERIES_PER_HOST
     # Warm-up: every host once (devices and health states made), not measured.
     warm = [(i * HOSTS_PER_REQUEST, 0) for i in range(per_round)]
-    _run(app, token, hosts, warm, rate=rate * 4, senders=senders)
+    _run(ingest_at, token, hosts, warm, rate=rate * 4, senders=senders)
     count = int(seconds * rate)
     measured = [((i % per_round) * HOSTS_PER_REQUEST, 1 + i // per_round) for i in range(count)]
     stop = threading.Event()
     page: dict[str, Any] = {"ms": [], "errors": 0}
-    reader = threading.Thread(target=_read_fleet_page, args=(app, cookie, stop, page))
+    reader = threading.Thread(
+        target=_read_fleet_page, args=(app, cookie, stop, page), kwargs={"at": pages_at}
+    )
     with (
         CpuMeter(lambda: chronicle_server_pids(app)) as cpu,
         CpuMeter(lambda: [pool.pid for pool in app.pools if pool.alive()]) as web_cpu,
@@ -250,7 +272,7 @@ def measure(
         if read_page:
             reader.start()
         try:
-            out, start, end = _run(app, token, hosts, measured, rate=rate, senders=senders)
+            out, start, end = _run(ingest_at, token, hosts, measured, rate=rate, senders=senders)
         finally:
             stop.set()
             if read_page:
@@ -276,7 +298,9 @@ def measure(
         server_cpu_s=round(cpu.seconds, 1),
         fleet_page_reads=len(page["ms"]),
         fleet_page_errors=page["errors"],
+        fleet_page_p50_ms=round(statistics.median(page["ms"]), 1) if page["ms"] else math.nan,
         fleet_page_p95_ms=round(percentile(page["ms"], 95), 1),
+        layout=layout,
     )
     cores = os.cpu_count() or 1
     figure.server_cpu_share = round(cpu.seconds / (max(last, end) - start) / cores, 3)
@@ -296,6 +320,18 @@ def measure(
     return figure
 
 
+def split_pools(app: Chronicle, *, workers: int = 4) -> tuple[tuple[str, int], tuple[str, int]]:
+    """The one-machine layout docs/operations.md ("Scaling out") recommends: ingest on a pool
+    of its own at a lower CPU priority (`nice -n 10 make web-ingest`), pages on another, so a
+    reader waits neither behind a queue of pushes nor for a share of CPU equal to theirs.
+    Prometheus queues and retries what the ingest pool has not yet answered; a reader cannot.
+    Returns (ingest address, pages address)."""
+    ingest_port, pages_port = free_port(), free_port()
+    app.start_pool("gunicorn-ingest", ingest_port, workers=workers, nice=INGEST_NICE)
+    app.start_pool("gunicorn-pages", pages_port, workers=2)
+    return ("127.0.0.1", ingest_port), ("127.0.0.1", pages_port)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     from bench import dcgm_fleet
     from bench.pages import reader_cookie
@@ -307,6 +343,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--senders", type=int, default=16)
     parser.add_argument("--web-workers", type=int, default=4)
     parser.add_argument("--no-page", action="store_true", help="Do not read /fleet/ meanwhile.")
+    parser.add_argument(
+        "--layout", choices=("split", "shared"), default="split",
+        help="split (default): ingest on its own pool at nice 10, the page on another; "
+        "shared: one pool for both.",
+    )  # fmt: skip
     parser.add_argument(
         "--compare-push", action="store_true",
         help="Then push the same fleet's text through /api/v1/ingest/prometheus for as long, "
@@ -322,7 +363,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         cookie = reader_cookie(app)
         figure = measure(
             app, token, cookie, hosts=args.hosts, seconds=args.seconds,
-            senders=args.senders, read_page=not args.no_page,
+            senders=args.senders, read_page=not args.no_page, layout=args.layout,
         )  # fmt: skip
         results["remote_write"] = figure.as_dict()
         if args.compare_push:

@@ -84,6 +84,44 @@ def test_browser_fleet_scale_out_and_triage_rows_judge_their_figures():
     assert rows["issue 27: triage queue at Llama scale, p95 (ms)"].verdict == "MISS"
 
 
+def remote_write_figure(**changes: object) -> dict[str, object]:
+    figure: dict[str, object] = {
+        "hosts": 12_500, "samples_per_s_target": 66_688.0, "samples_per_s": 66_687.0,
+        "backlog": 0, "failures": [], "cpu_us_per_sample": 22.7, "fleet_page_p95_ms": 250.0,
+        "fleet_page_reads": 400, "fleet_page_errors": 0, "layout": "split",
+    }  # fmt: skip
+    return figure | changes
+
+
+def test_remote_write_rows_judge_backlog_and_the_fleet_page_beside_the_push_path():
+    # given a 12,500-host remote-write run that kept up with the page at 250 ms, and the push
+    # path's 16.5 ms a push (160 series) in the same run
+    results = {"machine": report.machine(), "remote_write": remote_write_figure(),
+               "dcgm": {"hosts": 2048, "cpu_ms_per_push": 16.5}}  # fmt: skip
+    kept_up = "3. remote-write 12,500 hosts: samples/s, no backlog"
+    page = "3. fleet page p95 while it remote-writes (ms)"
+
+    # when
+    rows = {row.name: row for row in headline.headlines(results)}
+
+    # then both pass, the CPU per sample printed beside the push path's
+    assert (rows[kept_up].verdict, rows[page].verdict) == ("pass", "pass")
+    assert rows[kept_up].baseline == "22.7 us CPU a sample (push 103.1)"
+    assert rows[page].baseline == "split pools, 400 reads"
+
+    # and a backlog, a slow page, page errors or a smaller fleet each fail or go unmeasured
+    for changes, name, verdict in (
+        ({"backlog": 3}, kept_up, "MISS"),
+        ({"failures": ["500 b''"]}, kept_up, "MISS"),
+        ({"fleet_page_p95_ms": 301.0}, page, "MISS"),
+        ({"fleet_page_errors": 1}, page, "MISS"),
+        ({"hosts": 2048}, kept_up, "not measured"),
+    ):
+        results["remote_write"] = remote_write_figure(**changes)
+        rows = {row.name: row for row in headline.headlines(results)}
+        assert rows[name].verdict == verdict, changes
+
+
 def test_the_targets_section_is_printed_and_written_into_the_performance_page(tmp_path):
     # given a run that measured only the /mlflow path at 4 clients (92% of native)
     results = {"machine": report.machine(), "ingest": [
