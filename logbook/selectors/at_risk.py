@@ -5,20 +5,27 @@ in its project's fleet and the action to take."""
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import QuerySet
 
 from logbook.models import Interruption
 from telemetry import run_cache
 from telemetry.models import Project
-from telemetry.selectors.risk import DeviceRisk, at_risk_devices, newest_push, risk_at
+from telemetry.push_marks import push_marks
+from telemetry.selectors.risk import DeviceRisk, at_risk_devices, risk_at
 
 # Which past incidents are asked "did the same signals come first": the project's newest
 # hardware incidents naming a GPU, in this many days, at most this many.
 FOLLOWED_DAYS = 30
 FOLLOWED_INCIDENTS = 50
+# How long a list older than the newest push may still be served: HOLD_FACTOR times its cost
+# (at most 1/HOLD_FACTOR of the time spent recomputing it), never more than HOLD_MAX_S.
+HOLD_FACTOR = 20.0
+HOLD_MAX_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -65,17 +72,31 @@ class AtRisk:
 
 
 def at_risk_cached(*, projects: QuerySet[Project], now: datetime) -> list[dict[str, object]]:
-    """at_risk_for_projects as the API's rows, cached under what moves them: the newest push
-    of the projects' GPUs (a quiet push bumps no version), the fleet's version (incidents)
-    and the minute (the lookback slides)."""
+    """at_risk_for_projects as the API's rows, cached under what moves them: the fleet's
+    version (incidents), the minute (the lookback slides) and the projects' last GPU pushes
+    (telemetry.push_marks: a quiet push bumps no version). A list computed before the newest
+    push is served again only while it is younger than HOLD_FACTOR times what it cost to
+    compute (at most HOLD_MAX_S): a fleet that pushes every few milliseconds would otherwise
+    have every view recompute it (~100 ms at 100,000 GPUs), while a small fleet's list, a few
+    milliseconds of work, shows a push at once."""
     slugs = dict(projects.values_list("pk", "slug"))
-    pushed = newest_push(project_ids=sorted(slugs))
+    marks = push_marks(project_ids=sorted(slugs))  # before the data the list reads
     versions = sorted(projects.values_list("pk", "fleet_version"))
-    where = f"{versions}:{pushed and pushed.timestamp()}"
-    key = f"fleet-at-risk:{hashlib.sha256(where.encode()).hexdigest()[:32]}:{now:%Y%m%d%H%M}"
-    return run_cache.cached(
-        key, lambda: [one.as_dict() for one in at_risk_for_projects(projects=projects, now=now)]
-    )
+    where = f"{versions}"
+    key = f"fleet-at-risk:v3:{hashlib.sha256(where.encode()).hexdigest()[:32]}:{now:%Y%m%d%H%M}"
+
+    def compute() -> dict[str, Any]:
+        began = time.perf_counter()
+        rows = [one.as_dict() for one in at_risk_for_projects(projects=projects, now=now)]
+        cost = time.perf_counter() - began
+        return {"rows": rows, "marks": marks, "computed": time.time(), "cost": cost}
+
+    def fresh(found: dict[str, Any]) -> bool:
+        hold = min(HOLD_MAX_S, HOLD_FACTOR * found["cost"])
+        return found["marks"] == marks or time.time() - found["computed"] < hold
+
+    rows: list[dict[str, object]] = run_cache.cached(key, compute, fresh=fresh)["rows"]
+    return rows
 
 
 def at_risk_for_projects(*, projects: QuerySet[Project], now: datetime) -> list[AtRisk]:

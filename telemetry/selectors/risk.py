@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Max, Q
+from django.db.models import Q
 
 from telemetry import risk
 from telemetry.device_samples import SUMMARY_FIELDS, SUMMARY_TABLE
@@ -75,13 +75,6 @@ def at_risk_devices(*, project_ids: Sequence[int], now: datetime) -> list[Device
             )
     found.sort(key=lambda one: (-one.risk.score, one.host, one.device))
     return found
-
-
-def newest_push(*, project_ids: Sequence[int]) -> datetime | None:
-    """When the projects' GPUs last pushed (what the at-risk list's cache is keyed on)."""
-    return DeviceHealthState.objects.filter(device__project_id__in=project_ids).aggregate(
-        newest=Max("last_push_at")
-    )["newest"]
 
 
 def risk_at(*, device_ids: Sequence[int], at: datetime) -> dict[int, risk.Risk]:

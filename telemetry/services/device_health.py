@@ -20,6 +20,7 @@ from config.prepared import Prepared, array_literal, prepared_execute
 from config.raw_transaction import RawTransaction, raw_transaction, raw_transaction_possible
 from telemetry import dcgm, device_samples
 from telemetry.models import Device, DeviceEvent, DeviceHealthState, Host, Project
+from telemetry.push_marks import push_mark
 from telemetry.services import device_samples as sample_writes
 from telemetry.services import devices_ensure, fleet_version_bump, hosts_ensure
 
@@ -100,6 +101,7 @@ def dcgm_readings_record(
                 events.append(event)
     with connection.cursor() as cursor:
         prepared_execute(cursor, _PUSH_WRITE, _push_write_params(known, gpus, received_at))
+    transaction.on_commit(lambda: push_mark(project_id=project.pk))
     return Readings(devices={uuid: row.device_id for uuid, row in known.items()}, events=events)
 
 
@@ -122,6 +124,7 @@ def dcgm_readings_record_quiet(
         ):
             return None  # the window rolls back: nothing written, the locks released
         window.execute(_PUSH_WRITE, _push_write_params(known, gpus, received_at), commit=True)
+    push_mark(project_id=project.pk)  # committed: the window was its transaction
     return Readings(devices={uuid: row.device_id for uuid, row in known.items()}, events=[])
 
 

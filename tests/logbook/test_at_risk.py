@@ -104,3 +104,64 @@ def test_a_steady_gpu_is_not_at_risk_and_the_list_is_per_project(
     assert devices == ["GPU-secret"]
     assert _member(charlie).get(AT_RISK).json() == {"devices": []}
     assert _member(charlie).get(AT_RISK, {"project": project.slug}).status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_push_is_marked_after_it_commits(
+    client, ingest_token, project, django_capture_on_commit_callbacks
+):
+    from django.core.cache import cache
+
+    from telemetry.push_marks import push_marks
+
+    # given a project whose GPUs never pushed
+    assert push_marks(project_ids=[project.pk]) == (0.0,)
+
+    # when one pushes (the test's transaction stands for the push's: its commit runs the
+    # callbacks) and then again
+    with django_capture_on_commit_callbacks(execute=True) as marked:
+        failing_pushes(client, ingest_token, "gpu-node-1", "GPU-marked", hours=1)
+    (first,) = push_marks(project_ids=[project.pk])
+    text = exposition("gpu-node-1", "GPU-marked", {"DCGM_FI_DEV_GPU_TEMP": 60.0},
+                      int(timezone.now().timestamp() * 1000))  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(PUSH, data=text, content_type="text/plain",
+                               HTTP_AUTHORIZATION=f"Bearer {ingest_token}")  # fmt: skip
+    assert response.status_code == 200, response.content
+    (second,) = push_marks(project_ids=[project.pk])
+
+    # then each moved the mark, and only after its commit
+    assert marked
+    assert 0.0 < first < second
+
+    # and with its mark gone from the cache, a list cached before it is computed again
+    cache.delete(f"gpu-pushed:v1:{project.pk}")
+    assert push_marks(project_ids=[project.pk]) == (0.0,)
+
+
+@pytest.mark.django_db
+def test_a_list_costlier_than_its_age_is_held_past_a_push_and_recomputed_after(
+    client, ingest_token, project, bob, monkeypatch, django_capture_on_commit_callbacks
+):
+    from logbook.selectors import at_risk
+
+    # given a GPU known from a steady push (placing it moves the fleet's version), and the
+    # list read once (empty), as costly as a 100,000-GPU fleet's would be
+    steady = exposition("gpu-node-7", "GPU-held", {"DCGM_FI_DEV_GPU_TEMP": 60.0},
+                        int((timezone.now() - timedelta(hours=12)).timestamp() * 1000))  # fmt: skip
+    response = client.post(PUSH, data=steady, content_type="text/plain",
+                           HTTP_AUTHORIZATION=f"Bearer {ingest_token}")  # fmt: skip
+    assert response.status_code == 200, response.content
+    monkeypatch.setattr(at_risk, "HOLD_FACTOR", 1e9)
+    reader = _member(bob)
+    assert reader.get(AT_RISK).json() == {"devices": []}
+
+    # when a GPU at risk pushes (its mark moved), the list is held: younger than its hold
+    with django_capture_on_commit_callbacks(execute=True):
+        failing_pushes(client, ingest_token, "gpu-node-7", "GPU-held")
+    assert reader.get(AT_RISK).json() == {"devices": []}
+
+    # and once its hold is over, the next read shows the GPU
+    monkeypatch.setattr(at_risk, "HOLD_MAX_S", 0.0)
+    devices = [one["device"] for one in reader.get(AT_RISK).json()["devices"]]
+    assert devices == ["GPU-held"]
