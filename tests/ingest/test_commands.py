@@ -145,3 +145,36 @@ def test_create_ingest_token_for_an_unknown_project_says_so():
 
     output = _run_command("create_ingest_token", "nope", "--create-project")
     assert output.strip().splitlines()[-1].startswith("chr_")
+
+
+def test_the_demo_load_processes_a_batch_again_after_a_deadlock(monkeypatch):
+    from django.db import OperationalError
+    from psycopg import errors
+
+    from ingest import services
+    from ingest.management.commands import load_demo
+
+    # given a batch whose processing deadlocks once with the worker's task (rolled back)
+    calls: list[int] = []
+
+    def deadlocking(*, batch_pk: int) -> str:
+        calls.append(batch_pk)
+        if len(calls) == 1:
+            raise OperationalError("deadlock detected") from errors.DeadlockDetected()
+        return "done"
+
+    monkeypatch.setattr(services, "batch_process", deadlocking)
+
+    # when the demo load processes it, it runs it again
+    load_demo.batch_processed(batch_pk=7)
+    assert calls == [7, 7]
+
+    # and an error that a second run would not mend is raised at once
+    def broken(*, batch_pk: int) -> str:
+        calls.append(batch_pk)
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(services, "batch_process", broken)
+    with pytest.raises(OperationalError):
+        load_demo.batch_processed(batch_pk=8)
+    assert calls == [7, 7, 8]

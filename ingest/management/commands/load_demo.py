@@ -4,11 +4,13 @@ same ingest path a training job uses (accept, then process)."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import OperationalError
 from django.utils import timezone
 
 from demo.batches import RUN, demo_batches, demo_start
@@ -30,6 +32,10 @@ from telemetry.services.rank_timings import ROLLUP_OVERLAP
 DEMO_PROJECT = "demo"
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "chronicle-demo"  # a local demo login, printed on purpose
+# A batch processed here may deadlock with the worker's task on the same rows (seen: a
+# triage task on an interruption while the batch's commit checked its foreign key); the
+# worker's task retries (ingest.tasks), and so does the load.
+PROCESS_TRIES = 5
 SDC_DECIDED = "demo-sdc-1"  # the demo's loss-spike suspicion (demo.batches)
 
 
@@ -66,7 +72,7 @@ class Command(BaseCommand):
             else:
                 # Process now, whatever the Celery mode, so the demo is complete on return;
                 # a worker that also receives the message finds the batch done.
-                services.batch_process(batch_pk=acceptance.batch.pk)
+                batch_processed(batch_pk=acceptance.batch.pk)
                 stored += 1
             progress = (
                 f"  demo batch {number}/{len(batches)} ({len(document.get('metrics', []))} points)"
@@ -220,3 +226,16 @@ def _triage_history(*, project: Project, user: Any) -> None:
     still_open = Interruption.objects.filter(run=run, source_key=OPEN_KEY).first()
     if still_open is not None:
         autotriage_services.suggestion_make(interruption_id=still_open.pk)
+
+
+def batch_processed(*, batch_pk: int) -> None:
+    """services.batch_process, again after a deadlock or serialization failure (the whole
+    transaction was rolled back: running it again is safe), at most PROCESS_TRIES times."""
+    for attempt in range(1, PROCESS_TRIES + 1):
+        try:
+            services.batch_process(batch_pk=batch_pk)
+            return
+        except OperationalError as exc:
+            if attempt == PROCESS_TRIES or not services.is_retryable(exc):
+                raise
+            time.sleep(0.05 * attempt)
