@@ -359,7 +359,10 @@ def _browser(app: Chronicle, results: dict[str, Any], args: argparse.Namespace) 
         app.manage(
             "shell",
             "-c",
-            "from telemetry.models import Run; print(Run.objects.get(project__slug='demo').pk)",
+            # The demo's main run by name: its project also holds the evaluation jobs and
+            # the triage-history run.
+            "from demo.batches import RUN; from telemetry.models import Run; "
+            "print(Run.objects.get(project__slug='demo', name=RUN).pk)",
         )
         .strip()
         .splitlines()[-1]
