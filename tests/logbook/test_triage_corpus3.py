@@ -16,7 +16,7 @@ import pytest
 
 from logbook.taxonomy import ROOT_CAUSE_SEEDS
 from tests.logbook.test_triage_accuracy import accuracy_table
-from tests.logbook.test_triage_heldout import report, targets_missed
+from tests.logbook.test_triage_heldout import assert_floors, report, targets_missed
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "triage_corpus3.jsonl"
 EARLIER = ("triage_messages.jsonl", "triage_heldout.jsonl", "triage_corpus2.jsonl")
@@ -79,14 +79,7 @@ def test_the_tune_part_is_reported_with_its_misses():
 
 def test_held_out_top1_never_falls_below_the_reported_figure():
     # misses not printed (module docstring)
-    rules, _misses = accuracy_table(rows("heldout"))
-    table, _misses = accuracy_table(rows("heldout"), vote=True)
-    rules_right, _total, rules_text = report(rules)
-    right, _total, text = report(table)
-    print("\ncorpus3 held-out part, rules alone\n" + rules_text)
-    print("\ncorpus3 held-out part, rules and the vote\n" + text)
-    assert rules_right >= RULES_HELD_OUT_FLOOR, rules_text
-    assert right >= HELD_OUT_FLOOR, text
+    assert_floors(rows("heldout"), "corpus3 held-out part", RULES_HELD_OUT_FLOOR, HELD_OUT_FLOOR)
 
 
 @pytest.mark.xfail(strict=True, reason="issue 37's held-out target is not met (docs/triage.md)")
