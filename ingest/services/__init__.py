@@ -12,6 +12,7 @@ from ingest.services.batches import (
     batches_requeue,
     is_missing_reference,
     is_retryable,
+    retried,
     writes_at_once,
 )
 from ingest.services.events import EVENT_HANDLERS
@@ -32,6 +33,7 @@ __all__ = [
     "batches_sweep",
     "is_missing_reference",
     "is_retryable",
+    "retried",
     "token_create",
     "token_revoke",
     "token_touch",

@@ -7,10 +7,11 @@ import hashlib
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
+from typing import TypeVar
 
 import psycopg
 from django.conf import settings
@@ -97,6 +98,7 @@ class _DuplicateBatch(Exception):
 # locks in opposite orders (one updates the attempt row, then inserts metric series; the
 # other inserts the same series, then ends the attempt).
 RETRYABLE_SQLSTATES = {"40P01", "40001"}
+T = TypeVar("T")
 # A request writing at once retries this many times before answering 5xx (the client's
 # retry then takes over).
 WRITE_AT_ONCE_TRIES = 3
@@ -107,6 +109,20 @@ def is_retryable(exc: BaseException) -> bool:
         isinstance(exc, OperationalError)
         and getattr(exc.__cause__, "sqlstate", None) in RETRYABLE_SQLSTATES
     )
+
+
+def retried(call: Callable[[], T], *, tries: int) -> T:
+    """call(), run again after a deadlock or serialization failure (its whole transaction
+    was rolled back, so another run is safe), `tries` runs at most; any other error at once."""
+    for _ in range(tries - 1):
+        try:
+            return call()
+        except OperationalError as exc:
+            if not is_retryable(exc):
+                raise
+            # Out of step with the transaction that won the lock.
+            time.sleep(random.uniform(0.01, 0.1))
+    return call()
 
 
 def batch_accept(
@@ -186,15 +202,7 @@ def _batch_accept(
         at_once=at_once,
         remembered=remembered,
     )
-    for _ in range(WRITE_AT_ONCE_TRIES - 1 if at_once else 0):
-        try:
-            return store()
-        except OperationalError as exc:
-            if not is_retryable(exc):
-                raise
-            # Out of step with the transaction that won the lock.
-            time.sleep(random.uniform(0.01, 0.1))
-    return store()
+    return retried(store, tries=WRITE_AT_ONCE_TRIES if at_once else 1)
 
 
 def _batch_store(

@@ -4,13 +4,11 @@ same ingest path a training job uses (accept, then process)."""
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import OperationalError
 from django.utils import timezone
 
 from demo.batches import RUN, demo_batches, demo_start
@@ -229,13 +227,5 @@ def _triage_history(*, project: Project, user: Any) -> None:
 
 
 def batch_processed(*, batch_pk: int) -> None:
-    """services.batch_process, again after a deadlock or serialization failure (the whole
-    transaction was rolled back: running it again is safe), at most PROCESS_TRIES times."""
-    for attempt in range(1, PROCESS_TRIES + 1):
-        try:
-            services.batch_process(batch_pk=batch_pk)
-            return
-        except OperationalError as exc:
-            if attempt == PROCESS_TRIES or not services.is_retryable(exc):
-                raise
-            time.sleep(0.05 * attempt)
+    """services.batch_process, again after a deadlock or serialization failure."""
+    services.retried(lambda: services.batch_process(batch_pk=batch_pk), tries=PROCESS_TRIES)
