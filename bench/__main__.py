@@ -276,7 +276,7 @@ def _remote_write(args: argparse.Namespace) -> dict[str, Any]:
     ):
         figure = remote_write.measure(
             app, app.create_token("bench-remote-write"), pages.reader_cookie(app),
-            hosts=args.remote_write_hosts, seconds=args.remote_write_seconds, layout="split",
+            hosts=args.remote_write_hosts, seconds=args.remote_write_seconds,
         )  # fmt: skip
     log(
         f"remote-write: {figure.samples_per_s:,.0f} of {figure.samples_per_s_target:,.0f} "

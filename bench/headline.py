@@ -27,13 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench.remote_write import SERIES_PER_HOST
+
 MLFLOW_SHARE = 0.90
 FLOOR_SHARE = 0.60
 FLOOR_CPU_RATIO = 2.0
 FLEET_HOSTS = 12_500
 FLEET_PUSH_P95_MS = 100.0
 FLEET_PAGE_P95_MS = 300.0
-SERIES_PER_HOST = 160  # bench.remote_write: 20 DCGM fields x 8 GPUs a host
 RUN_PAGE_WARM_MS = 700.0
 RUN_PAGE_COLD_MS = 1000.0
 CHART_PAGE_WARM_MS = 500.0

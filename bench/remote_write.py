@@ -91,7 +91,7 @@ class RemoteWriteFigure:
     fleet_page_p95_ms: float = float("nan")
     # "shared": one gunicorn pool serves the pushes and the page; "split": the pushes go to an
     # ingest pool at a lower CPU priority and the page to a pool of its own (split_pools).
-    layout: str = "shared"
+    layout: str = "split"
     raw_bytes_per_gpu_day: float = float("nan")
     summary_bytes_per_gpu_day: float = float("nan")
 
@@ -242,7 +242,7 @@ def measure(
     seconds: float = 300.0,
     senders: int = 16,
     read_page: bool = True,
-    layout: str = "shared",
+    layout: str = "split",
 ) -> RemoteWriteFigure:
     """Hold the fleet's remote-write for `seconds` (after a warm-up round that makes every
     host's devices), reading /fleet/ meanwhile. With layout "split" the requests go to an

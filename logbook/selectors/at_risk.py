@@ -82,8 +82,8 @@ def at_risk_cached(*, projects: QuerySet[Project], now: datetime) -> list[dict[s
     slugs = dict(projects.values_list("pk", "slug"))
     marks = push_marks(project_ids=sorted(slugs))  # before the data the list reads
     versions = sorted(projects.values_list("pk", "fleet_version"))
-    where = f"{versions}"
-    key = f"fleet-at-risk:v3:{hashlib.sha256(where.encode()).hexdigest()[:32]}:{now:%Y%m%d%H%M}"
+    digest = hashlib.sha256(repr(versions).encode()).hexdigest()[:32]
+    key = f"fleet-at-risk:v3:{digest}:{now:%Y%m%d%H%M}"
 
     def compute() -> dict[str, Any]:
         began = time.perf_counter()
