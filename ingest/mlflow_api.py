@@ -167,15 +167,14 @@ class _MlflowView(ProjectShareMixin, APIView):
                 f"{mlflow_checks.MAX_BATCH_REQUEST_BYTES}.",
             )
         doc = parse_json(raw) if raw.strip() else {}
-        try:
-            # orjson reads 1,024 levels; the checks below walk the document recursively.
-            depth_check(doc)
-        except TooDeepError as exc:
-            raise mlflow_checks.MlflowError("INVALID_PARAMETER_VALUE", f"{exc}.") from exc
         if not isinstance(doc, dict):
+            _depth_check(doc)
             raise mlflow_checks.MlflowError(
                 "INVALID_PARAMETER_VALUE", "The request body must be a JSON object."
             )
+        # orjson reads 1,024 levels; the checks below walk the document recursively. The
+        # `unchecked` fields are the view's to check, depth included.
+        _depth_check({key: value for key, value in doc.items() if key not in unchecked})
         if unchecked:
             _storable({key: value for key, value in doc.items() if key not in unchecked})
             return doc
@@ -184,6 +183,13 @@ class _MlflowView(ProjectShareMixin, APIView):
     def backlog_check(self) -> None:
         if backlog_is_full():
             raise _Backlog()
+
+
+def _depth_check(doc: Any) -> None:
+    try:
+        depth_check(doc)
+    except TooDeepError as exc:
+        raise mlflow_checks.MlflowError("INVALID_PARAMETER_VALUE", f"{exc}.") from exc
 
 
 def _storable(fields: dict[str, Any]) -> dict[str, Any]:
@@ -378,7 +384,8 @@ class RunLogBatchApi(_MlflowView):
     def post(self, request: Request) -> Response:
         # Metrics hold numbers and keys that check_key's pattern (letters, digits and
         # _-. :/) already keeps storable: walking their 1,000 objects again for a NUL or a
-        # lone surrogate cost more than checking them.
+        # lone surrogate, or for their depth, cost more than checking them (check_metrics
+        # checks the depth where a metric is not of the common shape).
         fields = self.fields(unchecked=("metrics",))
         raw_metrics = fields.get("metrics") or []
         if not isinstance(raw_metrics, list):

@@ -14,6 +14,7 @@ from datetime import datetime
 from operator import itemgetter
 from typing import Any, NamedTuple
 
+from config.json_input import TooDeepError, depth_check
 from ingest.models import MlflowRun
 
 # MLflow's error codes and the HTTP status its server answers with each
@@ -207,6 +208,12 @@ def check_metrics(items: list[Any]) -> MetricColumns:
     columns = _metric_columns(items)
     if columns is not None:
         return columns
+    # The common shape holds only scalars where it is read; anything else may nest, and
+    # the checks below format what they refuse (recursively, past ~1,000 levels a 500).
+    try:
+        depth_check(items)
+    except TooDeepError as exc:
+        raise invalid(f"'metrics': {exc}.") from exc
     checked: set[str] = set()
     metrics: list[MetricValue] = []
     append = metrics.append

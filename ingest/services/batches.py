@@ -132,18 +132,21 @@ def batch_accept(
     body: bytes,
     write_now: bool = False,
     digest: str | None = None,
+    hold: Callable[[], None] | None = None,
 ) -> Acceptance:
     """Store the batch in the database (the durability promise behind the 2xx). Either its
     points are written in the same transaction (write_now, when `writes_at_once`), or the
     body is kept and handed to a worker once the row is committed. `digest` (hex) tells a
     duplicate from a conflict, by default the body's SHA-256; a caller whose batch id
     already hashes the batch's content, and which sends no body because the batch is
-    written at once, gives that hash."""
+    written at once, gives that hash. `hold` runs first in the transaction that stores the
+    batch: the caller's row locks, which may raise to store nothing (the MLflow path's
+    check that the run's attempt is still the one the batch was built for)."""
     digest = digest or hashlib.sha256(body).hexdigest()
     at_once = write_now and writes_at_once(batch_in)
     if not at_once:
         return _batch_accept(
-            token=token, batch_in=batch_in, body=body, digest=digest, at_once=False
+            token=token, batch_in=batch_in, body=body, digest=digest, at_once=False, hold=hold
         )
     assert batch_in.attempt is not None  # writes_at_once
     remembered = batch_ids.batch_ids_get(
@@ -162,6 +165,7 @@ def batch_accept(
             digest=digest,
             at_once=True,
             remembered=remembered,
+            hold=hold,
         )
     except (IntegrityError, psycopg.IntegrityError) as exc:
         if remembered is None or not is_missing_reference(exc):
@@ -169,7 +173,9 @@ def batch_accept(
     # A run, attempt or series this process remembered was deleted meanwhile (the admin,
     # retention); nothing of the batch was stored. Once more, with everything looked up.
     batch_ids.batch_ids_forget(project_id=token.project_id)
-    return _batch_accept(token=token, batch_in=batch_in, body=body, digest=digest, at_once=True)
+    return _batch_accept(
+        token=token, batch_in=batch_in, body=body, digest=digest, at_once=True, hold=hold
+    )
 
 
 def is_missing_reference(exc: BaseException) -> bool:
@@ -187,6 +193,7 @@ def _batch_accept(
     digest: str,
     at_once: bool,
     remembered: batch_ids.BatchIds | None = None,
+    hold: Callable[[], None] | None = None,
 ) -> Acceptance:
     # Before anything is stored, on both paths: a worker never refuses a batch for a cap.
     # A remembered batch's names were all stored for its attempt, so none is new (one
@@ -201,6 +208,7 @@ def _batch_accept(
         digest=digest,
         at_once=at_once,
         remembered=remembered,
+        hold=hold,
     )
     return retried(store, tries=WRITE_AT_ONCE_TRIES if at_once else 1)
 
@@ -213,9 +221,12 @@ def _batch_store(
     digest: str,
     at_once: bool,
     remembered: batch_ids.BatchIds | None,
+    hold: Callable[[], None] | None = None,
 ) -> Acceptance:
     try:
         with transaction.atomic():
+            if hold is not None:
+                hold()
             try:
                 batch = IngestBatch.objects.create(
                     project_id=token.project_id,

@@ -22,7 +22,8 @@ import logging
 import time
 import uuid
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import orjson
@@ -159,27 +160,94 @@ def _target(mlflow_run: MlflowRun) -> RunTarget:
     return RunTarget(mlflow_run.run_uuid, mlflow_run.run.name, mlflow_run.attempt_number)
 
 
-def _mlflow_run_share(*, project: Project, run_id: Any) -> RunTarget:
-    """The run, share-locked: concurrent metric-only requests for one run go in together
-    (training loops log from several threads), while a status change, which holds the row's
-    update lock, waits for them and they for it; the attempt number is read under the lock.
-    The run is found and locked in one statement without the ORM's model instances; the
-    Chronicle run's name is a second, small read through telemetry's selector (that table is
-    telemetry's: ingest's SQL names only its own)."""
+class _KnownRun(NamedTuple):
+    """An MLflow run as this process last read it: its row, its Chronicle run's id and the
+    target its batches are built for."""
+
+    pk: int
+    run_pk: int
+    target: RunTarget
+
+
+# (project id, MLflow run id) -> the run as this process last read it. log-batch's lock
+# statement checks the attempt again inside the batch's own transaction, so an entry that
+# went stale (a status change in another process, the run deleted) costs one re-read, never
+# a point in the wrong attempt. The Chronicle run's name never changes.
+_KNOWN_RUNS: dict[tuple[int, str], _KnownRun] = {}
+_KNOWN_RUNS_MAX = 4096
+
+
+class _AttemptMoved(Exception):
+    """The run's attempt changed, or the run went, since this process read it."""
+
+
+def _run_known(*, project: Project, run_id: Any) -> _KnownRun:
+    """The run and its current attempt, read without a lock (log-batch's lock is taken in the
+    batch's transaction: `_attempt_hold`). Found in one statement without the ORM's model
+    instances; the Chronicle run's name is a second, small read through telemetry's selector
+    (that table is telemetry's: ingest's SQL names only its own)."""
     if not isinstance(run_id, str) or not run_id:
         raise invalid("Missing value for required parameter 'run_id'.")
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT m.run_id, m.attempt_number FROM {MlflowRun._meta.db_table} m "
+            f"SELECT m.id, m.run_id, m.attempt_number FROM {MlflowRun._meta.db_table} m "
             f"JOIN {MlflowExperiment._meta.db_table} e ON e.id = m.experiment_id "
-            "WHERE m.run_uuid = %s AND e.project_id = %s FOR SHARE OF m",
+            "WHERE m.run_uuid = %s AND e.project_id = %s",
             [run_id, project.pk],
         )
         row = cursor.fetchone()
     if row is None:
         # Another project's run does not exist for this token (never a 403).
         raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"Run with id={run_id} not found")
-    return RunTarget(run_id, telemetry_selectors.run_name(run_id=row[0]), row[1])
+    pk, run_pk, number = row
+    known = _KnownRun(
+        pk, run_pk, RunTarget(run_id, telemetry_selectors.run_name(run_id=run_pk), number)
+    )
+    if len(_KNOWN_RUNS) >= _KNOWN_RUNS_MAX:
+        _KNOWN_RUNS.clear()
+    _KNOWN_RUNS[(project.pk, run_id)] = known
+    return known
+
+
+def _attempt_hold(known: _KnownRun) -> None:
+    """Share-lock the run in the batch's transaction and check its attempt: concurrent
+    metric-only requests for one run go in together (training loops log from several
+    threads), while a status change, which holds the row's update lock, waits for them and
+    they for it."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT attempt_number FROM {MlflowRun._meta.db_table} "
+            "WHERE id = %s AND run_uuid = %s AND run_id = %s FOR SHARE",
+            [known.pk, known.target.run_uuid, known.run_pk],
+        )
+        row = cursor.fetchone()
+    if row is None or row[0] != known.target.attempt_number:
+        raise _AttemptMoved
+
+
+# A status change between the read and the lock moves the attempt; more than this in a row
+# is a client restarting its run in a loop.
+_METRICS_LOG_TRIES = 3
+
+
+def _metrics_log(*, token: IngestToken, run_id: Any, metrics: Metrics) -> IngestBatch:
+    """log-batch's usual request, metrics only: the hot path. One transaction, the batch's
+    own; the run's lock and attempt check are its first statement."""
+    key = (token.project_id, run_id)
+    for _ in range(_METRICS_LOG_TRIES):
+        known = _KNOWN_RUNS.get(key) or _run_known(project=token.project, run_id=run_id)
+        try:
+            return _batch_accept(
+                token=token,
+                target=known.target,
+                metrics=metrics,
+                hold=partial(_attempt_hold, known),
+            )
+        except _AttemptMoved:
+            _KNOWN_RUNS.pop(key, None)
+    raise MlflowError(
+        "TEMPORARILY_UNAVAILABLE", "The run's attempt kept changing; retry the request."
+    )
 
 
 def mlflow_run_create(
@@ -351,15 +419,15 @@ def mlflow_run_log(
     current attempt through a durable ingest batch, processed before returning."""
     check_batch_limits(metrics=len(metrics), params=len(params), tags=len(tags))
     batch = None
-    with transaction.atomic():
-        if params or tags:
+    if params or tags:
+        with transaction.atomic():
             batch = _run_log_fields(
                 token=token, run_id=run_id, metrics=metrics, params=params, tags=tags
             )
-        else:  # log-batch's usual request, metrics only: the hot path
-            target = _mlflow_run_share(project=token.project, run_id=run_id)
-            if metrics:
-                batch = _batch_accept(token=token, target=target, metrics=metrics)
+    elif metrics:
+        batch = _metrics_log(token=token, run_id=run_id, metrics=metrics)
+    else:  # nothing to log: the run must still exist
+        _run_known(project=token.project, run_id=run_id)
     if batch is not None and batch.status != IngestBatch.Status.DONE:
         _batch_process_now(batch)
 
@@ -432,9 +500,11 @@ def _batch_accept(
     metrics: Metrics = (),
     events: list[dict[str, Any]] | None = None,
     run_info: dict[str, Any] | None = None,
+    hold: Callable[[], None] | None = None,
 ) -> IngestBatch:
     """Store an ingest batch for the run's current attempt (call inside the transaction that
-    changes the MLflow rows, so both or neither are stored). The batch id hashes what the
+    changes the MLflow rows, so both or neither are stored, or give the run's lock as
+    `hold`, which batch_accept runs in the batch's own transaction). The batch id hashes what the
     batch stores: a retried request maps to the stored batch and stores nothing twice."""
     batch_in = None
     if metrics and not events and not run_info:
@@ -459,7 +529,7 @@ def _batch_accept(
                 raise invalid(exc.detail) from exc
     try:
         acceptance = ingest_services.batch_accept(
-            token=token, batch_in=batch_in, body=body, write_now=True, digest=digest
+            token=token, batch_in=batch_in, body=body, write_now=True, digest=digest, hold=hold
         )
     except BatchError as exc:  # a cap (ingest.caps): MLflow's clients do not retry a 400
         raise invalid(exc.detail) from exc

@@ -417,3 +417,30 @@ def test_invalid_metrics_are_400_in_mlflow_shape(tracking, ingest_token):
         timeout=30,
     )
     assert (missing.status_code, missing.json()["error_code"]) == (404, "RESOURCE_DOES_NOT_EXIST")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_log_batch_refuses_deep_nesting_wherever_it_is(tracking, ingest_token):
+    # log-batch skips the whole-body depth walk for its metrics (the common shape holds only
+    # scalars where it is read): nesting anywhere else, or in a metric not of that shape,
+    # must still be a 400 that says so, never a 500.
+    client = MlflowClient()
+    run_id = client.create_run("0", run_name="deep-input").info.run_id
+    headers = {"Authorization": f"Bearer {ingest_token}", "Content-Type": "application/json"}
+    url = f"{tracking}/api/2.0/mlflow/runs/log-batch"
+    deep = "[" * 900 + "]" * 900
+    metric = f'{{"key": "loss", "value": 1.0, "timestamp": {TS_MS}, "step": 1}}'
+    deep_metric = f'{{"key": "loss", "value": {deep}, "timestamp": {TS_MS}}}'
+    start = f'{{"run_id": "{run_id}", "metrics": [{metric}'
+    for body in [
+        f'{start}], "params": [{{"key": "a", "value": {deep}}}]}}',
+        f"{start}, {deep_metric}]}}",
+        f"{start}, {deep}]}}",
+    ]:
+        response = requests.post(url, data=body.encode(), headers=headers, timeout=30)
+        assert response.status_code == 400, body[:80]
+        assert response.json()["error_code"] == "INVALID_PARAMETER_VALUE"
+        assert "deep" in response.json()["message"], response.json()
+    # and the common shape still goes in
+    ok = f'{{"run_id": "{run_id}", "metrics": [{metric}]}}'
+    assert requests.post(url, data=ok.encode(), headers=headers, timeout=30).status_code == 200

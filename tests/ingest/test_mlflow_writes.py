@@ -139,10 +139,18 @@ def test_log_batch_checks_each_metric_as_the_contract_does(client, project, inge
     assert stored.wall_time.timestamp() * 1000 == TS_MS + 1000
 
 
+def _log_batch(client: Any, ingest_token: str, mlflow_run: MlflowRun, step: int) -> Any:
+    metrics = [{"key": "loss", "value": 2.5, "timestamp": TS_MS, "step": step}]
+    return client.post(
+        f"{API}/runs/log-batch",
+        data=json.dumps({"run_id": mlflow_run.run_uuid, "metrics": metrics}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {ingest_token}",
+    )
+
+
 @pytest.mark.django_db(transaction=True)
-def test_a_metric_only_log_batch_locks_its_run_in_one_statement_and_reads_its_name_once(
-    client, project, ingest_token
-):
+def test_a_metric_only_log_batch_is_one_transaction_with_one_lock(client, project, ingest_token):
     # given a run that has logged a batch already (its ids remembered by this process)
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -151,29 +159,58 @@ def test_a_metric_only_log_batch_locks_its_run_in_one_statement_and_reads_its_na
     mlflow_run = mlflow_writes.mlflow_run_create(
         token=token, experiment_id="0", run_name="one-read", start_time_ms=TS_MS
     )
-
-    def log_batch(step: int) -> Any:
-        metrics = [{"key": "loss", "value": 2.5, "timestamp": TS_MS, "step": step}]
-        return client.post(
-            f"{API}/runs/log-batch",
-            data=json.dumps({"run_id": mlflow_run.run_uuid, "metrics": metrics}),
-            content_type="application/json",
-            HTTP_AUTHORIZATION=f"Bearer {ingest_token}",
-        )
-
-    assert log_batch(1).status_code == 200
+    assert _log_batch(client, ingest_token, mlflow_run, 1).status_code == 200
     # when it logs the next one
     with CaptureQueriesContext(connection) as captured:
-        assert log_batch(2).status_code == 200
-    # then one statement finds the MLflow run and share-locks it (ingest's tables only), and
-    # one small statement reads the Chronicle run's name
-    reads = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT")]
-    locks = [sql for sql in reads if "FOR SHARE" in sql]
-    assert len(locks) == 1 and "telemetry_" not in locks[0]
-    assert [sql for sql in reads if "telemetry_run" in sql] == [
-        f"SELECT name FROM telemetry_run WHERE id = {mlflow_run.run_id}"
-    ]
+        assert _log_batch(client, ingest_token, mlflow_run, 2).status_code == 200
+    # then the batch's own transaction opens with one statement that share-locks the MLflow
+    # run (ingest's tables only): no transaction around it (its savepoint cost two round
+    # trips), and nothing reads the Chronicle run's name again
+    sqls = [q["sql"] for q in captured.captured_queries]
+    stored = next(
+        i for i, sql in enumerate(sqls) if sql.startswith('INSERT INTO "ingest_ingestbatch"')
+    )
+    assert sqls[0] == "BEGIN" and len(sqls[1:stored]) == 1
+    assert "FOR SHARE" in sqls[1] and "telemetry_" not in sqls[1]
+    assert [sql for sql in sqls if "FOR SHARE" in sql] == sqls[1:2]
+    assert not [sql for sql in sqls if sql.startswith("SELECT name FROM telemetry_run")]
     assert [step for _, step, _ in chronicle_points(mlflow_run.run, "loss")] == [1, 2]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_log_batch_after_another_process_restarted_the_run_goes_to_the_new_attempt(
+    client, project, ingest_token
+):
+    # given a run whose attempt 1 this process remembers from its first batch
+    token = IngestToken.objects.get(project=project)
+    mlflow_run = mlflow_writes.mlflow_run_create(
+        token=token, experiment_id="0", run_name="restarted", start_time_ms=TS_MS
+    )
+    assert _log_batch(client, ingest_token, mlflow_run, 1).status_code == 200
+    # when the run is finished and started again (attempt 2) and the process is not told
+    for status in ("FINISHED", "RUNNING"):
+        mlflow_writes.mlflow_run_update(token=token, run_id=mlflow_run.run_uuid, status=status)
+    assert MlflowRun.objects.get(pk=mlflow_run.pk).attempt_number == 2
+    assert _log_batch(client, ingest_token, mlflow_run, 2).status_code == 200
+    # then the lock's check saw the moved attempt: the new point is attempt 2's
+    assert chronicle_points(mlflow_run.run, "loss") == [(1, 1, 2.5), (2, 2, 2.5)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_log_batch_for_a_deleted_run_is_404_though_the_process_remembers_it(
+    client, project, ingest_token
+):
+    token = IngestToken.objects.get(project=project)
+    mlflow_run = mlflow_writes.mlflow_run_create(
+        token=token, experiment_id="0", run_name="gone", start_time_ms=TS_MS
+    )
+    assert _log_batch(client, ingest_token, mlflow_run, 1).status_code == 200
+    MlflowRun.objects.filter(pk=mlflow_run.pk).delete()
+    response = _log_batch(client, ingest_token, mlflow_run, 2)
+    assert (response.status_code, response.json()["error_code"]) == (
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    )
 
 
 def _run_with_points(project: Any, token: Any, *, metrics: int, steps: int) -> MlflowRun:
