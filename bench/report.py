@@ -419,6 +419,14 @@ def table(results: dict[str, Any]) -> str:
             _fmt(ratio) + ("x" if ratio else ""), f"{share:.0%}" if share else "-",
             _fmt(figure.get("points_per_cpu_s")),
         ))  # fmt: skip
+    for clients in (1, 4):
+        shares = headline.mlflow_round_shares(results, clients)
+        if shares:
+            lines.append(
+                f"  /mlflow / faster native form by round, {clients} client(s): "
+                + ", ".join(f"{share:.1%}" for share in shares)
+                + f" (spread {max(shares) - min(shares):.1%})"
+            )
     if copy_rate:
         lines.append(f"  raw binary COPY ceiling: {copy_rate:,.0f} rows/s")
     if results.get("charts"):

@@ -140,3 +140,46 @@ def test_the_targets_section_is_printed_and_written_into_the_performance_page(tm
     [row] = [line for line in page.splitlines() if "1. /mlflow log-batch / native, 4" in line]
     assert row.split()[0] == "pass" and "92%" in row and "chronicle 100,000 pts/s" in row
     assert "not measured 3. DCGM 12,500 hosts" in page
+
+
+def _ingest_figure(
+    system: str, clients: int, points_per_s: float, round_no: int | None
+) -> dict[str, object]:
+    figure = {"system": system, "clients": clients, "points": 1_000_000,
+              "points_per_s": points_per_s, "points_per_cpu_s": points_per_s,
+              "p50_ms": 1.0, "p95_ms": 2.0}  # fmt: skip
+    return figure if round_no is None else {**figure, "round": round_no}
+
+
+def test_the_mlflow_row_pairs_each_round_with_its_faster_native_form():
+    # given three rounds at 1 client where /mlflow reads 95%, 85% and 91% of the faster native
+    # form of the same round (the columns form in two, the rows form in one), and 4 clients
+    # where every round reads 80%
+    ingest = []
+    for round_no, (rows, columns, mlflow) in enumerate(
+        [(90, 100, 95), (100, 80, 85), (70, 100, 91)]
+    ):
+        for system, rate in (("chronicle", rows), ("chronicle-columns", columns),
+                             ("chronicle-mlflow", mlflow)):  # fmt: skip
+            ingest.append(_ingest_figure(system, 1, rate * 1000, round_no))
+            ingest.append(_ingest_figure(system, 4, (80 if "mlflow" in system else 100) * 1000,
+                                         round_no))  # fmt: skip
+    results = {"ingest": ingest}
+
+    # then each round's share is its own, the row is their median with the spread beside it
+    assert [round(s, 3) for s in headline.mlflow_round_shares(results, 1)] == [0.95, 0.85, 0.91]
+    rows = {row.name: row for row in headline.headlines(results)}
+    one, four = (rows[f"1. /mlflow log-batch / native, {c} client(s)"] for c in (1, 4))
+    assert (one.shown, one.passed) == ("91%", True)
+    assert one.baseline == "3 rounds of 1,000,000 pts: 85%-95%"
+    assert (four.shown, four.passed) == ("80%", False)
+    # and the report prints every round's share
+    text = report.table({**results, "machine": report.machine()})
+    assert "by round, 1 client(s): 95.0%, 85.0%, 91.0% (spread 10.0%)" in text
+
+
+def test_the_mlflow_row_of_results_without_rounds_reads_the_median_figures():
+    ingest = [_ingest_figure("chronicle-columns", 1, 100_000, None),
+              _ingest_figure("chronicle-mlflow", 1, 92_000, None)]  # fmt: skip
+    rows = {row.name: row for row in headline.headlines({"ingest": ingest})}
+    assert rows["1. /mlflow log-batch / native, 1 client(s)"].shown == "92%"
