@@ -177,16 +177,24 @@ def test_a_metric_only_log_batch_is_one_transaction_with_one_lock(client, projec
     assert [step for _, step, _ in chronicle_points(mlflow_run.run, "loss")] == [1, 2]
 
 
+def _run_remembered(
+    client: Any, project: Any, ingest_token: str, name: str
+) -> tuple[IngestToken, MlflowRun]:
+    """A new run that has logged one batch (its target remembered by this process)."""
+    token = IngestToken.objects.get(project=project)
+    mlflow_run = mlflow_writes.mlflow_run_create(
+        token=token, experiment_id="0", run_name=name, start_time_ms=TS_MS
+    )
+    assert _log_batch(client, ingest_token, mlflow_run, 1).status_code == 200
+    return token, mlflow_run
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_log_batch_after_another_process_restarted_the_run_goes_to_the_new_attempt(
     client, project, ingest_token
 ):
     # given a run whose attempt 1 this process remembers from its first batch
-    token = IngestToken.objects.get(project=project)
-    mlflow_run = mlflow_writes.mlflow_run_create(
-        token=token, experiment_id="0", run_name="restarted", start_time_ms=TS_MS
-    )
-    assert _log_batch(client, ingest_token, mlflow_run, 1).status_code == 200
+    token, mlflow_run = _run_remembered(client, project, ingest_token, "restarted")
     # when the run is finished and started again (attempt 2) and the process is not told
     for status in ("FINISHED", "RUNNING"):
         mlflow_writes.mlflow_run_update(token=token, run_id=mlflow_run.run_uuid, status=status)
@@ -200,11 +208,7 @@ def test_a_log_batch_after_another_process_restarted_the_run_goes_to_the_new_att
 def test_a_log_batch_for_a_deleted_run_is_404_though_the_process_remembers_it(
     client, project, ingest_token
 ):
-    token = IngestToken.objects.get(project=project)
-    mlflow_run = mlflow_writes.mlflow_run_create(
-        token=token, experiment_id="0", run_name="gone", start_time_ms=TS_MS
-    )
-    assert _log_batch(client, ingest_token, mlflow_run, 1).status_code == 200
+    _, mlflow_run = _run_remembered(client, project, ingest_token, "gone")
     MlflowRun.objects.filter(pk=mlflow_run.pk).delete()
     response = _log_batch(client, ingest_token, mlflow_run, 2)
     assert (response.status_code, response.json()["error_code"]) == (
