@@ -28,6 +28,7 @@ from django.conf import settings
 from config.queues import WORKER_QUEUES
 from config.redis_urls import redis_cache_url
 from stack.processes import spawn
+from tests.demo_snapshot import snapshot_restore, snapshot_take
 
 # Fixtures kept in their own modules (each says what it holds).
 pytest_plugins = ["tests.plugins.browser", "tests.plugins.input_sweep"]
@@ -461,11 +462,13 @@ def run(project: Any, run_name: str) -> Any:
 
 
 class _DemoData:
-    """What `load_demo` printed the last time the suite loaded it, and the blocker that lets
-    the teardown hook below reach the database between tests."""
+    """What `load_demo` printed when this process loaded it, the tables as it left them
+    (tests/demo_snapshot.py) and the blocker that lets the teardown hook below reach the
+    database between tests."""
 
     output: str = ""
     blocker: Any = None
+    snapshot: list[tuple[str, bytes]] | None = None
 
 
 def _demo_loaded() -> bool:
@@ -481,15 +484,17 @@ def demo_data(django_db_setup: None, django_db_blocker: Any) -> str:
     load: they run last (pytest_collection_modifyitems), each reads it inside its own
     rolled-back transaction, and the tables are emptied after the last of them
     (pytest_runtest_teardown), so no other test sees it. A transactional test empties the
-    tables itself; those run after the others, and the next module that asks loads it again."""
+    tables itself; those run after the others, and the next module that asks gets the
+    tables back as the load left them, copied in (seconds) rather than loaded again."""
     _DemoData.blocker = django_db_blocker
     with django_db_blocker.unblock():
-        if not _demo_loaded():
+        if not _demo_loaded() and not snapshot_restore(_DemoData.snapshot):
             from django.core.management import call_command
 
             out = io.StringIO()
             call_command("load_demo", stdout=out, stderr=io.StringIO())
             _DemoData.output = out.getvalue()
+            _DemoData.snapshot = snapshot_take()
     return _DemoData.output
 
 
