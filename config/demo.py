@@ -46,6 +46,8 @@ DATABASE_NAME = "chronicle"
 WEB_WORKERS = 2  # this is a 2-core laptop's demo; production sizes it with WEB_WORKERS
 WORKER_CONCURRENCY = 2
 SERVE_TIMEOUT_S = 60
+# How long web, beat and the worker each get to stop before SIGKILL (DEMO_STOP_TIMEOUT_S):
+# a warm shutdown waits for the tasks running, so a stuck one costs all of it.
 STOP_TIMEOUT_S = 20
 DEMO_RANK_BUCKET_S = 15
 
@@ -110,7 +112,7 @@ class Demo:
         # load_demo) that run beside them.
         self.processes: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.steps: list[subprocess.Popen[bytes]] = []
-        self.stop_timeout_s = STOP_TIMEOUT_S
+        self.stop_timeout_s = float(os.environ.get("DEMO_STOP_TIMEOUT_S", STOP_TIMEOUT_S))
 
     def say(self, message: str) -> None:
         print(f"[demo {time.monotonic() - self.started:5.1f}s] {message}", flush=True)

@@ -38,9 +38,13 @@ from tests.stack.stuck_task import STUCK_TASK
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 STUCK_SETTINGS = "tests.stack.stuck_worker_settings"
-# Generous: a demo stops web, beat and worker (each given 20 s) and its servers; on a loaded
-# machine that takes longer. The stuck child does not end on its own, so no wait is too long.
+# Generous: a demo stops web, beat and worker (each given DEMO_STOP_TIMEOUT_S) and its servers;
+# on a loaded machine that takes longer. The stuck child does not end on its own, so no wait
+# is too long.
 STOPPED_TIMEOUT_S = 240
+# The demo's stop gives the worker's warm shutdown this long (20 s by default) before it
+# SIGKILLs its group: the stuck child never lets it end, so any time is spent waiting.
+DEMO_STOP_TIMEOUT_S = "3"
 
 
 def _tree(pid: int) -> list[int]:
@@ -91,7 +95,11 @@ def _stick_a_pool_child(redis_url: str, started: Path) -> int:
 def test_make_demo_stopped_while_a_pool_child_is_stuck_in_c_code_leaves_no_process():
     # given `make demo` serving (its own PostgreSQL and Redis), its worker able to run the
     # stuck task
-    with demo_started(through_make=True, DJANGO_SETTINGS_MODULE=STUCK_SETTINGS) as demo:
+    with demo_started(
+        through_make=True,
+        DJANGO_SETTINGS_MODULE=STUCK_SETTINGS,
+        DEMO_STOP_TIMEOUT_S=DEMO_STOP_TIMEOUT_S,
+    ) as demo:
         tree = _tree(demo.process.pid)
         try:
             output = demo.log_path.read_text()
