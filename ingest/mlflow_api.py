@@ -174,11 +174,10 @@ class _MlflowView(ProjectShareMixin, APIView):
             )
         # orjson reads 1,024 levels; the checks below walk the document recursively. The
         # `unchecked` fields are the view's to check, depth included.
-        _depth_check({key: value for key, value in doc.items() if key not in unchecked})
-        if unchecked:
-            _storable({key: value for key, value in doc.items() if key not in unchecked})
-            return doc
-        return _storable(doc)
+        checked = {key: value for key, value in doc.items() if key not in unchecked}
+        _depth_check(checked)
+        _storable(checked)
+        return doc
 
     def backlog_check(self) -> None:
         if backlog_is_full():

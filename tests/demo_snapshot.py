@@ -27,11 +27,11 @@ def snapshot_take() -> list[tuple[str, bytes]]:
     snapshot = []
     with connection.cursor() as cursor:
         for table in _tables():
-            with cursor.copy(f"COPY {table} TO STDOUT (FORMAT binary)") as copy:
-                data = b"".join(bytes(chunk) for chunk in copy)
             cursor.execute(f"SELECT EXISTS (SELECT FROM {table})")
-            if cursor.fetchone()[0]:
-                snapshot.append((table, data))
+            if not cursor.fetchone()[0]:
+                continue
+            with cursor.copy(f"COPY {table} TO STDOUT (FORMAT binary)") as copy:
+                snapshot.append((table, b"".join(bytes(chunk) for chunk in copy)))
     return snapshot
 
 
