@@ -60,6 +60,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="Points per measurement of MLflow's own server, in the first round only (200k).",
     )
     parser.add_argument("--rounds", type=int, help="Alternating ingest rounds (default 3).")
+    parser.add_argument(
+        "--ingest-slices",
+        type=int,
+        help="Slices a round's forms take turns in (default 10: 100k points each).",
+    )
     parser.add_argument("--chart-points", type=int, help="Size of the large chart series.")
     parser.add_argument("--repeats", type=int, help="Requests per chart query.")
     parser.add_argument("--llama-scale", type=float, help="Fraction of the Llama 3 data set.")
@@ -133,6 +138,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.ingest_points = args.ingest_points or (20_000 if quick else 1_000_000)
     args.mlflow_points = args.mlflow_points or (20_000 if quick else 200_000)
     args.rounds = args.rounds or (1 if quick else 3)
+    args.ingest_slices = args.ingest_slices or (2 if quick else 10)
     args.chart_points = args.chart_points or (100_000 if quick else 1_000_000)
     args.repeats = args.repeats or (5 if quick else 20)
     args.llama_scale = args.llama_scale or (0.01 if quick else 1.0)
@@ -200,8 +206,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for clients in (1, 4):
                 for round_no in range(args.rounds):
                     for figure in _ingest_round(
-                        app, token, ingest_load, clients=clients, round_no=round_no, stamp=stamp
-                    ):
+                        app, token, ingest_load, clients=clients, round_no=round_no,
+                        slices=args.ingest_slices, stamp=stamp,
+                    ):  # fmt: skip
                         log(
                             f"{figure.system} {clients} client(s): {figure.points_per_s:,.0f} pts/s"
                         )
@@ -213,6 +220,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         )  # fmt: skip
                         log(f"mlflow {clients} client(s): {theirs.points_per_s:,.0f} points/s")
                         results["ingest"].append(theirs.as_dict())
+                    load.settle(app)
                     before = floor_server.stored(app.pg)
                     least = load.mlflow_ingest(
                         floor_server, app.pg.pid, ingest_load, clients=clients,
@@ -410,27 +418,43 @@ def _isolation(
     return {"isolation": [f.as_dict() for f in figures]}
 
 
-# Chronicle's three ingest forms, measured back to back in each round; each round starts one
-# form further on, so no form always runs first (on a cold cache) or last.
+# Chronicle's three ingest forms. A round sends each its whole workload (one run each) in
+# slices, the forms taking turns slice by slice, each slice starting one form further on: a
+# drift of the machine's speed (seen here: 20% within a minute) falls on every form alike
+# instead of on whichever ran during it, and no form always runs first or last.
 INGEST_FORMS = ("rows", "columns", "mlflow")
 
 
 def _ingest_round(
-    app: Chronicle, token: str, workload: load.Workload, *, clients: int, round_no: int, stamp: str
+    app: Chronicle,
+    token: str,
+    workload: load.Workload,
+    *,
+    clients: int,
+    round_no: int,
+    slices: int,
+    stamp: str,
 ) -> list[load.IngestFigure]:
-    shift = round_no % len(INGEST_FORMS)
-    figures = []
-    for form in INGEST_FORMS[shift:] + INGEST_FORMS[:shift]:
-        name = f"bench-ingest-{stamp}-c{clients}-r{round_no}-{form}"
-        if form == "mlflow":
-            figures.append(
-                load.chronicle_mlflow_ingest(app, token, workload, clients=clients, experiment=name)
-            )
-        else:
-            figures.append(
-                load.chronicle_ingest(app, token, workload, clients=clients, run=name, form=form)
-            )
-    return figures
+    names = {form: f"bench-ingest-{stamp}-c{clients}-r{round_no}-{form}" for form in INGEST_FORMS}
+    mlflow_run = load.chronicle_mlflow_run(app, token, names["mlflow"])
+    parts: dict[str, list[load.IngestFigure]] = {form: [] for form in INGEST_FORMS}
+    for index in range(slices):
+        part = workload.part(index, slices)
+        shift = (round_no + index) % len(INGEST_FORMS)
+        for form in INGEST_FORMS[shift:] + INGEST_FORMS[:shift]:
+            load.settle(app)
+            name = names[form]
+            if form == "mlflow":
+                figure = load.chronicle_mlflow_ingest(
+                    app, token, part, clients=clients, experiment=name, run_id=mlflow_run
+                )
+            else:
+                figure = load.chronicle_ingest(
+                    app, token, part, clients=clients, run=name, form=form,
+                    batch_prefix=f"{name}-s{index}",
+                )  # fmt: skip
+            parts[form].append(figure)
+    return [load.figures_sum(parts[form]) for form in INGEST_FORMS]
 
 
 def _generate(app: Chronicle, args: argparse.Namespace) -> tuple[str, str]:

@@ -40,6 +40,17 @@ class Workload:
     values: dict[str, np.ndarray]  # metric name -> float64 per step
     times: np.ndarray  # epoch seconds per step
 
+    def part(self, index: int, parts: int) -> Workload:
+        """The `index`-th of `parts` consecutive slices of its steps, cut at batch edges."""
+        n_batches = -(-int(self.steps.size) // STEPS_PER_BATCH)
+        first, end = (round(i * n_batches / parts) * STEPS_PER_BATCH for i in (index, index + 1))
+        cut = slice(first, min(end, int(self.steps.size)))
+        return Workload(
+            steps=self.steps[cut],
+            values={name: column[cut] for name, column in self.values.items()},
+            times=self.times[cut],
+        )
+
     def later(self, rounds: int) -> Workload:
         """The same workload `rounds` lengths further on: a live run's next steps."""
         shift = int(self.steps.size) * rounds
@@ -267,9 +278,37 @@ class IngestFigure:
     # CPU the servers used for these points (web, worker, PostgreSQL, Redis; bench.cpu).
     server_cpu_s: float = float("nan")
     points_per_cpu_s: float = float("nan")
+    # Every request's latency, for figures summed over slices (`figures_sum`); not reported.
+    latencies_ms: list[float] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        figure = asdict(self)
+        del figure["latencies_ms"]
+        return figure
+
+
+def figures_sum(figures: Sequence[IngestFigure]) -> IngestFigure:
+    """One form's slices as one measurement: their points, batches, seconds and CPU added,
+    percentiles over every request."""
+    points = sum(f.points for f in figures)
+    seconds = sum(f.seconds for f in figures)
+    cpu_s = sum(f.server_cpu_s for f in figures)
+    ms = [latency for f in figures for latency in f.latencies_ms]
+    return IngestFigure(
+        system=figures[0].system,
+        clients=figures[0].clients,
+        points=points,
+        batches=sum(f.batches for f in figures),
+        seconds=round(seconds, 3),
+        points_per_s=round(points / seconds, 1) if seconds > 0 else 0.0,
+        p50_ms=round(statistics.median(ms), 2) if ms else float("nan"),
+        p95_ms=round(percentile(ms, 95), 2),
+        retries=sum(f.retries for f in figures),
+        failures=[failure for f in figures for failure in f.failures][:5],
+        server_cpu_s=round(cpu_s, 2),
+        points_per_cpu_s=round(points / cpu_s, 1) if cpu_s > 0 else float("nan"),
+        latencies_ms=ms,
+    )
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -304,6 +343,7 @@ def _figure(
         p95_ms=round(percentile(ms, 95), 2),
         retries=sent.retries,
         failures=sent.failures[:5],
+        latencies_ms=ms,
     )
 
 
@@ -321,6 +361,7 @@ def chronicle_ingest(
 ) -> IngestFigure:
     """`address`: the gunicorn pool to send to (default: the stack's web pool)."""
     bodies = chronicle_bodies(load, run, form=form, batch_prefix=batch_prefix)
+    earlier, _ = backlog(app.pg, run)  # the run's batches of earlier slices
     start = time.monotonic()
     with CpuMeter(lambda: chronicle_server_pids(app)) as cpu:
         sent = send_all(
@@ -333,12 +374,13 @@ def chronicle_ingest(
         deadline = time.monotonic() + drain_timeout_s
         while True:
             total, pending = backlog(app.pg, run)
-            if total >= len(bodies) - len(sent.failures) and pending == 0:
+            if total - earlier >= len(bodies) - len(sent.failures) and pending == 0:
                 break
             if time.monotonic() > deadline:
                 sent.failures.append(f"backlog not drained: {pending} of {total} pending")
                 break
-            time.sleep(0.05)
+            # Short: the poll's granularity is added to the measurement.
+            time.sleep(0.01)
     system = "chronicle" if form == "rows" else f"chronicle-{form}"
     seconds = time.monotonic() - start
     return _figure(system, clients, load, len(bodies), seconds, sent, cpu.seconds)
@@ -354,16 +396,28 @@ def chronicle_server_pids(app: Chronicle) -> list[int]:
     ]
 
 
-def chronicle_mlflow_ingest(
-    app: Chronicle, token: str, load: Workload, *, clients: int, experiment: str
-) -> IngestFigure:
-    """The same log-batch bodies as `mlflow_ingest`, sent to Chronicle's MLflow-compatible
-    API (/mlflow, the token as MLflow's Bearer). Each answer comes after its points are
-    stored and processed (MLflow's read-after-write), so nothing is left to drain."""
+def chronicle_mlflow_run(app: Chronicle, token: str, experiment: str) -> str:
     from bench import mlflow_side
 
     headers = {"Authorization": f"Bearer {token}"}
-    run_id = mlflow_side.create_run(app.base_url, experiment, prefix="/mlflow", headers=headers)
+    return mlflow_side.create_run(app.base_url, experiment, prefix="/mlflow", headers=headers)
+
+
+def chronicle_mlflow_ingest(
+    app: Chronicle,
+    token: str,
+    load: Workload,
+    *,
+    clients: int,
+    experiment: str,
+    run_id: str | None = None,
+) -> IngestFigure:
+    """The same log-batch bodies as `mlflow_ingest`, sent to Chronicle's MLflow-compatible
+    API (/mlflow, the token as MLflow's Bearer), to `run_id` (default: a new run of
+    `experiment`). Each answer comes after its points are stored and processed (MLflow's
+    read-after-write), so nothing is left to drain."""
+    headers = {"Authorization": f"Bearer {token}"}
+    run_id = run_id or chronicle_mlflow_run(app, token, experiment)
     bodies = mlflow_bodies(load, run_id)
     start = time.monotonic()
     with CpuMeter(lambda: chronicle_server_pids(app)) as cpu:
@@ -391,3 +445,28 @@ def mlflow_ingest(
         )
     seconds = time.monotonic() - start
     return _figure(system, clients, load, len(bodies), seconds, sent, cpu.seconds)
+
+
+def settle(app: Chronicle, *, timeout_s: float = 120) -> None:
+    """Bring the stack to rest before a measurement, so that none pays for the one before it:
+    the worker's queues empty, every database vacuumed and analyzed (the work autovacuum would
+    otherwise do on the last million rows while the next form is measured), and a checkpoint
+    (the dirty pages written now, not during the next form). Every form and the floor start
+    from the same state; the rows' own vacuum is left out of all of them alike."""
+    import redis
+
+    from config.queues import QUEUE_DEFAULT, QUEUE_INGEST, QUEUE_INGEST_OVERFLOW
+
+    broker = redis.Redis.from_url(app.redis.url)
+    deadline = time.monotonic() + timeout_s
+    while any(broker.llen(q) for q in (QUEUE_INGEST, QUEUE_INGEST_OVERFLOW, QUEUE_DEFAULT)):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the worker's queues did not empty in {timeout_s:.0f} s")
+        time.sleep(0.1)
+    broker.close()
+    names = app.pg.rows("SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate")
+    for (name,) in names:
+        with app.pg.connect(name) as conn:
+            conn.execute("VACUUM (ANALYZE)")
+    with app.pg.connect() as conn:
+        conn.execute("CHECKPOINT")
