@@ -159,13 +159,7 @@ class _MlflowView(ProjectShareMixin, APIView):
         if request.method == "GET":
             params = {key: request.query_params.get(key) for key in request.query_params}
             return _storable(params)
-        raw = request.body
-        if len(raw) > mlflow_checks.MAX_BATCH_REQUEST_BYTES:
-            raise mlflow_checks.MlflowError(
-                "INVALID_PARAMETER_VALUE",
-                f"The request body is {len(raw)} bytes; the limit is "
-                f"{mlflow_checks.MAX_BATCH_REQUEST_BYTES}.",
-            )
+        raw = self.body()
         doc = parse_json(raw) if raw.strip() else {}
         if not isinstance(doc, dict):
             _depth_check(doc)
@@ -178,6 +172,16 @@ class _MlflowView(ProjectShareMixin, APIView):
         _depth_check(checked)
         _storable(checked)
         return doc
+
+    def body(self) -> bytes:
+        raw = self.request.body
+        if len(raw) > mlflow_checks.MAX_BATCH_REQUEST_BYTES:
+            raise mlflow_checks.MlflowError(
+                "INVALID_PARAMETER_VALUE",
+                f"The request body is {len(raw)} bytes; the limit is "
+                f"{mlflow_checks.MAX_BATCH_REQUEST_BYTES}.",
+            )
+        return raw
 
     def backlog_check(self) -> None:
         if backlog_is_full():
@@ -381,6 +385,15 @@ class RunSetTagApi(_MlflowView):
 
 class RunLogBatchApi(_MlflowView):
     def post(self, request: Request) -> Response:
+        common = mlflow_checks.metrics_only_batch(self.body())
+        if common is not None:  # the usual request, already checked as it was decoded
+            run_id, metrics = common
+            _storable({"run_id": run_id})
+            self.backlog_check()
+            mlflow_writes.mlflow_run_log(
+                token=self.token, run_id=run_id, metrics=metrics, params=[], tags=[]
+            )
+            return Response({})
         # Metrics hold numbers and keys that check_key's pattern (letters, digits and
         # _-. :/) already keeps storable: walking their 1,000 objects again for a NUL or a
         # lone surrogate, or for their depth, cost more than checking them (check_metrics

@@ -11,8 +11,10 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from operator import itemgetter
-from typing import Any, NamedTuple
+from operator import attrgetter, itemgetter
+from typing import Annotated, Any, NamedTuple
+
+import msgspec
 
 from config.json_input import TooDeepError, depth_check
 from ingest.models import MlflowRun
@@ -262,12 +264,59 @@ def _metric_columns(items: list[Any]) -> MetricColumns | None:
             values = tuple(map(float, values))
         except OverflowError:  # past the largest double: check_value names it
             return None
+    if not _keys_valid(keys):
+        return None
+    return MetricColumns(keys, values, stamps, steps)
+
+
+def _keys_valid(keys: Sequence[str]) -> bool:
     try:
         for key in set(keys):
             check_key(key, what="key", limit=200)
     except MlflowError:
+        return False
+    return True
+
+
+# --- log-batch's common request, decoded to its types ----------------------------------------
+
+_NonNegativeInt64 = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
+class _Metric(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    key: str
+    value: float
+    timestamp: _NonNegativeInt64
+    step: _NonNegativeInt64 = 0
+
+
+class _MetricsOnly(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    run_id: str
+    metrics: list[_Metric]
+
+
+_METRICS_ONLY = msgspec.json.Decoder(_MetricsOnly)
+_STRUCT_FIELDS = tuple(map(attrgetter, ("key", "value", "timestamp", "step")))
+
+
+def metrics_only_batch(body: bytes) -> tuple[str, MetricColumns] | None:
+    """log-batch's usual request (a run_id and metrics of the common shape, nothing else)
+    decoded straight to its types: the run id and the metrics as columns, as `check_metrics`
+    would give them. None for any other body, which goes through the general path (parse,
+    then check field by field, for its exact error). Decoding to typed structs costs about
+    half of parsing 1,000 dicts and checking their columns."""
+    try:
+        batch = _METRICS_ONLY.decode(body)
+    except msgspec.MsgspecError:  # malformed, another shape, NaN, a string value...
         return None
-    return MetricColumns(keys, values, stamps, steps)
+    metrics = batch.metrics
+    if not batch.run_id or not metrics or len(metrics) > MAX_METRICS_PER_BATCH:
+        return None
+    # msgspec refuses a number past the largest double, so every value is finite.
+    keys, values, stamps, steps = (tuple(map(field, metrics)) for field in _STRUCT_FIELDS)
+    if not _keys_valid(keys):
+        return None
+    return batch.run_id, MetricColumns(keys, values, stamps, steps)
 
 
 # An int at or past this has no double (float() raises OverflowError).

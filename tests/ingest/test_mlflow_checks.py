@@ -4,6 +4,7 @@ refusal to `check_metric`'s own message."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -121,3 +122,64 @@ _metric = st.fixed_dictionaries(
 @given(st.lists(st.one_of(_metric, _metric.map(lambda m: {**m, "value": 1.0})), max_size=6))
 def test_columns_and_rows_agree_on_any_batch(items):
     assert _same(_columns(items), _one_at_a_time(items))
+
+
+# --- log-batch's usual request decoded to its types (metrics_only_batch) ----------------------
+
+
+def _body(items: list, **fields) -> bytes:
+    return json.dumps({"run_id": "r1", "metrics": items, **fields}).encode()
+
+
+def test_the_usual_request_is_decoded_to_the_columns_the_general_path_checks():
+    items = [
+        {"key": f"m{i % 10}", "value": i / 7 if i % 3 else i, "timestamp": TS_MS + i, "step": i}
+        for i in range(1000)
+    ]
+    decoded = mlflow_checks.metrics_only_batch(_body(items))
+    assert decoded is not None
+    run_id, columns = decoded
+    assert run_id == "r1"
+    assert _same(list(columns), _one_at_a_time(items))
+    assert all(type(value) is float for value in columns.values)
+    # no step is step 0, as MLflow reads it
+    assert list(mlflow_checks.metrics_only_batch(_body([{"key": "a", "value": 1.0,
+        "timestamp": TS_MS}]))[1]) == [MetricValue("a", 1.0, TS_MS, 0)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _body([{"key": "loss", "value": 1.0, "timestamp": TS_MS}], params=[]),  # other fields
+        _body([{"key": "loss", "value": 1.0, "timestamp": TS_MS}], tags=[{"key": "a"}]),
+        _body([{"key": "loss", "value": 1.0, "timestamp": TS_MS, "step": 1, "extra": 1}]),
+        _body([{"key": "loss", "value": "NaN", "timestamp": TS_MS}]),  # proto JSON's NaN
+        _body([{"key": "loss", "value": float("nan"), "timestamp": TS_MS}]),  # a bare NaN
+        b'{"run_id":"r1","metrics":[{"key":"loss","value":1e999,"timestamp":1}]}',
+        _body([{"key": "loss", "value": 10**400, "timestamp": TS_MS}]),
+        _body([{"key": "loss", "value": 1.0, "timestamp": str(TS_MS)}]),
+        _body([{"key": "loss", "value": 1.0, "timestamp": float(TS_MS)}]),
+        _body([{"key": "loss", "value": 1.0, "timestamp": 2**63}]),
+        _body([{"key": "loss", "value": 1.0, "timestamp": TS_MS, "step": -1}]),
+        _body([{"key": "lo$s", "value": 1.0, "timestamp": TS_MS}]),
+        _body([{"key": "loss", "value": True, "timestamp": TS_MS}]),
+        _body([]),
+        _body([{"key": "loss", "value": 1.0, "timestamp": TS_MS}] * 1001),
+        json.dumps({"run_id": "", "metrics": [{"key": "a", "value": 1, "timestamp": 1}]}).encode(),
+        json.dumps({"metrics": [{"key": "a", "value": 1, "timestamp": 1}]}).encode(),
+        b'{"run_id":"r1","metrics":[{"key":"a","value":1,"timestamp":1}]} trailing',
+        b"[1]",
+        b"",
+    ],
+)
+def test_any_other_body_is_left_to_the_general_path(body):
+    assert mlflow_checks.metrics_only_batch(body) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_metric, _metric.map(lambda m: {**m, "value": 1.0})), max_size=6))
+def test_what_the_decode_takes_the_general_path_reads_the_same(items):
+    decoded = mlflow_checks.metrics_only_batch(_body(items))
+    if decoded is not None:
+        assert decoded[0] == "r1"
+        assert _same(list(decoded[1]), _columns(items))

@@ -139,6 +139,25 @@ def test_log_batch_checks_each_metric_as_the_contract_does(client, project, inge
     assert stored.wall_time.timestamp() * 1000 == TS_MS + 1000
 
 
+@pytest.mark.django_db
+def test_the_usual_log_batch_refuses_a_run_id_postgresql_cannot_store(client, ingest_token):
+    # given the usual request (run_id and metrics only), whose fields are checked as decoded
+    metrics = [{"key": "loss", "value": 2.5, "timestamp": TS_MS, "step": 1}]
+    for run_id, status in [("run\u0000id", 400), ("0" * 32, 404)]:
+        # when its run id holds a NUL, or names no run, then the answer says so (not a 500)
+        response = client.post(
+            f"{API}/runs/log-batch",
+            data=json.dumps({"run_id": run_id, "metrics": metrics}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {ingest_token}",
+        )
+        assert response.status_code == status, response.content
+        assert response.json()["error_code"] in {
+            "INVALID_PARAMETER_VALUE",
+            "RESOURCE_DOES_NOT_EXIST",
+        }
+
+
 def _log_batch(client: Any, ingest_token: str, mlflow_run: MlflowRun, step: int) -> Any:
     metrics = [{"key": "loss", "value": 2.5, "timestamp": TS_MS, "step": step}]
     return client.post(
