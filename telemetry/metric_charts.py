@@ -356,7 +356,10 @@ def _attempt_traces(
                 "type": "scatter",
                 "x": plain(xs[finite]),
                 "y": values[finite].tolist(),
-                "mode": "lines",
+                # A lone value draws no line: marked (whole, at the axis's edge too), or its
+                # chart looks empty.
+                "mode": "lines" if finite.sum() > 1 else "lines+markers",
+                "cliponaxis": bool(finite.sum() > 1),
                 "name": name,
                 "line": line,
                 # The name is escaped with the figure's text, the template is not.

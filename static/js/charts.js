@@ -265,13 +265,15 @@
     var bytes = Uint8Array.from(atob(values.bdata), function (c) { return c.charCodeAt(0); });
     return Array.from(new TYPED[values.dtype](bytes.buffer));
   }
+  // An attempt's line ("lines+markers" when it holds a lone value).
+  function isLine(t) { return t.mode === "lines" || t.mode === "lines+markers"; }
   function smoothable(t) {
-    return (t.yaxis || "y") === "y" && t.mode === "lines" && /(^|· )attempts? /.test(t.name || "");
+    return (t.yaxis || "y") === "y" && isLine(t) && /(^|· )attempts? /.test(t.name || "");
   }
   // The figure's traces with smoothing applied: each line smoothed, its raw line kept faint.
   // The data lines (not the marks' hover markers) of a list of traces, arrays decoded.
   function lines(data) {
-    return dataTraces(data).filter(function (t) { return t.mode === "lines"; }).map(function (t) {
+    return dataTraces(data).filter(isLine).map(function (t) {
       return { x: decoded(t.x), y: decoded(t.y) };
     });
   }

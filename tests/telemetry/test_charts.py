@@ -27,6 +27,16 @@ def test_a_line_per_attempt_and_non_finite_values_marked():
     assert list(figure.data[1].x) == [1]
 
 
+def test_an_attempt_with_one_value_is_marked_not_an_empty_chart():
+    points = pd.DataFrame({"attempt": [1, 2, 2], "x": [499, 500, 501], "value": [2.5, 2.4, 2.3]})
+
+    figure = metric_figure(points, title="eval/loss")
+
+    modes = {trace.name: trace.mode for trace in figure.data}
+    assert modes == {"attempt 1": "lines+markers", "attempt 2": "lines"}
+    assert not figure.data[0].cliponaxis  # drawn whole at the edge of the axis
+
+
 def test_restarts_and_interruptions_are_marked():
     points = pd.DataFrame({"attempt": [1, 2], "x": [5, 3], "value": [1.0, 4.0]})
     restarts = pd.DataFrame({"attempt": [2], "x": [3]})
