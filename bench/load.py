@@ -290,23 +290,44 @@ class IngestFigure:
 def figures_sum(figures: Sequence[IngestFigure]) -> IngestFigure:
     """One form's slices as one measurement: their points, batches, seconds and CPU added,
     percentiles over every request."""
-    points = sum(f.points for f in figures)
-    seconds = sum(f.seconds for f in figures)
-    cpu_s = sum(f.server_cpu_s for f in figures)
-    ms = [latency for f in figures for latency in f.latencies_ms]
-    return IngestFigure(
-        system=figures[0].system,
-        clients=figures[0].clients,
-        points=points,
+    return _figure_of(
+        figures[0].system,
+        figures[0].clients,
+        points=sum(f.points for f in figures),
         batches=sum(f.batches for f in figures),
+        seconds=sum(f.seconds for f in figures),
+        ms=[latency for f in figures for latency in f.latencies_ms],
+        retries=sum(f.retries for f in figures),
+        failures=[failure for f in figures for failure in f.failures],
+        cpu_s=sum(f.server_cpu_s for f in figures),
+    )
+
+
+def _figure_of(
+    system: str,
+    clients: int,
+    *,
+    points: int,
+    batches: int,
+    seconds: float,
+    ms: list[float],
+    retries: int,
+    failures: list[str],
+    cpu_s: float,
+) -> IngestFigure:
+    return IngestFigure(
+        server_cpu_s=round(cpu_s, 2),
+        points_per_cpu_s=round(points / cpu_s, 1) if cpu_s > 0 else float("nan"),
+        system=system,
+        clients=clients,
+        points=points,
+        batches=batches,
         seconds=round(seconds, 3),
         points_per_s=round(points / seconds, 1) if seconds > 0 else 0.0,
         p50_ms=round(statistics.median(ms), 2) if ms else float("nan"),
         p95_ms=round(percentile(ms, 95), 2),
-        retries=sum(f.retries for f in figures),
-        failures=[failure for f in figures for failure in f.failures][:5],
-        server_cpu_s=round(cpu_s, 2),
-        points_per_cpu_s=round(points / cpu_s, 1) if cpu_s > 0 else float("nan"),
+        retries=retries,
+        failures=failures[:5],
         latencies_ms=ms,
     )
 
@@ -329,21 +350,16 @@ def _figure(
     sent: SendResult,
     cpu_s: float,
 ) -> IngestFigure:
-    ms = [s * 1000 for s in sent.latencies_s]
-    return IngestFigure(
-        server_cpu_s=round(cpu_s, 2),
-        points_per_cpu_s=round(load.points / cpu_s, 1) if cpu_s > 0 else float("nan"),
-        system=system,
-        clients=clients,
+    return _figure_of(
+        system,
+        clients,
         points=load.points,
         batches=n_batches,
-        seconds=round(seconds, 3),
-        points_per_s=round(load.points / seconds, 1) if seconds > 0 else 0.0,
-        p50_ms=round(statistics.median(ms), 2) if ms else float("nan"),
-        p95_ms=round(percentile(ms, 95), 2),
+        seconds=seconds,
+        ms=[s * 1000 for s in sent.latencies_s],
         retries=sent.retries,
-        failures=sent.failures[:5],
-        latencies_ms=ms,
+        failures=sent.failures,
+        cpu_s=cpu_s,
     )
 
 

@@ -389,11 +389,19 @@ class RunLogBatchApi(_MlflowView):
         if common is not None:  # the usual request, already checked as it was decoded
             run_id, metrics = common
             _storable({"run_id": run_id})
+            params: list[tuple[str, str]] = []
+            tags: list[tuple[str, str]] = []
+        else:
+            run_id, metrics, params, tags = self._checked()
+        if metrics:
             self.backlog_check()
-            mlflow_writes.mlflow_run_log(
-                token=self.token, run_id=run_id, metrics=metrics, params=[], tags=[]
-            )
-            return Response({})
+        mlflow_writes.mlflow_run_log(
+            token=self.token, run_id=run_id, metrics=metrics, params=params, tags=tags
+        )
+        return Response({})
+
+    def _checked(self) -> tuple[Any, mlflow_checks.MetricColumns, list[Any], list[Any]]:
+        """Any other body, checked field by field for its exact error."""
         # Metrics hold numbers and keys that check_key's pattern (letters, digits and
         # _-. :/) already keeps storable: walking their 1,000 objects again for a NUL or a
         # lone surrogate, or for their depth, cost more than checking them (check_metrics
@@ -412,13 +420,7 @@ class RunLogBatchApi(_MlflowView):
         mlflow_checks.check_batch_limits(
             metrics=len(raw_metrics), params=len(params), tags=len(tags)
         )
-        metrics = mlflow_checks.check_metrics(raw_metrics)
-        if metrics:
-            self.backlog_check()
-        mlflow_writes.mlflow_run_log(
-            token=self.token, run_id=_run_id(fields), metrics=metrics, params=params, tags=tags
-        )
-        return Response({})
+        return _run_id(fields), mlflow_checks.check_metrics(raw_metrics), params, tags
 
 
 class MetricGetHistoryApi(_MlflowView):

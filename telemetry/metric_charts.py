@@ -350,6 +350,7 @@ def _attempt_traces(
     points (at the last finite value's height)."""
     data = []
     finite = np.isfinite(values)
+    lone = int(finite.sum()) == 1
     if finite.any():
         data.append(
             {
@@ -358,8 +359,8 @@ def _attempt_traces(
                 "y": values[finite].tolist(),
                 # A lone value draws no line: marked (whole, at the axis's edge too), or its
                 # chart looks empty.
-                "mode": "lines" if finite.sum() > 1 else "lines+markers",
-                "cliponaxis": bool(finite.sum() > 1),
+                "mode": "lines+markers" if lone else "lines",
+                "cliponaxis": not lone,
                 "name": name,
                 "line": line,
                 # The name is escaped with the figure's text, the template is not.
