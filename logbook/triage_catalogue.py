@@ -62,35 +62,80 @@ class XidRule:
 
 
 # NVIDIA's XID catalog (see XID_CATALOG): what each code most often means for a training job.
+# Every code the catalog lists as used on data-centre GPUs (A100 to GB200) and a training job
+# can meet, read from its description and resolution buckets: CHECK_APP/CUDA or
+# INVESTIGATE_SW points at the application (software-bug) or the driver (dependency);
+# RESET_GPU or CONTACT_SUPPORT at the GPU; ECC, row-remap and DRAM codes at its memory, 172
+# (SRAM) at SRAM; NVLink codes at the GPU as 74 is. Weights stay below 0.5 where the catalog
+# says "restart the app" and nothing more. Video, JPEG, optical-flow and display engines,
+# confidential-computing and informational power-smoothing codes are left out: they say
+# nothing about why a training job stopped. 154 and 45 only follow another XID.
 # 13 and 31 are most often the application's own bug; 45 only follows another XID (a
 # preemptive cleanup), so it says little alone; 63 records a row remap that succeeded.
 XID_RULES: dict[int, XidRule] = {
     8: XidRule("faulty-gpu", "GPU stopped processing (XID 8)", 0.5),
+    11: XidRule("software-bug", "Invalid or corrupted push buffer stream (XID 11)", 0.35),
     13: XidRule("software-bug", "Graphics engine exception (XID 13)", 0.45),
+    25: XidRule("software-bug", "Invalid or illegal push buffer stream (XID 25)", 0.35),
     31: XidRule("software-bug", "GPU memory page fault (XID 31)", 0.45),
     32: XidRule("faulty-gpu", "Corrupted push buffer stream (XID 32)", 0.5),
+    37: XidRule("dependency", "Driver firmware error (XID 37)", 0.4),
     38: XidRule("dependency", "Driver firmware error (XID 38)", 0.5),
+    39: XidRule("faulty-gpu", "Copy engine exception (XID 39)", 0.4),
+    40: XidRule("faulty-gpu", "Copy engine exception (XID 40)", 0.4),
+    41: XidRule("faulty-gpu", "Copy engine exception (XID 41)", 0.4),
     43: XidRule("software-bug", "GPU stopped processing (XID 43)", 0.35),
+    44: XidRule("faulty-gpu", "Graphics engine fault during context switch (XID 44)", 0.4),
     45: XidRule("faulty-gpu", "Preemptive cleanup (XID 45)", 0.1),
     46: XidRule("faulty-gpu", "GPU stopped processing (XID 46)", 0.7),
     48: XidRule("gpu-hbm3-memory", "Double-bit ECC error (XID 48)", 0.9),
+    54: XidRule("power-supply", "Auxiliary power not connected to the GPU (XID 54)", 0.7),
     61: XidRule("gpu-system-processor", "Internal micro-controller breakpoint (XID 61)", 0.6),
     62: XidRule("gpu-system-processor", "Internal micro-controller halt (XID 62)", 0.7),
     63: XidRule("gpu-hbm3-memory", "Row remapping recorded (XID 63)", 0.55),
     64: XidRule("gpu-hbm3-memory", "Row remapping failure (XID 64)", 0.85),
+    66: XidRule("dependency", "Illegal access by driver (XID 66)", 0.45),
+    67: XidRule("dependency", "Illegal access by driver (XID 67)", 0.45),
     69: XidRule("faulty-gpu", "Graphics engine class error (XID 69)", 0.5),
     74: XidRule("faulty-gpu", "NVLink error (XID 74)", 0.8),
+    78: XidRule("dependency", "vGPU start error (XID 78)", 0.6),
     79: XidRule("faulty-gpu", "GPU has fallen off the bus (XID 79)", 0.95),
+    80: XidRule("software-bug", "Corrupted data sent to GPU (XID 80)", 0.35),
     92: XidRule("gpu-hbm3-memory", "High single-bit ECC error rate (XID 92)", 0.5),
+    93: XidRule("faulty-gpu", "InfoROM wear limit exceeded (XID 93)", 0.3),
     94: XidRule("gpu-hbm3-memory", "Contained ECC error (XID 94)", 0.8),
     95: XidRule("gpu-hbm3-memory", "Uncontained ECC error (XID 95)", 0.9),
+    109: XidRule("faulty-gpu", "Context switch timeout (XID 109)", 0.4),
+    110: XidRule("dependency", "Security fault (XID 110)", 0.4),
     119: XidRule("gpu-system-processor", "GSP RPC timeout (XID 119)", 0.9),
     120: XidRule("gpu-system-processor", "GSP error (XID 120)", 0.9),
+    121: XidRule("faulty-gpu", "C2C link error (XID 121)", 0.6),
+    136: XidRule("faulty-gpu", "NVLink training failed (XID 136)", 0.6),
+    137: XidRule("faulty-gpu", "NVLink privilege error (XID 137)", 0.4),
     140: XidRule("gpu-hbm3-memory", "Unrecovered ECC error (XID 140)", 0.85),
     143: XidRule("faulty-gpu", "GPU initialization failure (XID 143)", 0.8),
     144: XidRule("faulty-gpu", "NVLink SAW error (XID 144)", 0.75),
     145: XidRule("faulty-gpu", "NVLink RLW error (XID 145)", 0.75),
+    146: XidRule("faulty-gpu", "NVLink TLW error (XID 146)", 0.75),
+    147: XidRule("faulty-gpu", "NVLink TREX error (XID 147)", 0.75),
+    148: XidRule("faulty-gpu", "NVLink NVLPW_CTRL error (XID 148)", 0.75),
     149: XidRule("faulty-gpu", "NVLink NETIR error (XID 149)", 0.75),
+    150: XidRule("faulty-gpu", "NVLink MSE error (XID 150)", 0.75),
+    154: XidRule("faulty-gpu", "GPU recovery action changed (XID 154)", 0.1),
+    155: XidRule("software-bug", "NVLink software-defined error (XID 155)", 0.4),
+    156: XidRule("faulty-gpu", "Resource retirement event (XID 156)", 0.5),
+    157: XidRule("faulty-gpu", "Resource retirement failure (XID 157)", 0.6),
+    158: XidRule("faulty-gpu", "GPU fatal timeout (XID 158)", 0.7),
+    159: XidRule("faulty-gpu", "CHI non-data error (XID 159)", 0.4),
+    160: XidRule("software-bug", "Channel retirement event (XID 160)", 0.35),
+    161: XidRule("software-bug", "Channel retirement failure (XID 161)", 0.35),
+    164: XidRule("faulty-gpu", "Power smoothing circuitry low lifetime (XID 164)", 0.4),
+    165: XidRule("faulty-gpu", "Power smoothing circuitry lifetime exhausted (XID 165)", 0.6),
+    167: XidRule("faulty-gpu", "PCIe fatal timeout (XID 167)", 0.7),
+    168: XidRule("gpu-hbm3-memory", "Reduced GPU memory capacity (XID 168)", 0.6),
+    169: XidRule("gpu-system-processor", "Internal micro-controller halt (XID 169)", 0.6),
+    171: XidRule("gpu-hbm3-memory", "Uncorrectable DRAM error (XID 171)", 0.9),
+    172: XidRule("gpu-sram-memory", "Uncorrectable SRAM error (XID 172)", 0.9),
 }
 # "NVRM: Xid (PCI:0000:18:00): 79, pid=...", "Xid 79", "XID error 79", "Xid (43, pid: 5678)".
 XID_LINE = r"\bxid(?:s|\s+errors?)?\b\s*(?:\(\s*pci:[0-9a-f:.]+\s*\)\s*)?[:=(#]?\s*(\d{1,3})\b"

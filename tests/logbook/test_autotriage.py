@@ -72,6 +72,35 @@ def test_xid_lines_are_read_by_number_in_their_usual_spellings():
     assert autotriage.xids_in("the xidian university") == []
 
 
+@pytest.mark.parametrize(
+    ("message", "category"),
+    [
+        ("NVRM: Xid (PCI:0000:3b:00): 171, Uncorrectable DRAM error", "gpu-hbm3-memory"),
+        ("NVRM: Xid (PCI:0000:3b:00): 172, Uncorrectable SRAM error", "gpu-sram-memory"),
+        ("NVRM: Xid (PCI:0000:3b:00): 158, GPU fatal timeout", "faulty-gpu"),
+        ("NVRM: Xid (PCI:0000:3b:00): 146, NVLINK: TLW Error", "faulty-gpu"),
+        ("NVRM: Xid (PCI:0000:3b:00): 54, Auxiliary power is not connected", "power-supply"),
+        ("NVRM: Xid (PCI:0000:3b:00): 66, Illegal access by driver", "dependency"),
+    ],
+)  # fmt: skip
+def test_codes_beyond_the_common_ones_read_as_the_xid_catalog_says(message, category):
+    suggestion = suggest(facts(message))
+    assert suggestion is not None
+    assert suggestion.category == category, suggestion.scores
+
+
+def test_an_informational_xid_weighs_less_than_an_unknown_code_from_dcgm():
+    # 154 only reports that another XID changed the GPU's recovery action: a DCGM event of it
+    # must count for less than one of a code the catalogue lacks (a generic GPU fault, 0.5)
+    informational = EvidenceFact("dcgm", AT, "XID 154", host="h1", event_kind="xid", xid=154)
+    unknown = EvidenceFact("dcgm", AT, "XID 250", host="h1", event_kind="xid", xid=250)
+    low = suggest(facts(NCCL, hosts=("h1",)), [informational])
+    generic = suggest(facts(NCCL, hosts=("h1",)), [unknown])
+    assert low is not None and generic is not None
+    assert generic.category == "faulty-gpu"
+    assert low.scores.get("faulty-gpu", 0) < generic.scores["faulty-gpu"]
+
+
 def test_nothing_recognisable_makes_no_suggestion():
     assert suggest(facts("the job exited with status 1")) is None
 
