@@ -2,10 +2,10 @@
 never saw? (issue 37: "a classifier trained on the public tune corpus as a site-wide prior").
 
 Measured by 5-fold cross-validation over the tune messages only (tests/data: the tuned-on
-set, the tune parts of triage_heldout.jsonl and triage_corpus2.jsonl): each fold's messages
-are read by the rules alone and by the rules with the vote of a classifier trained on the
-other folds. `--held-out` then reads corpus2's held-out part once, with a model trained on
-every tune message, and prints only counts (its misses are not read).
+set, the tune parts of triage_heldout.jsonl, triage_corpus2.jsonl and triage_corpus3.jsonl):
+each fold's messages are read by the rules alone and by the rules with the vote of a
+classifier trained on the other folds. `--held-out` then reads corpus2's held-out part once,
+with a model trained on every tune message, and prints only counts (its misses are not read).
 
     python -m bench.triage_prior [--held-out]
 """
@@ -44,6 +44,7 @@ def tune_pool() -> list[dict[str, str]]:
         _rows("triage_messages.jsonl")
         + _rows("triage_heldout.jsonl", "tune")
         + _rows("triage_corpus2.jsonl", "tune")
+        + _rows("triage_corpus3.jsonl", "tune")
     )
 
 
