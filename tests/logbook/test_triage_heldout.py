@@ -91,6 +91,23 @@ def assert_floors(held_out: list[dict[str, str]], label: str, rules_floor: int, 
     assert right >= floor, text
 
 
+def report_tune_part(tune: list[dict[str, str]], label: str) -> None:
+    """A tune part's counts and misses, printed: not gated, as the rules and the prior may
+    learn from these and their figure says little."""
+    table, misses = accuracy_table(tune, vote=True)
+    _right, total, text = report(table)
+    print(f"\n{label}, rules and the vote\n{text}\nmisses:\n" + "\n".join(misses))
+    assert total == len(tune)
+
+
+def assert_targets_met(held_out: list[dict[str, str]], label: str) -> None:
+    """Issue 37's targets on a held-out part as the worker reads it (counts printed only)."""
+    table, _misses = accuracy_table(held_out, vote=True)
+    _right, _total, text = report(table)
+    print(f"\n{label}, rules and the vote\n{text}")
+    assert targets_missed(table) == {}, text
+
+
 def targets_missed(table: dict[str, tuple[int, int]]) -> dict[str, str]:
     """What falls short of issue 37's targets: overall, and each category of 5 or more."""
     right = sum(r for r, _ in table.values())
