@@ -58,6 +58,9 @@ MESSAGE_MAX_CHARS = 64_000
 # symptom (an NCCL watchdog timeout) says even less about what broke.
 VOTE_CAP = 0.95
 SYMPTOM_VOTE_CAP = 0.9
+# Evidence whose rule is the driver's own record of a device (an XID line of the message, a
+# DCGM event), not the job's words: triage_combine.Signal.device_record.
+DEVICE_RECORD_RULES = ("xid:", "dcgm:")
 # A suggestion reads at most this many message rules (built-in and a project's own) and
 # starts none after its time budget (Reading).
 MAX_RULES_READ = 400
@@ -375,7 +378,15 @@ def scores_of(items: Iterable[EvidenceItem], book: RuleBook | None = None) -> di
 
 def _signals(items: Sequence[EvidenceItem]) -> list[combine.Signal]:
     return [
-        combine.Signal(item.category, item.weight, item.host, item.device, item.own, index)
+        combine.Signal(
+            item.category,
+            item.weight,
+            item.host,
+            item.device,
+            item.own,
+            index,
+            device_record=item.rule.startswith(DEVICE_RECORD_RULES),
+        )
         for index, item in enumerate(items)
         if item.category and item.weight > 0
     ]

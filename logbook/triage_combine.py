@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from diagnosis.evidence import noisy_or as evidence_noisy_or
+from logbook.taxonomy import FAMILY_SOFTWARE
 
 # A cause explains an interruption from this score on; below it a symptom may win.
 EXPLAINS = 0.3
@@ -72,6 +73,9 @@ class Signal:
     device: str = ""
     own: bool = True
     key: int = 0  # the caller's index of the evidence item
+    # The driver's own record of a device fault (an XID line, a DCGM event), not the job's
+    # words about it.
+    device_record: bool = False
 
 
 @dataclass(frozen=True)
@@ -208,6 +212,7 @@ def weigh(
     winner = ranked[0]
     category = category_of(winner, categories)
     tier = winner.tier()
+    recorded = _records_hardware_fault(winner, categories)
     rivals = [
         c.score
         for c in pool
@@ -215,6 +220,10 @@ def weigh(
         and c.family != SYMPTOM_FAMILY
         # An own-host signal that explains is not discounted by other hosts' noise.
         and not (tier == 2 and c.host and not c.own)
+        # Beside a device's own record of a hardware fault, the job's software words (an
+        # illegal memory access, a Python traceback around it) are the job's view of that
+        # fault, not another cause: "hardware beats its symptoms" (tests/data/README.md).
+        and not (recorded and not c.host and c.family == FAMILY_SOFTWARE)
     ]
     rival = max(rivals, default=0.0)
     if winner.family == SYMPTOM_FAMILY:
@@ -226,6 +235,18 @@ def weigh(
         key=lambda s: -s.weight,
     )
     return Verdict(category, confidence, winner, rival, hosts, devices, supporting)
+
+
+def _records_hardware_fault(winner: Candidate, categories: Mapping[str, Category]) -> bool:
+    """Whether the winner holds a device's own record (XID, DCGM) of a hardware category that
+    explains the interruption alone."""
+    return any(
+        s.device_record
+        and s.weight >= EXPLAINS
+        and (category := categories.get(s.category)) is not None
+        and category.is_hardware
+        for s in winner.signals
+    )
 
 
 def best_per_family(

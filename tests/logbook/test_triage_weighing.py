@@ -100,6 +100,34 @@ def test_an_xid_on_another_host_still_explains_a_bare_timeout():
     assert suggestion.hosts == ["h7"] and suggestion.devices == ["GPU-7"]
 
 
+def test_the_jobs_view_of_an_xid_is_no_rival_to_the_xid():
+    # given an uncorrectable DRAM error the driver recorded, and the job's own words about it
+    xid = "NVRM: Xid (PCI:0000:3b:00): 171, pid=4242, Uncorrectable DRAM error on GPU 3"
+    crash = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    both = suggest(IncidentFacts(message=f"{xid}\n{crash}", occurred_at=AT, hosts=("h1",)))
+    alone = suggest(IncidentFacts(message=xid, occurred_at=AT, hosts=("h1",)))
+    words = suggest(IncidentFacts(message=crash, occurred_at=AT, hosts=("h1",)))
+    assert both is not None and alone is not None and words is not None
+    # then the XID's reading stands at its own confidence (the old rival rule gave 0.58),
+    # while the words alone still read as the software bug they usually are
+    assert both.category == "gpu-hbm3-memory" and both.confidence == alone.confidence >= 0.85
+    assert words.category == "software-bug"
+    # and a software XID (13: most often the application's) gives no such pass
+    app = "NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception"
+    bug = suggest(IncidentFacts(message=f"{app}\n{crash}", occurred_at=AT, hosts=("h1",)))
+    assert bug is not None and bug.category == "software-bug"
+
+
+def test_a_dcgm_record_on_the_host_is_not_discounted_by_the_jobs_traceback():
+    crash = "Traceback (most recent call last):\nRuntimeError: CUDA error: unspecified failure"
+    xid = EvidenceFact("dcgm", AT, "XID 79", host="h1", device="GPU-1", event_kind="xid", xid=79)
+    with_record = suggest(IncidentFacts(message=crash, occurred_at=AT, hosts=("h1",)), [xid])
+    record_alone = suggest(IncidentFacts(message="", occurred_at=AT, hosts=("h1",)), [xid])
+    assert with_record is not None and record_alone is not None
+    assert with_record.category == "faulty-gpu" and with_record.hosts == ["h1"]
+    assert with_record.confidence >= record_alone.confidence
+
+
 # --- Properties ---------------------------------------------------------------------------
 
 OWN = ("h0", "h1")
@@ -117,6 +145,7 @@ def signal(draw: st.DrawFn, hosts: tuple[str, ...] = ("", *OWN, *OTHER)) -> comb
         host=host,
         device=f"{host}-{device}" if device else "",
         own=host not in OTHER,
+        device_record=draw(st.booleans()),
     )
 
 
@@ -128,8 +157,11 @@ signals = st.lists(signal(), min_size=1, max_size=12)
     signals,
     st.floats(min_value=0.05, max_value=0.95),
     st.sampled_from(("place", "device", "words")),
+    st.booleans(),
 )
-def test_evidence_that_agrees_with_the_winner_never_lowers_its_confidence(found, weight, where):
+def test_evidence_that_agrees_with_the_winner_never_lowers_its_confidence(
+    found, weight, where, record
+):
     # given any evidence and its verdict
     before = combine.weigh(found, CATEGORIES, own_hosts=OWN)
     assert before is not None and before.winner is not None
@@ -138,7 +170,9 @@ def test_evidence_that_agrees_with_the_winner_never_lowers_its_confidence(found,
     # its device) or with no place (the job's words)
     host = "" if where == "words" else winner.host
     device = winner.device if where == "device" and host else ""
-    agreeing = combine.Signal(before.category, weight, host, device, winner.own if host else True)
+    agreeing = combine.Signal(
+        before.category, weight, host, device, winner.own if host else True, device_record=record
+    )
     after = combine.weigh([*found, agreeing], CATEGORIES, own_hosts=OWN)
     # then the category stays and the confidence does not drop
     assert after is not None
