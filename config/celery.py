@@ -52,6 +52,7 @@ app.conf.task_routes = {
     "logbook.triage_classifiers_refresh": {"queue": QUEUE_DEFAULT},
     "logbook.triage_evidence": {"queue": QUEUE_DEFAULT},
     "logbook.triage_run_evidence": {"queue": QUEUE_DEFAULT},
+    "logbook.triage_rules_changed": {"queue": QUEUE_DEFAULT},
     "logbook.incident_groups_refresh": {"queue": QUEUE_DEFAULT},
     "telemetry.rank_partitions_maintain": {"queue": QUEUE_DEFAULT},
     "diagnosis.slowdowns_refresh": {"queue": QUEUE_DEFAULT},

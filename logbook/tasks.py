@@ -94,6 +94,14 @@ def triage_run_evidence_task(run_pk: int, since: str, until: str | None) -> int:
 
 
 @shared_task(
+    name="logbook.triage_rules_changed", soft_time_limit=240, time_limit=300, **_TRIAGE_TASK
+)
+def triage_rules_changed_task(project_pk: int) -> int:
+    # Idempotent: remaking a pending suggestion with the same rules stores the same one.
+    return triage_learning.suggestions_remake(project_id=project_pk)
+
+
+@shared_task(
     name="logbook.incident_groups_refresh", soft_time_limit=60, time_limit=90, **_TRIAGE_TASK
 )
 def incident_groups_refresh_task(interruption_pk: int) -> int:

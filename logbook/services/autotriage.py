@@ -140,6 +140,13 @@ def _pages_refresh(interruption: Interruption) -> None:
     telemetry_services.fleet_version_bump(project_id=interruption.run.project_id)
 
 
+def rules_changed(*, project_id: int) -> None:
+    """A project's rules changed (a rule switched off, re-weighted, added or removed): after
+    commit, the worker remakes the project's pending suggestions, so the queue reads as the
+    rules now do, not as they did when each was made."""
+    transaction.on_commit(lambda: _publish("rules", project_id))
+
+
 def suggestion_enqueue(*, interruption_id: int) -> None:
     """After the current transaction commits, have the worker make the suggestion (never in
     the request that stored the interruption)."""
@@ -182,6 +189,8 @@ def _publish(what: str, payload: Any) -> None:
             tasks.triage_suggest_task.delay(payload)
         elif what == "run":
             tasks.triage_run_evidence_task.delay(*payload)
+        elif what == "rules":
+            tasks.triage_rules_changed_task.delay(payload)
         else:
             tasks.triage_evidence_task.delay(payload)
     except Exception:

@@ -2,7 +2,8 @@
 rules put back after a flush, a project's change to a site-wide rule (disable, re-weight), a
 project's own rules (add, change, remove). Every change by a person is audited under the
 project. Suggestions read the rules afresh each time (logbook.selectors.triage.rule_book), so
-nothing here is cached and no page version moves: the next suggestion reflects the change."""
+nothing here is cached: the next suggestion reflects the change, and the project's pending
+ones are remade by the worker after it commits (autotriage.rules_changed)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from django.db.models import Q
 from logbook import triage_catalogue
 from logbook.models import AuditEvent, RootCause, TriageRule, TriageRuleSetting
 from logbook.safe_patterns import pattern_problem
+from logbook.services import autotriage
 from logbook.services.audit import audit_record
 from telemetry.models import Project
 
@@ -134,6 +136,7 @@ def triage_rule_configure(
     changes = {name: [before[name], after[name]] for name in before if before[name] != after[name]}
     if changes:
         changes["rule"] = [rule.name, rule.name]
+        autotriage.rules_changed(project_id=project.pk)
     audit_record(project=project, entity=ENTITY, object_id=rule.pk, user=user, changes=changes)
     return rule
 
@@ -198,6 +201,7 @@ def triage_rule_create(
             "pattern": [None, rule.pattern or rule.xid or rule.dcgm_kind],
         },
     )
+    autotriage.rules_changed(project_id=project.pk)
     return rule
 
 
@@ -216,6 +220,7 @@ def triage_rule_delete(*, project: Project, rule_id: int, user: Any) -> None:
         changes={"rule": [rule.name, None]},
     )
     rule.delete()
+    autotriage.rules_changed(project_id=project.pk)
 
 
 def triage_rule_save(*, rule: TriageRule) -> None:

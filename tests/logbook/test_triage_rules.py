@@ -14,6 +14,7 @@ from django.db import connection
 from django.test import Client
 
 import logbook.migrations
+from config.celery import app as celery_app
 from logbook.models import AuditEvent, RootCause, TriageRule, TriageSuggestion
 from logbook.selectors.triage import builtin_rules_stored
 from logbook.services import autotriage as autotriage_services
@@ -113,6 +114,40 @@ def test_a_project_admin_disables_one_rule_and_reweights_another_from_the_settin
     dependency.refresh_from_db()
     traceback.refresh_from_db()
     assert (dependency.enabled, traceback.weight) == (True, 0.3)
+
+
+@pytest.mark.django_db
+def test_a_rule_change_remakes_the_projects_pending_suggestions_only(
+    client, dave, project, other_project, rules_alone, request,
+    django_capture_on_commit_callbacks,
+):  # fmt: skip
+    # given an open interruption of each project, each suggested as a dependency, pending
+    ours = record(project, message=IMPORT_ERROR, hosts=["h1"], key="q1")
+    theirs = record(other_project, message=IMPORT_ERROR, hosts=["h1"], key="q2")
+    for interruption in (ours, theirs):
+        autotriage_services.suggestion_make(interruption_id=interruption.pk)
+    # (the worker's task runs inline here; tests/ingest/test_ingest_api.py runs a real worker)
+    eager = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    request.addfinalizer(lambda: setattr(celery_app.conf, "task_always_eager", eager))
+    dependency = TriageRule.objects.get(name="dependency", project__isnull=True)
+    client.force_login(dave)
+    # when the project's admin switches the dependency rule off
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        off = client.post(
+            f"/projects/{project.slug}/triage/", {"action": "configure", "rule": dependency.pk}
+        )
+    assert off.status_code == 302 and len(callbacks) == 1
+    # then the queue's pending suggestion reads as the rules now do, without new evidence
+    assert TriageSuggestion.objects.get(interruption=ours).root_cause.slug == "software-bug"
+    # and another project's is untouched
+    assert TriageSuggestion.objects.get(interruption=theirs).root_cause.slug == "dependency"
+    # and a post that changes nothing remakes nothing
+    with django_capture_on_commit_callbacks(execute=True) as again:
+        client.post(
+            f"/projects/{project.slug}/triage/", {"action": "configure", "rule": dependency.pk}
+        )
+    assert again == []
 
 
 @pytest.mark.django_db
