@@ -1,6 +1,7 @@
-"""What the tests against a running `make demo` share (tests/test_demo_path.py): the demo
-started as `make demo` starts it, on a free port with its own servers, and the ways a user
-talks to it (log in, POST as a job, wait for an outcome)."""
+"""What the tests against a running `make demo` share (tests/test_demo_path.py,
+tests/stack/test_demo_stop.py): the demo started as `make demo` starts it, on a free port with
+its own servers; the ways a user talks to it (log in, POST as a job, wait for an outcome); and
+a pool child of its worker stuck in C code, with its process tree watched."""
 
 from __future__ import annotations
 
@@ -24,8 +25,13 @@ from urllib.parse import urljoin, urlsplit
 
 import psycopg
 import pytest
+from celery import Celery
 
+from config.queues import QUEUE_DEFAULT
+from config.redis_urls import celery_broker_url
 from stack import free_port, postgres
+from stack.processes import children_of, pid_alive, wait_until
+from tests.stack.stuck_task import STUCK_TASK
 
 ROOT = Path(__file__).resolve().parent.parent
 # A fresh demo migrates and loads in ~80 s on 2 quiet cores; at load 13 (a full suite beside
@@ -34,6 +40,17 @@ START_TIMEOUT_S = 420
 # `make` would reinstall when pyproject.toml is newer than the install stamp (a checkout
 # touches it); -o keeps the installed virtualenv, as a deployment that installed once would.
 MAKE = ["make", "--no-print-directory", "-o", ".venv/.installed-run"]
+# Production settings with one module more for the demo's worker to import: the task that gets
+# a pool child stuck in C code (tests.stack.stuck_task).
+STUCK_SETTINGS = "tests.stack.stuck_worker_settings"
+# A demo whose worker can get a pool child stuck: the demo's stop then gives web, beat and the
+# worker's warm shutdown 3 s each (20 s by default) before it SIGKILLs the group, as the stuck
+# child never lets the worker end and all of the timeout would be spent waiting.
+STUCK_DEMO_ENV = {"DJANGO_SETTINGS_MODULE": STUCK_SETTINGS, "DEMO_STOP_TIMEOUT_S": "3"}
+# Generous: a demo stops web, beat and worker (each given DEMO_STOP_TIMEOUT_S) and its servers;
+# on a loaded machine that takes longer. A stuck child does not end on its own, so no wait
+# is too long.
+STOPPED_TIMEOUT_S = 240
 
 
 @dataclass
@@ -194,6 +211,18 @@ def run_named(api: Any, name: str) -> dict[str, Any] | None:
     return next((run for run in api("/api/v1/runs") if run["name"] == name), None)
 
 
+def serving_processes(demo: Demo) -> None:
+    """Assert that the demo started through make (make's one child: python -m config.demo)
+    runs PostgreSQL, Redis, gunicorn, the Celery worker and beat."""
+    (serving,) = children_of(demo.process.pid)
+    assert "config.demo" in command_of(serving), command_of(serving)
+    names = {command_of(pid) for pid in children_of(serving)}
+    assert any("postgres" in name for name in names), names
+    assert any("redis-server" in name for name in names), names
+    assert any("gunicorn" in name for name in names), names
+    assert sum("celery" in name for name in names) == 2, names
+
+
 def command_of(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -301,3 +330,57 @@ def walk_every_page(
             queue.append(link)
 
     return opened, charted_runs
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid`'s descendants, from /proc."""
+    found = []
+    for child in children_of(pid):
+        found += [child, *process_tree(child)]
+    return found
+
+
+def still_running(pids: list[int], timeout_s: float = STOPPED_TIMEOUT_S) -> list[int]:
+    """The pids still running (zombies aside) after up to `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return [pid for pid in pids if pid_alive(pid)]
+
+
+def kill_left(pids: list[int]) -> None:
+    """SIGKILL to a test's own processes still running, should it fail."""
+    for pid in pids:
+        if pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _blocks(pid: int, sig: signal.Signals) -> bool:
+    status = Path(f"/proc/{pid}/status").read_text()
+    mask = int(re.search(r"^SigBlk:\s*([0-9a-f]+)$", status, re.MULTILINE)[1], 16)
+    return bool(mask >> (sig - 1) & 1)
+
+
+def stick_a_pool_child(redis_url: str, started: Path) -> int:
+    """Send the stuck task (tests.stack.stuck_task) to the worker on `redis_url`; the pid of
+    the pool child running it, once it holds SIGTERM back."""
+    # Not the process's current app: the suite's tests after this one in the same process
+    # enqueue through the current app, which would then name this demo's Redis, gone with it.
+    app = Celery(broker=celery_broker_url(redis_url), set_as_current=False)
+    try:
+        app.send_task(STUCK_TASK, args=[str(started)], queue=QUEUE_DEFAULT)
+    finally:
+        app.close()
+    child = wait_until(
+        lambda: int(started.read_text()), timeout_s=180, what="a pool child to take the task"
+    )
+    wait_until(lambda: _blocks(child, signal.SIGTERM), timeout_s=60, what="SIGTERM blocked")
+    return int(child)
+
+
+def demo_redis_url(demo: Demo) -> str:
+    """The URL of the Redis the demo started, as it printed it."""
+    url = re.search(r"Redis up \(.*, on (\S+)\)$", demo.log_path.read_text(), re.MULTILINE)
+    assert url, demo.log_path.read_text()[-2000:]
+    return url[1]
