@@ -270,7 +270,9 @@ class Chronicle:
         from celery import Celery
 
         if self._sweeper_app is None:
-            self._sweeper_app = Celery("chaos-sweeper", broker=self.redis.url)
+            # Not the process's current app: a test process (tests/chaos) that publishes
+            # after this would otherwise send every later task to this stack's Redis.
+            self._sweeper_app = Celery("chaos-sweeper", broker=self.redis.url, set_as_current=False)
             self._sweeper_app.conf.broker_connection_retry_on_startup = True
         try:
             self._sweeper_app.send_task(

@@ -159,3 +159,19 @@ def test_redis_on_a_unix_socket_serves_celery_and_keeps_its_data_across_a_restar
     assert (root / "redis" / "dump.rdb").exists()
     with redis.start(root / "redis", unix_socket=True, persist=True) as again:
         assert redis_client.Redis.from_url(again.url_for(2)).get("kept") == b"yes"
+
+
+def test_a_stacks_sweep_lands_on_its_redis_and_leaves_the_current_celery_app(root):
+    from celery import current_app
+
+    from stack.chronicle import Chronicle
+
+    before = current_app._get_current_object()
+    with redis.start(root / "redis") as server:
+        stack = Chronicle(root, pg=None, redis=server)  # type: ignore[arg-type]
+        stack.sweep_now()
+        client = redis_client.Redis.from_url(server.url, socket_timeout=2)
+        # the task beat sends every 30 s, on the stack's default queue
+        assert client.llen("default") == 1
+    # and tasks this process publishes later still go where they did before
+    assert current_app._get_current_object() is before
