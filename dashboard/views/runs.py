@@ -126,6 +126,13 @@ def _sort_link(request: HttpRequest, key: str) -> dict[str, str]:
 # Tables of attempts, interruptions and checkpoints show the latest ones; ?rows=all shows
 # every one (a Llama 3 scale run has hundreds of each, and thousands of checkpoints).
 ROWS_SHOWN = 20
+# Power and heat are read again once per DCGM summary bucket (below).
+EXTRAS_BUCKET_S = 300
+
+
+def extras_bucket() -> int:
+    """The summary bucket the run page's power and heat figures are cached for, now."""
+    return int(timezone.now().timestamp()) // EXTRAS_BUCKET_S
 
 
 @login_required
@@ -171,7 +178,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     # heat are read again once per 5-minute summary bucket, whatever the run's data does (a
     # live run changes version with every batch).
     extras = run_cache.cached(
-        f"run-page-extras:v2:{run.pk}:{int(timezone.now().timestamp()) // 300}",
+        f"run-page-extras:v2:{run.pk}:{extras_bucket()}",
         lambda: _extra_figures(run),
     )
     live = _liveness(run, latest)
