@@ -67,8 +67,9 @@ install: $(STAMP) ## Create the virtualenv and install everything
 demo: $(RUN_STAMP) ## Run Chronicle locally as in production (gunicorn, Celery worker and beat; embedded PostgreSQL and Redis) with a demo run loaded
 	@$(BIN)/python -m config.demo --host $(HOST) --port $(PORT) --var-dir $(DEMO_VAR_DIR)
 
-migrate: $(RUN_STAMP) ## Apply database migrations (DATABASE_URL; by default the demo's PostgreSQL, which must be running)
+migrate: $(RUN_STAMP) ## Apply database migrations (DATABASE_URL; the demo's PostgreSQL by default), then remake pending auto-triage suggestions
 	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py triage_remake
 
 web: $(RUN_STAMP) ## Serve pages (and anything else sent here) with gunicorn (production settings: SECRET_KEY, DATABASE_URL, REDIS_URL)
 	$(BIN)/python manage.py collectstatic --noinput -v 0

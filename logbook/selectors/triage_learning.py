@@ -59,6 +59,20 @@ def projects_with_triage() -> list[int]:
     )
 
 
+def projects_with_pending_suggestions() -> list[tuple[int, str]]:
+    """(id, slug) of the projects with a pending suggestion of an open incident, by slug:
+    what `manage.py triage_remake` visits after an upgrade."""
+    return list(
+        TriageSuggestion.objects.filter(
+            outcome=TriageSuggestion.Outcome.PENDING,
+            interruption__status=Interruption.Status.OPEN,
+        )
+        .values_list("interruption__run__project_id", "interruption__run__project__slug")
+        .distinct()
+        .order_by("interruption__run__project__slug")
+    )
+
+
 # --- The accuracy page ------------------------------------------------------------------------
 
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
+from django.utils import timezone
 
 import logbook.migrations
 from config.celery import app as celery_app
@@ -148,6 +151,42 @@ def test_a_rule_change_remakes_the_projects_pending_suggestions_only(
             f"/projects/{project.slug}/triage/", {"action": "configure", "rule": dependency.pk}
         )
     assert again == []
+
+
+@pytest.mark.django_db
+def test_an_upgrade_that_ships_a_rule_change_remakes_every_projects_pending_suggestions(
+    project, other_project, rules_alone
+):
+    # given a pending suggestion in each of two projects and a decided one, all dependency
+    ours = record(project, message=IMPORT_ERROR, hosts=["h1"], key="u1")
+    theirs = record(other_project, message=IMPORT_ERROR, hosts=["h1"], key="u2")
+    decided = record(project, message=IMPORT_ERROR, hosts=["h1"], key="u3")
+    for interruption in (ours, theirs, decided):
+        autotriage_services.suggestion_make(interruption_id=interruption.pk)
+    TriageSuggestion.objects.filter(interruption=decided).update(
+        outcome=TriageSuggestion.Outcome.CONFIRMED, decided_at=timezone.now()
+    )
+    # when a release's migration switches the built-in dependency rule off (as RULES_SQL
+    # would) and `make migrate` runs the remake after it
+    TriageRule.objects.filter(name="dependency", project__isnull=True).update(enabled=False)
+    out = StringIO()
+    call_command("triage_remake", stdout=out)
+    # then both projects' pending suggestions read as the shipped rules do, each named
+    for interruption in (ours, theirs):
+        assert TriageSuggestion.objects.get(interruption=interruption).root_cause.slug == (
+            "software-bug"
+        )
+    lines = out.getvalue().splitlines()
+    assert sorted(lines[:2]) == sorted(
+        f"[{i}/2] {slug}: 1 pending remade"
+        for i, slug in zip((1, 2), sorted((project.slug, other_project.slug)), strict=True)
+    )
+    assert lines[-1] == "auto-triage: 2 pending remade in 2 projects"
+    # and a decided suggestion keeps what on-call decided on
+    assert TriageSuggestion.objects.get(interruption=decided).root_cause.slug == "dependency"
+    # and a project with nothing to remake is named in a clear error
+    with pytest.raises(CommandError, match="'no-such-project': no such project"):
+        call_command("triage_remake", project="no-such-project", stdout=StringIO())
 
 
 @pytest.mark.django_db
