@@ -34,6 +34,10 @@ HF_HUB_ERRORS = "https://huggingface.co/docs/huggingface_hub/package_reference/u
 S3_ERRORS = "https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html"
 GCS_RETRIES = "https://cloud.google.com/storage/docs/retry-strategy"
 SLURM_CGROUP = "https://slurm.schedmd.com/cgroup.conf.html"
+SLURM_SRUN = "https://slurm.schedmd.com/srun.html"
+PYTHON_MULTIPROCESSING = (
+    "https://docs.python.org/3/library/multiprocessing.html#the-spawn-and-forkserver-start-methods"
+)
 LINUX_OOM = "https://docs.kernel.org/admin-guide/mm/concepts.html#oom-killer"
 XLA_ERRORS = "https://openxla.org/xla/errors"
 AWS_OFI_NCCL = "https://github.com/aws/aws-ofi-nccl/blob/master/doc/efa-env-var.md"
@@ -228,6 +232,12 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
           r"deadlock|mismatched collective|collective.{0,30}mismatch|desync"
           r"|mismatch between collectives|collectives differ"
           r"|different (?:number of|order)"),
+    # Python's multiprocessing refusing to start a child from a module without the
+    # `if __name__ == "__main__":` guard (the spawn start method re-imports the script).
+    _rule("spawn-main-guard", "software-bug", "Child process started at import", 0.55,
+          PYTHON_MULTIPROCESSING,
+          r"before the current process has finished its bootstrapping phase"
+          r"|freeze_support\(\)"),
     # A runtime that says it hit its own compiler's bug (XLA: "This is likely an XLA compiler
     # bug, please file a bug").
     _rule("compiler-bug", "software-bug", "Compiler or runtime bug", 0.45, XLA_ERRORS,
@@ -415,6 +425,13 @@ BUILTIN_RULES: tuple[MessageRule, ...] = (
     # environment (container devices, security group), not a failing link.
     _rule("ofi-init", "config-change", "EFA/libfabric not available", 0.5, AWS_OFI_NCCL,
           r"NET/OFI.{0,120}(?:fi_getinfo|couldn't open AV|creating new endpoint.{0,60}failed)"),
+    # Slurm refusing the job's own request (GPUs, partition, account, node features): the
+    # launch command asks for what the cluster does not offer, nothing is broken.
+    _rule("slurm-request", "config-change", "Slurm request not satisfiable", 0.6, SLURM_SRUN,
+          r"Invalid generic resource \(gres\) specification|Invalid partition name specified"
+          r"|Requested node configuration is not available"
+          r"|Invalid account or account/partition combination"
+          r"|Invalid (?:qos|feature) specification|More processors requested than permitted"),
     # Slurm's cgroup killing a step for exceeding the memory it asked for (--mem).
     _rule("slurm-cgroup-oom", "config-change", "Job memory request (Slurm cgroup)", 0.7,
           SLURM_CGROUP,

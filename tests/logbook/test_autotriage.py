@@ -46,6 +46,12 @@ def facts(message: str, hosts: tuple[str, ...] = ()) -> IncidentFacts:
         ("slurmstepd: error: *** JOB 1234 CANCELLED DUE TO PREEMPTION ***", "scheduler-preemption"),
         ("Traceback (most recent call last):\n  File \"train.py\", line 3\n"
          "AttributeError: 'NoneType' object has no attribute 'shape'", "software-bug"),
+        ("sbatch: error: Batch job submission failed: Invalid partition name specified",
+         "config-change"),
+        ("srun: error: Unable to create step for job 77: Requested node configuration is not "
+         "available", "config-change"),
+        ("RuntimeError: An attempt has been made to start a new process before the current "
+         "process has finished its bootstrapping phase.", "software-bug"),
     ],
 )  # fmt: skip
 def test_a_message_alone_names_its_category(message, category):

@@ -1,0 +1,251 @@
+"""Ships two rules read from corpus5's tune part for issue 37 (docs/triage.md, "Shipping a
+rule change"): Slurm refusing the job's own request (`Invalid generic resource (gres)
+specification`, an invalid partition, account, QOS or feature) is a launch setting,
+config-change; Python's multiprocessing refusing to start a child before the main module's
+bootstrapping (the spawn start method without the `__main__` guard) is the job's code,
+software-bug. Later rules move down to make room. SQL printed by
+`manage.py triage_rules_sql`, frozen here."""
+
+from django.db import migrations
+
+# tests/logbook/test_triage_rules.py replays every logbook migration's RULES_SQL in order.
+RULES_SQL = [
+    r"""
+INSERT INTO logbook_triagerule (project_id, name, root_cause_id, enabled, builtin, created_at, updated_at, kind, pattern, xid, dcgm_kind, component, weight, source, position) VALUES (NULL, 'spawn-main-guard', (SELECT id FROM logbook_rootcause WHERE slug = 'software-bug' AND project_id IS NULL), TRUE, TRUE, now(), now(), 'message', 'before the current process has finished its bootstrapping phase|freeze_support\(\)', NULL, '', 'Child process started at import', 0.55, 'https://docs.python.org/3/library/multiprocessing.html#the-spawn-and-forkserver-start-methods', 200);
+UPDATE logbook_triagerule SET position = 210, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'compiler-bug';
+UPDATE logbook_triagerule SET position = 220, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dependency';
+UPDATE logbook_triagerule SET position = 230, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'driver-build-mismatch';
+UPDATE logbook_triagerule SET position = 240, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'cuda-library-internal';
+UPDATE logbook_triagerule SET position = 250, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'fabric-manager';
+UPDATE logbook_triagerule SET position = 260, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'artifact-version';
+UPDATE logbook_triagerule SET position = 270, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'ib-retry';
+UPDATE logbook_triagerule SET position = 280, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'link-flap';
+UPDATE logbook_triagerule SET position = 290, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'nccl-cuda';
+UPDATE logbook_triagerule SET position = 300, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'nic-port';
+UPDATE logbook_triagerule SET position = 310, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'ib-device-missing';
+UPDATE logbook_triagerule SET position = 320, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'nic';
+UPDATE logbook_triagerule SET position = 330, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'nvme';
+UPDATE logbook_triagerule SET position = 340, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'filesystem';
+UPDATE logbook_triagerule SET position = 350, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'checkpoint-truncated';
+UPDATE logbook_triagerule SET position = 360, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'object-store';
+UPDATE logbook_triagerule SET position = 370, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'mce-memory';
+UPDATE logbook_triagerule SET position = 380, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'memory-controller';
+UPDATE logbook_triagerule SET position = 390, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dimm';
+UPDATE logbook_triagerule SET position = 400, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'mce-cpu';
+UPDATE logbook_triagerule SET position = 410, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'power';
+UPDATE logbook_triagerule SET position = 420, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'gpu-thermal';
+UPDATE logbook_triagerule SET position = 430, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'chassis';
+UPDATE logbook_triagerule SET position = 440, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'pcie';
+UPDATE logbook_triagerule SET position = 450, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'sdc';
+UPDATE logbook_triagerule SET position = 460, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'loss-divergence';
+UPDATE logbook_triagerule SET position = 470, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'anomaly-nan';
+UPDATE logbook_triagerule SET position = 480, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'loss-scale';
+UPDATE logbook_triagerule SET position = 490, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'data-pipeline-stack';
+UPDATE logbook_triagerule SET position = 500, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'data-decode';
+UPDATE logbook_triagerule SET position = 510, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dataset-files';
+UPDATE logbook_triagerule SET position = 520, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dataset-hub';
+UPDATE logbook_triagerule SET position = 530, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'labels-out-of-range';
+UPDATE logbook_triagerule SET position = 540, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'data-pipeline';
+UPDATE logbook_triagerule SET position = 550, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'open-files-limit';
+UPDATE logbook_triagerule SET position = 560, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'shm-limit';
+UPDATE logbook_triagerule SET position = 570, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'device-assignment';
+UPDATE logbook_triagerule SET position = 580, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'rendezvous-address';
+UPDATE logbook_triagerule SET position = 590, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'nccl-loopback';
+UPDATE logbook_triagerule SET position = 600, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'roce-gid';
+UPDATE logbook_triagerule SET position = 610, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'ofi-init';
+INSERT INTO logbook_triagerule (project_id, name, root_cause_id, enabled, builtin, created_at, updated_at, kind, pattern, xid, dcgm_kind, component, weight, source, position) VALUES (NULL, 'slurm-request', (SELECT id FROM logbook_rootcause WHERE slug = 'config-change' AND project_id IS NULL), TRUE, TRUE, now(), now(), 'message', 'Invalid generic resource \(gres\) specification|Invalid partition name specified|Requested node configuration is not available|Invalid account or account/partition combination|Invalid (?:qos|feature) specification|More processors requested than permitted', NULL, '', 'Slurm request not satisfiable', 0.6, 'https://slurm.schedmd.com/srun.html', 620);
+UPDATE logbook_triagerule SET position = 630, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'slurm-cgroup-oom';
+UPDATE logbook_triagerule SET position = 640, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'preemption';
+UPDATE logbook_triagerule SET position = 650, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'sigterm';
+UPDATE logbook_triagerule SET position = 660, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'host-maintenance';
+UPDATE logbook_triagerule SET position = 670, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-8';
+UPDATE logbook_triagerule SET position = 680, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-11';
+UPDATE logbook_triagerule SET position = 690, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-13';
+UPDATE logbook_triagerule SET position = 700, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-25';
+UPDATE logbook_triagerule SET position = 710, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-31';
+UPDATE logbook_triagerule SET position = 720, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-32';
+UPDATE logbook_triagerule SET position = 730, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-37';
+UPDATE logbook_triagerule SET position = 740, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-38';
+UPDATE logbook_triagerule SET position = 750, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-39';
+UPDATE logbook_triagerule SET position = 760, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-40';
+UPDATE logbook_triagerule SET position = 770, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-41';
+UPDATE logbook_triagerule SET position = 780, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-43';
+UPDATE logbook_triagerule SET position = 790, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-44';
+UPDATE logbook_triagerule SET position = 800, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-45';
+UPDATE logbook_triagerule SET position = 810, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-46';
+UPDATE logbook_triagerule SET position = 820, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-48';
+UPDATE logbook_triagerule SET position = 830, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-54';
+UPDATE logbook_triagerule SET position = 840, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-61';
+UPDATE logbook_triagerule SET position = 850, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-62';
+UPDATE logbook_triagerule SET position = 860, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-63';
+UPDATE logbook_triagerule SET position = 870, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-64';
+UPDATE logbook_triagerule SET position = 880, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-66';
+UPDATE logbook_triagerule SET position = 890, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-67';
+UPDATE logbook_triagerule SET position = 900, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-69';
+UPDATE logbook_triagerule SET position = 910, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-74';
+UPDATE logbook_triagerule SET position = 920, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-78';
+UPDATE logbook_triagerule SET position = 930, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-79';
+UPDATE logbook_triagerule SET position = 940, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-80';
+UPDATE logbook_triagerule SET position = 950, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-92';
+UPDATE logbook_triagerule SET position = 960, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-93';
+UPDATE logbook_triagerule SET position = 970, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-94';
+UPDATE logbook_triagerule SET position = 980, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-95';
+UPDATE logbook_triagerule SET position = 990, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-109';
+UPDATE logbook_triagerule SET position = 1000, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-110';
+UPDATE logbook_triagerule SET position = 1010, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-119';
+UPDATE logbook_triagerule SET position = 1020, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-120';
+UPDATE logbook_triagerule SET position = 1030, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-121';
+UPDATE logbook_triagerule SET position = 1040, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-136';
+UPDATE logbook_triagerule SET position = 1050, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-137';
+UPDATE logbook_triagerule SET position = 1060, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-140';
+UPDATE logbook_triagerule SET position = 1070, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-143';
+UPDATE logbook_triagerule SET position = 1080, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-144';
+UPDATE logbook_triagerule SET position = 1090, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-145';
+UPDATE logbook_triagerule SET position = 1100, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-146';
+UPDATE logbook_triagerule SET position = 1110, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-147';
+UPDATE logbook_triagerule SET position = 1120, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-148';
+UPDATE logbook_triagerule SET position = 1130, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-149';
+UPDATE logbook_triagerule SET position = 1140, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-150';
+UPDATE logbook_triagerule SET position = 1150, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-154';
+UPDATE logbook_triagerule SET position = 1160, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-155';
+UPDATE logbook_triagerule SET position = 1170, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-156';
+UPDATE logbook_triagerule SET position = 1180, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-157';
+UPDATE logbook_triagerule SET position = 1190, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-158';
+UPDATE logbook_triagerule SET position = 1200, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-159';
+UPDATE logbook_triagerule SET position = 1210, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-160';
+UPDATE logbook_triagerule SET position = 1220, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-161';
+UPDATE logbook_triagerule SET position = 1230, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-164';
+UPDATE logbook_triagerule SET position = 1240, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-165';
+UPDATE logbook_triagerule SET position = 1250, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-167';
+UPDATE logbook_triagerule SET position = 1260, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-168';
+UPDATE logbook_triagerule SET position = 1270, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-169';
+UPDATE logbook_triagerule SET position = 1280, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-171';
+UPDATE logbook_triagerule SET position = 1290, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-172';
+UPDATE logbook_triagerule SET position = 1300, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dcgm-ecc-uncorrectable';
+UPDATE logbook_triagerule SET position = 1310, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dcgm-row-remap';
+UPDATE logbook_triagerule SET position = 1320, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dcgm-row-remap-failure';
+UPDATE logbook_triagerule SET position = 1330, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dcgm-thermal';
+"""
+]
+
+REVERSE_SQL = r"""
+DELETE FROM logbook_triagerule WHERE builtin AND project_id IS NULL AND name IN ('spawn-main-guard', 'slurm-request');
+UPDATE logbook_triagerule SET position = 200, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'compiler-bug';
+UPDATE logbook_triagerule SET position = 210, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dependency';
+UPDATE logbook_triagerule SET position = 220, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'driver-build-mismatch';
+UPDATE logbook_triagerule SET position = 230, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'cuda-library-internal';
+UPDATE logbook_triagerule SET position = 240, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'fabric-manager';
+UPDATE logbook_triagerule SET position = 250, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'artifact-version';
+UPDATE logbook_triagerule SET position = 260, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'ib-retry';
+UPDATE logbook_triagerule SET position = 270, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'link-flap';
+UPDATE logbook_triagerule SET position = 280, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'nccl-cuda';
+UPDATE logbook_triagerule SET position = 290, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'nic-port';
+UPDATE logbook_triagerule SET position = 300, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'ib-device-missing';
+UPDATE logbook_triagerule SET position = 310, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'nic';
+UPDATE logbook_triagerule SET position = 320, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'nvme';
+UPDATE logbook_triagerule SET position = 330, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'filesystem';
+UPDATE logbook_triagerule SET position = 340, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'checkpoint-truncated';
+UPDATE logbook_triagerule SET position = 350, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'object-store';
+UPDATE logbook_triagerule SET position = 360, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'mce-memory';
+UPDATE logbook_triagerule SET position = 370, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'memory-controller';
+UPDATE logbook_triagerule SET position = 380, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dimm';
+UPDATE logbook_triagerule SET position = 390, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'mce-cpu';
+UPDATE logbook_triagerule SET position = 400, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'power';
+UPDATE logbook_triagerule SET position = 410, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'gpu-thermal';
+UPDATE logbook_triagerule SET position = 420, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'chassis';
+UPDATE logbook_triagerule SET position = 430, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'pcie';
+UPDATE logbook_triagerule SET position = 440, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'sdc';
+UPDATE logbook_triagerule SET position = 450, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'loss-divergence';
+UPDATE logbook_triagerule SET position = 460, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'anomaly-nan';
+UPDATE logbook_triagerule SET position = 470, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'loss-scale';
+UPDATE logbook_triagerule SET position = 480, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'data-pipeline-stack';
+UPDATE logbook_triagerule SET position = 490, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'data-decode';
+UPDATE logbook_triagerule SET position = 500, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dataset-files';
+UPDATE logbook_triagerule SET position = 510, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dataset-hub';
+UPDATE logbook_triagerule SET position = 520, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'labels-out-of-range';
+UPDATE logbook_triagerule SET position = 530, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'data-pipeline';
+UPDATE logbook_triagerule SET position = 540, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'open-files-limit';
+UPDATE logbook_triagerule SET position = 550, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'shm-limit';
+UPDATE logbook_triagerule SET position = 560, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'device-assignment';
+UPDATE logbook_triagerule SET position = 570, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'rendezvous-address';
+UPDATE logbook_triagerule SET position = 580, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'nccl-loopback';
+UPDATE logbook_triagerule SET position = 590, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'roce-gid';
+UPDATE logbook_triagerule SET position = 600, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'ofi-init';
+UPDATE logbook_triagerule SET position = 610, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'slurm-cgroup-oom';
+UPDATE logbook_triagerule SET position = 620, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'preemption';
+UPDATE logbook_triagerule SET position = 630, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'sigterm';
+UPDATE logbook_triagerule SET position = 640, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'host-maintenance';
+UPDATE logbook_triagerule SET position = 650, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-8';
+UPDATE logbook_triagerule SET position = 660, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-11';
+UPDATE logbook_triagerule SET position = 670, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-13';
+UPDATE logbook_triagerule SET position = 680, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-25';
+UPDATE logbook_triagerule SET position = 690, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-31';
+UPDATE logbook_triagerule SET position = 700, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-32';
+UPDATE logbook_triagerule SET position = 710, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-37';
+UPDATE logbook_triagerule SET position = 720, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-38';
+UPDATE logbook_triagerule SET position = 730, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-39';
+UPDATE logbook_triagerule SET position = 740, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-40';
+UPDATE logbook_triagerule SET position = 750, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-41';
+UPDATE logbook_triagerule SET position = 760, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-43';
+UPDATE logbook_triagerule SET position = 770, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-44';
+UPDATE logbook_triagerule SET position = 780, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-45';
+UPDATE logbook_triagerule SET position = 790, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-46';
+UPDATE logbook_triagerule SET position = 800, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-48';
+UPDATE logbook_triagerule SET position = 810, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-54';
+UPDATE logbook_triagerule SET position = 820, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-61';
+UPDATE logbook_triagerule SET position = 830, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-62';
+UPDATE logbook_triagerule SET position = 840, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-63';
+UPDATE logbook_triagerule SET position = 850, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-64';
+UPDATE logbook_triagerule SET position = 860, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-66';
+UPDATE logbook_triagerule SET position = 870, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-67';
+UPDATE logbook_triagerule SET position = 880, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-69';
+UPDATE logbook_triagerule SET position = 890, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-74';
+UPDATE logbook_triagerule SET position = 900, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-78';
+UPDATE logbook_triagerule SET position = 910, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-79';
+UPDATE logbook_triagerule SET position = 920, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-80';
+UPDATE logbook_triagerule SET position = 930, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-92';
+UPDATE logbook_triagerule SET position = 940, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-93';
+UPDATE logbook_triagerule SET position = 950, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-94';
+UPDATE logbook_triagerule SET position = 960, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-95';
+UPDATE logbook_triagerule SET position = 970, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-109';
+UPDATE logbook_triagerule SET position = 980, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-110';
+UPDATE logbook_triagerule SET position = 990, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-119';
+UPDATE logbook_triagerule SET position = 1000, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-120';
+UPDATE logbook_triagerule SET position = 1010, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-121';
+UPDATE logbook_triagerule SET position = 1020, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-136';
+UPDATE logbook_triagerule SET position = 1030, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-137';
+UPDATE logbook_triagerule SET position = 1040, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-140';
+UPDATE logbook_triagerule SET position = 1050, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-143';
+UPDATE logbook_triagerule SET position = 1060, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-144';
+UPDATE logbook_triagerule SET position = 1070, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-145';
+UPDATE logbook_triagerule SET position = 1080, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-146';
+UPDATE logbook_triagerule SET position = 1090, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-147';
+UPDATE logbook_triagerule SET position = 1100, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-148';
+UPDATE logbook_triagerule SET position = 1110, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-149';
+UPDATE logbook_triagerule SET position = 1120, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-150';
+UPDATE logbook_triagerule SET position = 1130, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-154';
+UPDATE logbook_triagerule SET position = 1140, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-155';
+UPDATE logbook_triagerule SET position = 1150, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-156';
+UPDATE logbook_triagerule SET position = 1160, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-157';
+UPDATE logbook_triagerule SET position = 1170, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-158';
+UPDATE logbook_triagerule SET position = 1180, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-159';
+UPDATE logbook_triagerule SET position = 1190, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-160';
+UPDATE logbook_triagerule SET position = 1200, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-161';
+UPDATE logbook_triagerule SET position = 1210, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-164';
+UPDATE logbook_triagerule SET position = 1220, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-165';
+UPDATE logbook_triagerule SET position = 1230, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-167';
+UPDATE logbook_triagerule SET position = 1240, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-168';
+UPDATE logbook_triagerule SET position = 1250, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-169';
+UPDATE logbook_triagerule SET position = 1260, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-171';
+UPDATE logbook_triagerule SET position = 1270, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'xid-172';
+UPDATE logbook_triagerule SET position = 1280, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dcgm-ecc-uncorrectable';
+UPDATE logbook_triagerule SET position = 1290, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dcgm-row-remap';
+UPDATE logbook_triagerule SET position = 1300, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dcgm-row-remap-failure';
+UPDATE logbook_triagerule SET position = 1310, updated_at = now() WHERE builtin AND project_id IS NULL AND name = 'dcgm-thermal';
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [("logbook", "0022_triage_xid_catalog")]
+
+    operations = [migrations.RunSQL(RULES_SQL[0], REVERSE_SQL)]
