@@ -24,7 +24,9 @@ FIELDS = {"id", "split", "message", "category", "component", "source", "why"}
 # it (with the vote of logbook.triage_semantic), measured once with the final method.
 TUNE_FLOOR = 59
 RULES_HELD_OUT_FLOOR = 28
-HELD_OUT_FLOOR = 31  # 30 before the no-cause class and the vote caps (docs/triage.md)
+# 30 before the no-cause class and the vote caps, 31 after, 30 once corpus5's tune part
+# joined the prior (docs/triage.md, "Sixth round").
+HELD_OUT_FLOOR = 30
 
 
 def split_of(row_id: str) -> str:

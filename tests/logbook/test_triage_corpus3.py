@@ -28,7 +28,7 @@ FIELDS = {"id", "split", "message", "category", "component", "source", "why"}
 # held-out part by the rules alone and as the worker reads it (with the vote of
 # logbook.triage_semantic), measured once with the final method.
 RULES_HELD_OUT_FLOOR = 33
-HELD_OUT_FLOOR = 38
+HELD_OUT_FLOOR = 37  # 38 before corpus5's tune part joined the prior (docs/triage.md)
 
 
 def split_of(row_id: str) -> str:

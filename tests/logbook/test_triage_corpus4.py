@@ -39,12 +39,15 @@ def rows(part: str | None = None) -> list[dict[str, str]]:
     return [row for row in every if part is None or row["split"] == part]
 
 
-def test_the_corpus_is_real_split_by_hash_and_new():
-    every = rows()
+def assert_real_split_by_hash_and_new(
+    every: list[dict[str, str]], earlier_names: tuple[str, ...], *, max_chars: int | None = None
+) -> None:
+    """A public corpus's rows: the fields, a taxonomy category, the part fixed by the id's hash,
+    a public source, and nothing (id, source page, normalised message) of the earlier files."""
     names = {seed.slug: seed.name for seed in ROOT_CAUSE_SEEDS}
     earlier = [
         json.loads(line)
-        for name in EARLIER
+        for name in earlier_names
         for line in (DATA.parent / name).read_text().splitlines()
         if line.strip()
     ]
@@ -61,11 +64,16 @@ def test_the_corpus_is_real_split_by_hash_and_new():
         # The part is fixed by the id, chosen before the hash was computed.
         assert row["split"] == split_of(row["id"]), row["id"]
         assert row["message"].strip() and row["why"].strip(), row["id"]
+        assert max_chars is None or len(row["message"]) <= max_chars, row["id"]
         assert row["source"].startswith("https://"), row["id"]
         # Nothing of the earlier sets is reused: their held-out parts stay unread here.
         assert row["id"] not in earlier_ids, row["id"]
         assert row["source"].rstrip("/") not in earlier_sources, row["id"]
         assert normalised(row["message"]) not in earlier_messages, row["id"]
+
+
+def test_the_corpus_is_real_split_by_hash_and_new():
+    assert_real_split_by_hash_and_new(rows(), EARLIER)
 
 
 def test_the_tune_part_is_reported_with_its_misses():

@@ -1,27 +1,31 @@
 """The fifth public corpus (tests/data/triage_corpus5.jsonl): real failure messages from
 public issue threads, operators' trackers, training chronicles and guides, none sharing a
-source or a message with the earlier sets, split by the hash of their id. Only the structural
-check lives here for now: the engine has not read any of these messages (tests/data/README.md,
-"The fifth corpus")."""
+source or a message with the earlier sets, split by the hash of their id. Its held-out part
+was read once by the engine as it stood when the corpus landed (counts only), and once after
+its tune part led to two rules and joined the prior (docs/triage.md, "Sixth round"); held-out
+misses are never printed (tests/data/README.md, "The fifth corpus")."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from logbook.taxonomy import ROOT_CAUSE_SEEDS
-from tests.logbook.test_triage_corpus3 import normalised, split_of
+import pytest
+
+from tests.logbook.test_triage_corpus4 import EARLIER as CORPUS4_EARLIER
+from tests.logbook.test_triage_corpus4 import assert_real_split_by_hash_and_new
+from tests.logbook.test_triage_heldout import (
+    assert_floors,
+    assert_targets_met,
+    report_tune_part,
+)
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "triage_corpus5.jsonl"
-EARLIER = (
-    "triage_messages.jsonl",
-    "triage_heldout.jsonl",
-    "triage_corpus2.jsonl",
-    "triage_corpus3.jsonl",
-    "triage_corpus4.jsonl",
-    "triage_nocause.jsonl",
-)
-FIELDS = {"id", "split", "message", "category", "component", "source", "why"}
+EARLIER = (*CORPUS4_EARLIER, "triage_corpus4.jsonl")
+# Floors at the figures docs/triage.md reports ("Sixth round"), measured with the final
+# method: the rules alone, and as the worker reads it (with logbook.triage_semantic's vote).
+RULES_HELD_OUT_FLOOR = 16
+HELD_OUT_FLOOR = 20  # 19 when first read, before its tune part joined the prior
 
 
 def rows(part: str | None = None) -> list[dict[str, str]]:
@@ -30,30 +34,18 @@ def rows(part: str | None = None) -> list[dict[str, str]]:
 
 
 def test_the_corpus_is_real_split_by_hash_and_new():
-    every = rows()
-    names = {seed.slug: seed.name for seed in ROOT_CAUSE_SEEDS}
-    earlier = [
-        json.loads(line)
-        for name in EARLIER
-        for line in (DATA.parent / name).read_text().splitlines()
-        if line.strip()
-    ]
-    earlier_ids = {row["id"] for row in earlier}
-    earlier_sources = {row["source"].rstrip("/") for row in earlier if "source" in row}
-    earlier_messages = {normalised(row["message"]) for row in earlier}
-    assert len(every) >= 60
-    assert len({row["id"] for row in every}) == len(every)
-    assert len({normalised(row["message"]) for row in every}) == len(every)
-    for row in every:
-        assert set(row) == FIELDS, row["id"]
-        assert row["category"] in names, row["id"]
-        assert row["component"] == names[row["category"]], row["id"]
-        # The part is fixed by the id, chosen before the hash was computed.
-        assert row["split"] == split_of(row["id"]), row["id"]
-        assert row["message"].strip() and row["why"].strip(), row["id"]
-        assert len(row["message"]) <= 1600, row["id"]
-        assert row["source"].startswith("https://"), row["id"]
-        # Nothing of the earlier sets is reused: their held-out parts stay unread here.
-        assert row["id"] not in earlier_ids, row["id"]
-        assert row["source"].rstrip("/") not in earlier_sources, row["id"]
-        assert normalised(row["message"]) not in earlier_messages, row["id"]
+    assert_real_split_by_hash_and_new(rows(), EARLIER, max_chars=1600)
+
+
+def test_the_tune_part_is_reported_with_its_misses():
+    report_tune_part(rows("tune"), "corpus5 tune part")
+
+
+def test_held_out_top1_never_falls_below_the_reported_figure():
+    # misses not printed (module docstring)
+    assert_floors(rows("heldout"), "corpus5 held-out part", RULES_HELD_OUT_FLOOR, HELD_OUT_FLOOR)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 37's held-out target is not met (docs/triage.md)")
+def test_the_held_out_part_meets_the_targets():
+    assert_targets_met(rows("heldout"), "corpus5 held-out part")

@@ -32,8 +32,9 @@ MISMATCH = (
 # Mean right of the tune messages over 3 repeats of stratified 5-fold cross-validation, the
 # vote alone (no rules), on the shipped vectors (docs/triage.md): of 218, 167.7 before the
 # no-cause class and 166.3 with it (it abstains on a message or two the vote read right); of
-# 264 (corpus3's tune part added), 192.3; of 297 (corpus4's too), 220.3.
-CV_FLOOR = 220
+# 264 (corpus3's tune part added), 192.3; of 297 (corpus4's too), 220.3; of 322 (corpus5's
+# too), 240.7.
+CV_FLOOR = 240
 
 needs_model = pytest.mark.skipif(
     triage_embedding.model_dir() is None, reason="the model package is not installed"
@@ -51,6 +52,7 @@ def tune_rows() -> list[dict[str, str]]:
         + [row for row in _rows("triage_corpus2.jsonl") if row["split"] == "tune"]
         + [row for row in _rows("triage_corpus3.jsonl") if row["split"] == "tune"]
         + [row for row in _rows("triage_corpus4.jsonl") if row["split"] == "tune"]
+        + [row for row in _rows("triage_corpus5.jsonl") if row["split"] == "tune"]
     )
 
 
@@ -79,6 +81,7 @@ def test_the_prior_is_the_tune_messages_and_the_category_descriptions_only():
             "triage_corpus2.jsonl",
             "triage_corpus3.jsonl",
             "triage_corpus4.jsonl",
+            "triage_corpus5.jsonl",
         )
         for row in _rows(name)
         if row["split"] == "heldout"
