@@ -10,16 +10,19 @@ docs/ranks-and-hangs.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import groupby
+from operator import itemgetter
+from typing import Any
 
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
 from telemetry import rank_heat
-from telemetry.models import Attempt, RankStepStats
+from telemetry.models import Attempt
 from telemetry.partitions import PartitionedTable
 from telemetry.services import fleet_version_bump, hosts_ensure, run_data_version_bump
 from telemetry.services.partitions import partitions_maintain
@@ -127,83 +130,120 @@ class Rollup:
     buckets: list[tuple[str, datetime]]  # (section, bucket_start) recomputed
 
 
+# Steps, blocks or buckets one statement reads or writes: up to ITEMS_PER_STATEMENT, and for
+# steps and buckets no more than VALUES_PER_STATEMENT ranks' worth in all, so what the client
+# holds stays bounded (16 steps or buckets at a time of a 16,384-rank job, each bucket four
+# 16,384-long arrays; 256 at 1,024 ranks).
+ITEMS_PER_STATEMENT = 500
+VALUES_PER_STATEMENT = 1 << 18
+
+
 @transaction.atomic
 def rank_timings_rollup(*, attempt_id: int, since: datetime) -> Rollup:
     """Recompute the distribution of every (section, step) and the per-rank means of every
     (section, bucket) that raw rows received since `since` touch, from all raw rows still
     kept for them. Idempotent: rows are replaced, never added to, so running it twice (or
-    over a late rank's values) gives the same rows."""
+    over a late rank's values) gives the same rows. A few statements per level and per
+    ITEMS_PER_STATEMENT items, however many steps and buckets are touched."""
     bucket_s = settings.RANK_BUCKET_S
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT DISTINCT section, first_step FROM {RAW_TABLE}"
-            " WHERE attempt_id = %s AND received_at >= %s",
+            "SELECT section, first_step, max(cardinality(ranks)) FROM"
+            f" {RAW_TABLE} WHERE attempt_id = %s AND received_at >= %s"
+            " GROUP BY section, first_step ORDER BY section, first_step",
             [attempt_id, since],
         )
-        touched = cursor.fetchall()
+        found = cursor.fetchall()
+    touched = [(section, step) for section, step, _ in found]
+    # The widest row received sizes the statements (a late rank's lone value may join a
+    # step of thousands; the ones received with it are as wide as the job).
+    per_statement = max(
+        1, min(ITEMS_PER_STATEMENT, VALUES_PER_STATEMENT // max((n for *_, n in found), default=1))
+    )
     buckets: set[tuple[str, datetime]] = set()
-    for section, first_step in touched:
-        recorded_at = _step_stats_refresh(attempt_id, section, first_step)
-        if recorded_at is not None:
+    for chunk in _chunks(touched, per_statement):
+        for section, recorded_at in _step_stats_refresh(attempt_id, chunk):
             buckets.add((section, bucket_start(recorded_at, bucket_s)))
     blocks = set(touched)
     for width in STEP_BLOCKS:
         blocks = {(section, step // width * width) for section, step in blocks}
-        for section, first in sorted(blocks):
-            _step_block_refresh(attempt_id, section, width, first)
-    for section, start in sorted(buckets):
-        _bucket_refresh(attempt_id, section, start, bucket_s)
+        for chunk in _chunks(sorted(blocks), ITEMS_PER_STATEMENT):
+            _step_block_refresh(attempt_id, width, chunk)
+    for chunk in _chunks(sorted(buckets), per_statement):
+        _bucket_refresh(attempt_id, chunk, bucket_s)
     # Then each coarser level, from the one below it, for the buckets those touched.
     coarse = buckets
     for width in bucket_levels()[1:]:
         coarse = {(section, bucket_start(start, width)) for section, start in coarse}
-        for section, start in sorted(coarse):
-            _coarse_refresh(attempt_id, section, start, width)
+        for chunk in _chunks(sorted(coarse), per_statement):
+            _coarse_refresh(attempt_id, chunk, width)
     if touched:
         run_id = Attempt.objects.values_list("run_id", flat=True).get(pk=attempt_id)
         run_data_version_bump(run_id=run_id)
     return Rollup(steps=len(touched), buckets=sorted(buckets))
 
 
-def _step_stats_refresh(attempt_id: int, section: str, step: int) -> datetime | None:
+def _chunks(items: Sequence[tuple[str, Any]], size: int) -> Iterator[list[tuple[str, Any]]]:
+    for begin in range(0, len(items), size):
+        yield list(items[begin : begin + size])
+
+
+def _step_stats_refresh(
+    attempt_id: int, steps: Sequence[tuple[str, int]]
+) -> list[tuple[str, datetime]]:
+    """Replace the distribution rows of `steps` (section, step) from all their raw rows;
+    returns (section, first recorded_at) of each step that has any."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT recorded_at, ranks, values_s FROM {RAW_TABLE}"
-            " WHERE attempt_id = %s AND section = %s AND first_step = %s ORDER BY received_at",
-            [attempt_id, section, step],
+            "SELECT t.section, t.first_step, t.recorded_at, t.ranks, t.values_s"
+            " FROM unnest(%s::text[], %s::bigint[]) AS s(section, step)"
+            f" JOIN {RAW_TABLE} t ON t.attempt_id = %s AND t.section = s.section"
+            " AND t.first_step = s.step ORDER BY t.section, t.first_step, t.received_at",
+            [[section for section, _ in steps], [step for _, step in steps], attempt_id],
         )
         rows = cursor.fetchall()
-    if not rows:
-        return None
-    # One value per rank; a rank that sent the step twice counts once (the later value).
-    by_rank: dict[int, float] = {}
-    for _, ranks, values in rows:
-        by_rank.update(zip(ranks, values, strict=True))
-    ranks_arr = np.fromiter(by_rank.keys(), dtype=np.int64, count=len(by_rank))
-    values_arr = np.fromiter(by_rank.values(), dtype=np.float64, count=len(by_rank))
-    low, median, p90, p99, high = percentiles(values_arr)
-    order = np.argsort(-values_arr, kind="stable")[:SLOWEST_KEPT]
-    recorded_at = min(row[0] for row in rows)
-    RankStepStats.objects.update_or_create(
-        attempt_id=attempt_id,
-        section=section,
-        step=step,
-        defaults={
-            "recorded_at": recorded_at,
-            "rank_count": len(by_rank),
-            "min_s": low,
-            "median_s": median,
-            "p90_s": p90,
-            "p99_s": p99,
-            "max_s": high,
-            "slowest_ranks": [int(r) for r in ranks_arr[order]],
-            "slowest_s": [float(v) for v in values_arr[order]],
-        },
-    )
-    return recorded_at
+    stored: list[tuple] = []
+    for (section, step), group in groupby(rows, key=itemgetter(0, 1)):
+        step_rows = list(group)
+        # One value per rank; a rank that sent the step twice counts once (the later value).
+        by_rank: dict[int, float] = {}
+        for *_, ranks, values in step_rows:
+            by_rank.update(zip(ranks, values, strict=True))
+        ranks_arr = np.fromiter(by_rank.keys(), dtype=np.int64, count=len(by_rank))
+        values_arr = np.fromiter(by_rank.values(), dtype=np.float64, count=len(by_rank))
+        order = np.argsort(-values_arr, kind="stable")[:SLOWEST_KEPT]
+        recorded_at = min(row[2] for row in step_rows)
+        stored.append(
+            (section, step, recorded_at, len(by_rank), *percentiles(values_arr),
+             _array_text(ranks_arr[order].tolist()), _array_text(values_arr[order].tolist()))
+        )  # fmt: skip
+    if stored:
+        columns = [list(column) for column in zip(*stored, strict=True)]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO telemetry_rankstepstats (attempt_id, section, step, recorded_at,"
+                " rank_count, min_s, median_s, p90_s, p99_s, max_s, slowest_ranks, slowest_s)"
+                " SELECT %s, u.section, u.step, u.recorded_at, u.rank_count, u.min_s,"
+                " u.median_s, u.p90_s, u.p99_s, u.max_s, u.slowest_ranks::integer[],"
+                " u.slowest_s::double precision[]"
+                " FROM unnest(%s::text[], %s::bigint[], %s::timestamptz[], %s::integer[],"
+                " %s::double precision[], %s::double precision[], %s::double precision[],"
+                " %s::double precision[], %s::double precision[], %s::text[], %s::text[])"
+                " AS u(section, step, recorded_at, rank_count, min_s, median_s, p90_s, p99_s,"
+                " max_s, slowest_ranks, slowest_s)"
+                " ON CONFLICT (attempt_id, section, step) DO UPDATE SET"
+                " recorded_at = EXCLUDED.recorded_at, rank_count = EXCLUDED.rank_count,"
+                " min_s = EXCLUDED.min_s, median_s = EXCLUDED.median_s, p90_s = EXCLUDED.p90_s,"
+                " p99_s = EXCLUDED.p99_s, max_s = EXCLUDED.max_s,"
+                " slowest_ranks = EXCLUDED.slowest_ranks, slowest_s = EXCLUDED.slowest_s",
+                [attempt_id, *columns],
+            )
+    return [(row[0], row[2]) for row in stored]
 
 
-def _step_block_refresh(attempt_id: int, section: str, width: int, first: int) -> None:
+def _step_block_refresh(attempt_id: int, width: int, blocks: Sequence[tuple[str, int]]) -> None:
+    """Replace the `width`-step block rows starting at `blocks` (section, first step) from
+    the level below."""
     finer = STEP_BLOCKS.index(width) - 1
     source = "telemetry_rankstepstats" if finer < 0 else "telemetry_rankstepblock"
     columns, step = _BLOCK_FROM[source]
@@ -212,92 +252,102 @@ def _step_block_refresh(attempt_id: int, section: str, width: int, first: int) -
         cursor.execute(
             "INSERT INTO telemetry_rankstepblock (attempt_id, section, steps, first_step,"
             " step_count, min_s, median_s, p90_s, p99_s, max_s, slowest_rank)"
-            f" SELECT attempt_id, section, %s, %s, {columns} FROM {source}"
-            f" WHERE attempt_id = %s AND section = %s AND {step} >= %s AND {step} < %s{level}"
-            " GROUP BY attempt_id, section"
+            f" SELECT attempt_id, b.section, %s, b.first, {columns}"
+            " FROM unnest(%s::text[], %s::bigint[]) AS b(section, first)"
+            f" JOIN {source} ON attempt_id = %s AND {source}.section = b.section"
+            f" AND {step} >= b.first AND {step} < b.first + %s{level}"
+            " GROUP BY attempt_id, b.section, b.first"
             " ON CONFLICT (attempt_id, section, steps, first_step) DO UPDATE SET"
             " step_count = EXCLUDED.step_count, min_s = EXCLUDED.min_s,"
             " median_s = EXCLUDED.median_s, p90_s = EXCLUDED.p90_s, p99_s = EXCLUDED.p99_s,"
             " max_s = EXCLUDED.max_s, slowest_rank = EXCLUDED.slowest_rank",
-            [width, first, attempt_id, section, first, first + width],
-        )
+            [width, [section for section, _ in blocks], [first for _, first in blocks],
+             attempt_id, width],
+        )  # fmt: skip
 
 
-def _bucket_refresh(attempt_id: int, section: str, start: datetime, bucket_s: int) -> None:
+def _bucket_refresh(
+    attempt_id: int, buckets: Sequence[tuple[str, datetime]], bucket_s: int
+) -> None:
     # Aggregated in PostgreSQL: a 10-minute bucket of a 16,384-rank job is 6.5 million values.
     per_rank = (
         "SELECT u.r, avg(u.v) AS m, percentile_cont(0.5) WITHIN GROUP (ORDER BY u.v) AS d,"
         f" count(*)::integer AS n FROM {RAW_TABLE}, unnest(ranks, values_s) AS u(r, v)"
-        " WHERE attempt_id = %s AND section = %s AND recorded_at >= %s AND recorded_at < %s"
-        " GROUP BY u.r"
+        " WHERE attempt_id = %s AND section = b.section AND recorded_at >= b.start"
+        " AND recorded_at < b.start + make_interval(secs => %s) GROUP BY u.r"
     )
-    end = start + timedelta(seconds=bucket_s)
-    _bucket_write(attempt_id, section, bucket_s, start, per_rank, [attempt_id, section, start, end])
+    _bucket_write(attempt_id, bucket_s, buckets, per_rank, [attempt_id, bucket_s])
 
 
-def _coarse_refresh(attempt_id: int, section: str, start: datetime, bucket_s: int) -> None:
-    """One coarse bucket from the next finer level's: each rank's count-weighted mean (and
+def _coarse_refresh(
+    attempt_id: int, buckets: Sequence[tuple[str, datetime]], bucket_s: int
+) -> None:
+    """Coarse buckets from the next finer level's: each rank's count-weighted mean (and
     median, an approximation nothing scores on) over the finer buckets it spans."""
     per_rank = (
         "SELECT u.r, sum(u.m * u.n) / sum(u.n) AS m, sum(u.d * u.n) / sum(u.n) AS d,"
         " sum(u.n)::integer AS n"
         " FROM telemetry_rankbucket, unnest(ranks, means_s, medians_s, counts) AS u(r, m, d, n)"
-        " WHERE attempt_id = %s AND section = %s AND bucket_s = %s"
-        " AND bucket_start >= %s AND bucket_start < %s AND u.n > 0 GROUP BY u.r"
+        " WHERE attempt_id = %s AND section = b.section AND bucket_s = %s"
+        " AND bucket_start >= b.start AND bucket_start < b.start + make_interval(secs => %s)"
+        " AND u.n > 0 GROUP BY u.r"
     )
-    end = start + timedelta(seconds=bucket_s)
-    params = [attempt_id, section, _finer_level(bucket_s), start, end]
-    _bucket_write(attempt_id, section, bucket_s, start, per_rank, params)
+    params = [attempt_id, _finer_level(bucket_s), bucket_s]
+    _bucket_write(attempt_id, bucket_s, buckets, per_rank, params)
 
 
 def _bucket_write(
-    attempt_id: int, section: str, bucket_s: int, start: datetime, per_rank: str, params: list
+    attempt_id: int,
+    bucket_s: int,
+    buckets: Sequence[tuple[str, datetime]],
+    per_rank: str,
+    params: list,
 ) -> None:
-    """Store the bucket whose per-rank (r, mean m, median d, count n) rows `per_rank` selects."""
+    """Store the buckets (section, start) whose per-rank (r, mean m, median d, count n) rows
+    `per_rank` selects, given `b.section`, `b.start` and `params`; a bucket with none is left
+    alone. Each bucket is aggregated on its own (a lateral subquery), as large as one
+    16,384-rank bucket whatever the statement's count."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT coalesce(array_agg(r ORDER BY r), '{}'),"
-            " coalesce(array_agg(m ORDER BY r), '{}'), coalesce(array_agg(d ORDER BY r), '{}'),"
-            f" coalesce(array_agg(n ORDER BY r), '{{}}') FROM ({per_rank}) per_rank",
-            params,
+            "SELECT b.section, b.start, agg.* FROM unnest(%s::text[], %s::timestamptz[])"
+            " AS b(section, start) CROSS JOIN LATERAL (SELECT array_agg(r ORDER BY r) AS ranks,"
+            " array_agg(m ORDER BY r), array_agg(d ORDER BY r), array_agg(n ORDER BY r)"
+            f" FROM ({per_rank}) per_rank) agg WHERE agg.ranks IS NOT NULL",
+            [[section for section, _ in buckets], [start for _, start in buckets], *params],
         )
-        ranks, means, medians, counts = cursor.fetchone()
-    _bucket_store(attempt_id, section, bucket_s, start, ranks, means, medians, counts)
-
-
-def _bucket_store(
-    attempt_id: int,
-    section: str,
-    bucket_s: int,
-    start: datetime,
-    ranks: list[int],
-    means: list[float],
-    medians: list[float],
-    counts: list[int],
-) -> None:
-    if not ranks:
+        found = cursor.fetchall()
+    stored: list[tuple] = []
+    for section, start, ranks, means, medians, counts in found:
+        group_ranks = rank_heat.group_ranks_for(max(ranks) + 1)
+        slowest_s, slowest_rank = rank_heat.slowest_per_group(ranks, means, group_ranks)
+        # The arrays as text: psycopg adapts a list item by item in Python (20 ms for a
+        # 1,024-rank bucket's four arrays), str() of the list in C.
+        stored.append(
+            (section, start, _array_text(ranks), _array_text(means), _array_text(medians),
+             _array_text(counts), group_ranks, _array_text(slowest_s), _array_text(slowest_rank))
+        )  # fmt: skip
+    if not stored:
         return
-    group_ranks = rank_heat.group_ranks_for(max(ranks) + 1)
-    slowest_s, slowest_rank = rank_heat.slowest_per_group(ranks, means, group_ranks)
-    # One upsert with the arrays as text: psycopg adapts a list item by item in Python
-    # (20 ms for a 1,024-rank bucket's four arrays, most of a rollup), str() of the list in C.
+    columns = [list(column) for column in zip(*stored, strict=True)]
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO telemetry_rankbucket (attempt_id, section, bucket_s, bucket_start,"
             " ranks, means_s, medians_s, counts, group_ranks, group_slowest_s,"
-            " group_slowest_rank) VALUES (%s, %s, %s, %s, %s::integer[], %s::real[],"
-            " %s::real[], %s::integer[], %s, %s::real[], %s::integer[])"
+            " group_slowest_rank)"
+            " SELECT %s, u.section, %s, u.start, u.ranks::integer[], u.means::real[],"
+            " u.medians::real[], u.counts::integer[], u.group_ranks, u.slowest_s::real[],"
+            " u.slowest_rank::integer[]"
+            " FROM unnest(%s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::text[],"
+            " %s::text[], %s::integer[], %s::text[], %s::text[])"
+            " AS u(section, start, ranks, means, medians, counts, group_ranks, slowest_s,"
+            " slowest_rank)"
             " ON CONFLICT (attempt_id, section, bucket_s, bucket_start) DO UPDATE SET"
             " ranks = EXCLUDED.ranks, means_s = EXCLUDED.means_s,"
             " medians_s = EXCLUDED.medians_s, counts = EXCLUDED.counts,"
             " group_ranks = EXCLUDED.group_ranks, group_slowest_s = EXCLUDED.group_slowest_s,"
             " group_slowest_rank = EXCLUDED.group_slowest_rank",
-            [
-                attempt_id, section, bucket_s, start, _array_text(ranks), _array_text(means),
-                _array_text(medians), _array_text(counts), group_ranks,
-                _array_text(slowest_s), _array_text(slowest_rank),
-            ],
-        )  # fmt: skip
+            [attempt_id, bucket_s, *columns],
+        )
 
 
 def _array_text(values: Sequence[float | int | None]) -> str:
