@@ -203,8 +203,8 @@ class Migration(migrations.Migration):
                         CHECK (cardinality(ranks) = cardinality(values_s))
                 ) PARTITION BY RANGE (received_at)
                 """,
-                # The rollup reads one (attempt, section, step) at a time and, per bucket,
-                # an attempt's section over a time range.
+                # The rollup reads raw rows by (attempt, section, step) and, per bucket, an
+                # attempt's section over a time range.
                 "CREATE INDEX ranktiming_raw_step ON telemetry_ranktiming_raw"
                 " (attempt_id, section, first_step)",
                 "CREATE INDEX ranktiming_raw_recorded ON telemetry_ranktiming_raw"
