@@ -246,6 +246,15 @@ class Chronicle:
             interval_s=0.2,
         )
 
+    def log_tails(self, lines: int = 60) -> str:
+        """The last `lines` lines of every process's log, oldest worker first: what a failed
+        chaos test prints, since the stack's directory is removed when the stack stops."""
+        parts = []
+        for path in sorted(self.root.glob("*.log")):
+            tail = path.read_text(errors="replace").splitlines()[-lines:]
+            parts.append(f"--- {path.name} (last {len(tail)} lines)\n" + "\n".join(tail))
+        return "\n".join(parts)
+
     def pool_children(self) -> list[int]:
         return children_of(self.worker.pid) if self.worker and self.worker.alive() else []
 

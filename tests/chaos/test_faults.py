@@ -7,6 +7,7 @@ No pytest-django database here: the harness migrates its own cluster and verifie
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -31,6 +32,16 @@ def chaos_stack() -> Iterator[Chronicle]:
         yield app
 
 
+@contextmanager
+def logs_on_failure(app: Chronicle) -> Iterator[None]:
+    # The stack's directory goes with the stack: a failure shows its processes' logs here.
+    try:
+        yield
+    except BaseException:
+        print(app.log_tails())
+        raise
+
+
 def test_points_and_side_effects_survive_every_fault_exactly_once(
     chaos_stack: Chronicle,
 ) -> None:
@@ -38,6 +49,8 @@ def test_points_and_side_effects_survive_every_fault_exactly_once(
     # by a retrying client while every kind of fault is injected
     report = run_scenario(points=QUICK_POINTS, quick=True, points_per_batch=100, app=chaos_stack)
     print(summary_table(report))
+    if not report.passed:
+        print(chaos_stack.log_tails())
 
     # then: each fault kind really happened, and the pipeline noticed: the client retried, or
     # a worker processed a batch again. Which one depends on timing: at load 9-13 a 3 s
@@ -72,7 +85,8 @@ def test_a_batch_that_kills_its_worker_every_time_is_parked_dead_after_bounded_a
     # given: a batch whose every processing attempt dies by SIGKILL mid-task, sent along with
     # 10 healthy batches of another run
     # when: the worker keeps receiving it (requeued on worker loss, re-published by sweeps)
-    report = poison_scenario(chaos_stack)
+    with logs_on_failure(chaos_stack):
+        report = poison_scenario(chaos_stack)
 
     # then: it is parked as dead after at most INGEST_MAX_PROCESS_ATTEMPTS crashes
     limit = MAX_PROCESS_ATTEMPTS

@@ -3,7 +3,7 @@ public issue threads, operators' trackers, training chronicles and guides, none 
 source or a message with the earlier sets, split by the hash of their id. Its held-out part
 was read once by the engine as it stood when the corpus landed (counts only), and once after
 its tune part led to two rules and joined the prior (docs/triage.md, "Sixth round"); held-out
-misses are never printed (tests/data/README.md, "The fifth corpus")."""
+misses are never printed (the fifth corpus's section of tests/data/README.md)."""
 
 from __future__ import annotations
 
