@@ -124,10 +124,15 @@ def step_ends_with_durations(
     with reading().cursor() as cursor:
         cursor.execute(sql, [run.pk, metric, numbers])
         for number, steps, ends, values in cursor.fetchall():
-            pairs = np.empty((len(steps) // 8, 2), dtype=np.float64)
-            pairs[:, 0] = np.frombuffer(bytes(steps), dtype=">i8")
-            pairs[:, 1] = np.frombuffer(bytes(ends), dtype=">f8")
-            found[number] = (pairs, np.frombuffer(bytes(values), dtype=">f8"))
+            step_array, value_array, end_array = _in_step_order(
+                np.frombuffer(bytes(steps), dtype=">i8").astype(np.int64),
+                np.frombuffer(bytes(values), dtype=">f8").astype(np.float64),
+                np.frombuffer(bytes(ends), dtype=">f8").astype(np.float64),
+            )
+            pairs = np.empty((step_array.size, 2), dtype=np.float64)
+            pairs[:, 0] = step_array
+            pairs[:, 1] = end_array
+            found[number] = (pairs, value_array)
     return found
 
 

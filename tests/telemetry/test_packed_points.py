@@ -34,3 +34,27 @@ def test_points_stored_out_of_order_are_read_in_step_order(project):
     assert steps.tolist() == list(range(420))
     np.testing.assert_array_equal(values, steps * 2.0)
     np.testing.assert_array_equal(times, START.timestamp() + steps)
+
+
+@pytest.mark.django_db
+def test_step_ends_stored_out_of_order_are_read_in_step_order(project):
+    # given step times whose batches were stored last one first (goodput derives step starts
+    # from them when a job sends no step_times)
+    run = telemetry_services.run_upsert(project=project, name="late-first")
+    attempt = telemetry_services.attempt_ensure(run=run, number=1)
+    for steps in (range(100, 150), range(0, 100)):
+        telemetry_services.metric_points_insert(
+            run=run,
+            attempt=attempt,
+            points=[
+                ("step_time_s", s, 1.0 + s / 1000, START + timedelta(seconds=s)) for s in steps
+            ],
+        )
+    # when goodput's read packs them
+    pairs, durations = packed.step_ends_with_durations(run=run, metric="step_time_s", numbers=[1])[
+        1
+    ]
+    # then each row is in step order with its own end and duration
+    assert pairs[:, 0].tolist() == list(range(150))
+    np.testing.assert_array_equal(pairs[:, 1], START.timestamp() + pairs[:, 0])
+    np.testing.assert_allclose(durations, 1.0 + pairs[:, 0] / 1000)
