@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from diagnosis.evidence import Cause, Evidence
-from logbook import safe_patterns
+from logbook import safe_patterns, triage_config
 from logbook import triage_combine as combine
 from logbook.safe_patterns import PatternError
 from logbook.taxonomy import FAMILY_GPU, FAMILY_OF, FAMILY_SYMPTOM, ROOT_CAUSE_SEEDS
@@ -103,8 +103,9 @@ class EvidenceFact:
     "dcgm" (a DeviceEvent: `event_kind`, `xid`), "straggler" (a StragglerRecord),
     "first_silent" (a hang's ranks that stopped reporting first), "sdc" (an SdcReplay:
     `verdict`), "group" (an IncidentGroup holding the interruption: `category` and
-    `component`, the part its hosts share). `own_host` says whether it is on one of the
-    interruption's hosts (else on another host of its attempt)."""
+    `component`, the part its hosts share), "config" (the config change its attempt started
+    with: `category`, and `after_s`, how far into the attempt it failed). `own_host` says
+    whether it is on one of the interruption's hosts (else on another host of its attempt)."""
 
     kind: str
     at: datetime | None
@@ -118,6 +119,7 @@ class EvidenceFact:
     own_host: bool = True
     category: str = ""
     component: str = ""
+    after_s: float | None = None
 
 
 # Several hosts of one rack (pod, cluster) failing within minutes point at the part they
@@ -128,10 +130,24 @@ GROUP_WEIGHT = 0.7
 # --- Output ------------------------------------------------------------------------------------
 
 
+EVIDENCE_KINDS = (
+    "message",
+    "dcgm",
+    "straggler",
+    "first_silent",
+    "sdc",
+    "group",
+    "config",
+    "classifier",
+    "semantic",
+)
+
+
 @dataclass(frozen=True)
 class EvidenceItem:
-    # "message", "dcgm", "straggler", "first_silent", "sdc", "group", "classifier" (the
-    # project's classifier), "semantic" (the public messages' reading, triage_semantic)
+    # One of EVIDENCE_KINDS: "message", "dcgm", "straggler", "first_silent", "sdc", "group",
+    # "config", "classifier" (the project's classifier), "semantic" (the public messages'
+    # reading, triage_semantic)
     kind: str
     at: datetime | None
     text: str
@@ -337,6 +353,9 @@ def fact_evidence(fact: EvidenceFact, book: RuleBook | None = None) -> EvidenceI
     elif fact.kind == "group":
         weight = GROUP_WEIGHT if fact.category else 0.0
         rule = XidRule(fact.category, fact.component, weight)
+    elif fact.kind == "config":
+        weight = triage_config.config_weight(fact.after_s) if fact.category else 0.0
+        rule = XidRule(fact.category, category_name(fact.category), weight)
     category, weight = (rule.category, rule.weight) if rule else ("", 0.0)
     if not fact.own_host:
         weight *= EVIDENCE_ELSEWHERE
@@ -386,6 +405,7 @@ def _signals(items: Sequence[EvidenceItem]) -> list[combine.Signal]:
             item.own,
             index,
             device_record=item.rule.startswith(DEVICE_RECORD_RULES),
+            setting=item.kind == "config",
         )
         for index, item in enumerate(items)
         if item.category and item.weight > 0
@@ -452,10 +472,8 @@ def suggest(
     if not devices and info is not None and info.family == FAMILY_GPU and info.is_hardware:
         # A GPU cause with no device named by its evidence: the UUIDs its message quotes,
         # else the interruption's own devices.
-        devices = _unique(
-            match.group(0)
-            for match in safe_patterns.all_matches(GPU_UUID, facts.message[:MESSAGE_MAX_CHARS])
-        ) or list(facts.devices)
+        quoted = safe_patterns.all_matches(GPU_UUID, facts.message[:MESSAGE_MAX_CHARS])
+        devices = list(dict.fromkeys(m.group(0) for m in quoted)) or list(facts.devices)
     note = _note(message_category, category, supporting, names)
     if grouped is not None:
         # Said first whatever the category: on-call looks at the shared part, not the host.
@@ -558,10 +576,6 @@ def _component(category: str, supporting: Sequence[EvidenceItem], names: Mapping
     if not supporting:
         return category_name(category, names)
     return supporting[0].component or category_name(category, names)
-
-
-def _unique(values: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(values))
 
 
 def _note(

@@ -16,6 +16,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from logbook import autotriage
 from logbook.checkpoint_interval import ADVICE_FIELDS
 from logbook.failure_maths import RATE_NAMES
 from logbook.markdown import render_markdown
@@ -150,7 +151,7 @@ class RootCauseRef(serializers.Serializer):
 
 
 class EvidenceOut(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["message", "dcgm", "straggler", "first_silent", "sdc"])
+    kind = serializers.ChoiceField(choices=list(autotriage.EVIDENCE_KINDS))
     at = serializers.CharField(allow_null=True, help_text="ISO 8601, UTC")
     text = serializers.CharField()
     url = serializers.CharField(allow_blank=True)

@@ -76,6 +76,9 @@ class Signal:
     # The driver's own record of a device fault (an XID line, a DCGM event), not the job's
     # words about it.
     device_record: bool = False
+    # A config change at the attempt's start (logbook.triage_config), not anything the job or
+    # a device said.
+    setting: bool = False
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,8 @@ def weigh(
         # illegal memory access, a Python traceback around it) are the job's view of that
         # fault, not another cause: "hardware beats its symptoms" (tests/data/README.md).
         and not (recorded and not c.host and c.family == FAMILY_SOFTWARE)
+        # Nor is a changed setting alone: no learning rate makes a GPU fall off the bus.
+        and not (recorded and all(s.setting for s in c.signals))
     ]
     rival = max(rivals, default=0.0)
     if winner.family == SYMPTOM_FAMILY:

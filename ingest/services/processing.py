@@ -22,6 +22,7 @@ from ingest.models import IngestBatch
 from ingest.schema import BatchIn, EventIn, parse_json, validate_batch
 from ingest.services.events import EVENT_HANDLERS, _attempt_started, _BatchContext
 from logbook.choices import LogbookEntryKind
+from logbook.services import autotriage as autotriage_services
 from logbook.services import drafts as draft_services
 from logbook.services import sdc as sdc_services
 from telemetry import services as telemetry_services
@@ -162,6 +163,10 @@ def _apply(
     if config_changed:
         # Its before → after table reads the attempt's config, which may come after its start.
         draft_services.restart_entry_draft(attempt=attempt)
+        if attempt.started_at is not None:
+            # A config change is triage evidence of the attempt's interruptions (and of the
+            # next attempt's, compared against it): remake what was suggested without it.
+            autotriage_services.run_evidence_arrived(run_id=run.pk, since=attempt.started_at)
     # Last, and once: this UPDATE locks the run's row until commit, and every batch of the
     # run needs it, so holding it briefly is what lets workers share a run.
     # "Last seen" (and the stalled-run alert) is when the server received the batch: a

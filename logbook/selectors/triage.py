@@ -4,6 +4,7 @@ arrived health event may explain, and the suggestions' accuracy."""
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from django.contrib.postgres.aggregates import ArrayAgg
 from django.db.models import Q, QuerySet, Value
 from django.urls import reverse
 
+from logbook import triage_config
 from logbook.autotriage import EvidenceFact, IncidentFacts, MessageRule, RuleBook, XidRule
 from logbook.incident_groups import SHARED_CATEGORY, SHARED_PART
 from logbook.models import (
@@ -28,7 +30,9 @@ from logbook.models import (
     TriageSuggestion,
 )
 from logbook.triage_combine import Category
+from telemetry import configs
 from telemetry.selectors import User, projects_for_user
+from telemetry.selectors import attempts as attempt_selectors
 from telemetry.selectors import health_events as health_selectors
 from telemetry.selectors.health_events import HealthEventRow
 
@@ -68,8 +72,8 @@ def incident_facts(interruption: Interruption) -> IncidentFacts:
 
 def evidence_for(*, interruption: Interruption) -> list[EvidenceFact]:
     """DCGM events on the interruption's hosts (or its attempt's) in its window, straggler
-    records of its attempt, the first-silent ranks of its attempt's hangs, and SDC records of
-    its run in the hours before it."""
+    records of its attempt, the first-silent ranks of its attempt's hangs, a config change at
+    its attempt's start, and SDC records of its run in the hours before it."""
     run = interruption.run
     own = {host.pk: host.name for host in interruption.hosts.all()}
     attempt_hosts = (
@@ -88,6 +92,7 @@ def evidence_for(*, interruption: Interruption) -> list[EvidenceFact]:
     if interruption.attempt_id:
         facts += _straggler_facts(interruption, own=set(own.values()))
         facts += _first_silent_facts(interruption)
+        facts += _config_facts(interruption)
     facts += _sdc_facts(interruption)
     facts += _group_facts(interruption)
     return facts
@@ -171,6 +176,44 @@ def _first_silent_facts(interruption: Interruption) -> list[EvidenceFact]:
             text = f"Stopped reporting first (hang at step {hang.step}): {ranks or host.name}"
             facts.append(EvidenceFact("first_silent", hang.occurred_at, text[:300], url, host.name))
     return facts
+
+
+def _config_facts(interruption: Interruption) -> list[EvidenceFact]:
+    """The config change the interruption's attempt started with: its run_info.config against
+    the last earlier attempt's that sent one, less the keys every earlier restart changed
+    (logbook.triage_config). One query."""
+    sent = [
+        attempt
+        for attempt in attempt_selectors.attempt_facts(run=interruption.run_id)
+        if attempt.config is not None
+    ]
+    index = next((i for i, a in enumerate(sent) if a.id == interruption.attempt_id), None)
+    if not index:  # not found, or the first attempt that sent a config: nothing to compare
+        return []
+    transitions = [
+        configs.config_changes(before.config or {}, after.config or {})
+        for before, after in itertools.pairwise(sent[: index + 1])
+    ]
+    routine = triage_config.routine_keys(transitions[:-1])
+    changes = [change for change in transitions[-1] if change[0] not in routine]
+    if not changes:
+        return []
+    attempt, previous = sent[index], sent[index - 1]
+    after_s = (
+        (interruption.occurred_at - attempt.started_at).total_seconds()
+        if attempt.started_at
+        else None
+    )
+    return [
+        EvidenceFact(
+            kind="config",
+            at=attempt.started_at,
+            text=triage_config.config_text(attempt.number, previous.number, changes)[:300],
+            url=reverse("dashboard:run-detail", args=[interruption.run_id]),
+            category=triage_config.config_category(changes),
+            after_s=after_s,
+        )
+    ]
 
 
 def _sdc_facts(interruption: Interruption) -> list[EvidenceFact]:

@@ -67,6 +67,8 @@ EVIDENCE_KINDS = {
     "straggler": "Straggler",
     "first_silent": "First silent",
     "sdc": "SDC record",
+    "group": "Incident group",
+    "config": "Config change",
     "classifier": "Learned from triage",
     "semantic": "Similar public messages",
 }

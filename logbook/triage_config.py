@@ -1,0 +1,89 @@
+"""A config change at the start of the failing attempt, as auto-triage evidence. Pure.
+
+A job that restarts with a setting or a version other than its last attempt's and then fails
+soon after points at that change (the taxonomy's "Config or Dataset Change" and "Dependency").
+The public corpora's labels rest on such changes more than on the message's words
+(docs/triage.md, "Sixth round": a version or a setting fixed what looks like a bug). The
+message cannot say so; the attempts' configs (run_info.config) can.
+
+- **Which category**: a change of a software version, image or package is a `dependency`;
+  any other setting a `config-change`.
+- **How strongly**: a change explains a failure in the attempt's first hour (a broken setting
+  breaks the job at once: the first step, checkpoint or evaluation); later it is a hint that
+  explains nothing alone. Both weights sit beside the message rules' (0.5-0.99): a message
+  that names a cause still wins, the change is then one more evidence line.
+- **Routine keys**: a key that changed at every earlier restart of the run (a resume step, a
+  new output directory) says nothing about this one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+DEPENDENCY_SLUG = "dependency"
+CONFIG_CHANGE_SLUG = "config-change"
+
+# From a change in the attempt's first hour, the change explains the failure (above
+# triage_combine.EXPLAINS, 0.3), below any message rule's own weight.
+EARLY_S = 3600.0
+EARLY_WEIGHT = 0.4
+LATE_WEIGHT = 0.15
+# Earlier restarts that must all have changed a key for it to count as routine.
+ROUTINE_AFTER = 2
+KEYS_SHOWN = 5
+
+# A dotted key's part that names software: the image, a package or its version.
+VERSION_KEY = re.compile(
+    r"(^|[._-])(version|versions|image|container|docker|wheel|wheels|package|packages|pip|conda"
+    r"|requirements|torch|pytorch|cuda|cudnn|nccl|driver|jax|jaxlib|transformers|deepspeed"
+    r"|megatron|nemo|apex|triton|flash_attn|vllm|python)([._-]|$)",
+    re.IGNORECASE,
+)
+# A value that reads as a version: three parts or a "v" ("2.4.0", "v1.2", "12.4.1-cudnn9"), or
+# an image's tag ("nvcr.io/nvidia/pytorch:24.05-py3"); not a number ("0.0003" is a setting).
+VERSION_VALUE = re.compile(
+    r"^\s*(\d+(\.\d+){2,}|v\d+(\.\d+)+)([.+-][\w.]+)?\s*$|:[\w.-]*\d+\.\d+[\w.-]*$"
+)
+
+Change = tuple[str, str, str]  # (dotted key, before, after), as telemetry.configs gives them
+
+
+def routine_keys(earlier: Sequence[Sequence[Change]]) -> set[str]:
+    """The keys that changed at every one of the run's earlier restarts (at least
+    ROUTINE_AFTER of them): what the job changes at each restart, not a change of mind."""
+    if len(earlier) < ROUTINE_AFTER:
+        return set()
+    keys = [{key for key, _, _ in changes} for changes in earlier]
+    return set.intersection(*keys)
+
+
+def is_version_change(change: Change) -> bool:
+    key, before, after = change
+    parts = key.replace("/", ".")
+    return bool(VERSION_KEY.search(parts)) or (
+        bool(VERSION_VALUE.search(before)) and bool(VERSION_VALUE.search(after))
+    )
+
+
+def config_category(changes: Sequence[Change]) -> str:
+    """`dependency` when any change is a software version, image or package, else
+    `config-change`."""
+    return DEPENDENCY_SLUG if any(is_version_change(c) for c in changes) else CONFIG_CHANGE_SLUG
+
+
+def config_weight(after_s: float | None) -> float:
+    """How strongly a change at the attempt's start explains a failure `after_s` seconds into
+    the attempt (unknown: as a late one)."""
+    if after_s is not None and 0 <= after_s <= EARLY_S:
+        return EARLY_WEIGHT
+    return LATE_WEIGHT
+
+
+def config_text(attempt: int, previous: int, changes: Sequence[Change]) -> str:
+    """The evidence line: what changed, versions first, as on-call would check it."""
+    ordered = sorted(changes, key=lambda change: (not is_version_change(change), change[0]))
+    shown = "; ".join(f"{key} {before} → {after}" for key, before, after in ordered[:KEYS_SHOWN])
+    more = len(ordered) - KEYS_SHOWN
+    rest = f" and {more} more" if more > 0 else ""
+    return f"Attempt {attempt} started with a config other than attempt {previous}'s: {shown}{rest}"
