@@ -14,6 +14,9 @@ message cannot say so; the attempts' configs (run_info.config) can.
   that names a cause still wins, the change is then one more evidence line.
 - **Routine keys**: a key that changed at every earlier restart of the run (a resume step, a
   new output directory) says nothing about this one.
+- **The logbook too**: a job's config_change note or on-call's entry tied to the attempt
+  tells of a change the configs may not hold ("Bumped NCCL to 2.21.5"); one change, told
+  twice, is one piece of evidence.
 """
 
 from __future__ import annotations
@@ -46,6 +49,15 @@ VERSION_VALUE = re.compile(
     r"^\s*(\d+(\.\d+){2,}|v\d+(\.\d+)+)([.+-][\w.]+)?\s*$|:[\w.-]*\d+\.\d+[\w.-]*$"
 )
 
+# The same in an entry's title, as people write it: "Bumped NCCL to 2.21.5", "new image".
+VERSION_WORDS = re.compile(
+    r"\b(versions?|image|container|docker|wheels?|packages?|pip|conda|requirements|upgraded?"
+    r"|downgraded?|bump(ed)?|pinned|torch|pytorch|cuda|cudnn|nccl|driver|jax|jaxlib"
+    r"|transformers|deepspeed|megatron|nemo|apex|triton|flash.?attn|vllm|python)\b"
+    r"|\bv?\d+\.\d+\.\d+",
+    re.IGNORECASE,
+)
+
 Change = tuple[str, str, str]  # (dotted key, before, after), as telemetry.configs gives them
 
 
@@ -66,10 +78,13 @@ def is_version_change(change: Change) -> bool:
     )
 
 
-def config_category(changes: Sequence[Change]) -> str:
-    """`dependency` when any change is a software version, image or package, else
-    `config-change`."""
-    return DEPENDENCY_SLUG if any(is_version_change(c) for c in changes) else CONFIG_CHANGE_SLUG
+def config_category(changes: Sequence[Change], said: Sequence[str] = ()) -> str:
+    """`dependency` when any change (or a logbook entry's title `said` of a change it lists
+    no setting of) is a software version, image or package, else `config-change`."""
+    versions = any(is_version_change(c) for c in changes) or any(
+        VERSION_WORDS.search(title) for title in said
+    )
+    return DEPENDENCY_SLUG if versions else CONFIG_CHANGE_SLUG
 
 
 def config_weight(after_s: float | None) -> float:
@@ -80,10 +95,18 @@ def config_weight(after_s: float | None) -> float:
     return LATE_WEIGHT
 
 
-def config_text(attempt: int, previous: int, changes: Sequence[Change]) -> str:
-    """The evidence line: what changed, versions first, as on-call would check it."""
+LOGBOOK_HEADER = "The logbook records a config change of this attempt"
+
+
+def attempt_header(attempt: int, previous: int) -> str:
+    return f"Attempt {attempt} started with a config other than attempt {previous}'s"
+
+
+def config_text(header: str, changes: Sequence[Change], said: Sequence[str] = ()) -> str:
+    """The evidence line: what changed, versions first, as on-call would check it, then the
+    titles of logbook entries that list no setting."""
     ordered = sorted(changes, key=lambda change: (not is_version_change(change), change[0]))
-    shown = "; ".join(f"{key} {before} → {after}" for key, before, after in ordered[:KEYS_SHOWN])
-    more = len(ordered) - KEYS_SHOWN
-    rest = f" and {more} more" if more > 0 else ""
-    return f"Attempt {attempt} started with a config other than attempt {previous}'s: {shown}{rest}"
+    parts = [f"{key} {before} → {after}" for key, before, after in ordered[:KEYS_SHOWN]]
+    parts += [f"“{title}”" for title in said[: max(KEYS_SHOWN - len(parts), 1)]]
+    more = len(ordered) + len(said) - len(parts)
+    return f"{header}: " + "; ".join(parts) + (f" and {more} more" if more > 0 else "")

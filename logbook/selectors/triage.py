@@ -22,6 +22,7 @@ from logbook.models import (
     AuditEvent,
     IncidentGroup,
     Interruption,
+    LogbookEntry,
     RootCause,
     SdcReplay,
     StragglerRecord,
@@ -181,15 +182,62 @@ def _first_silent_facts(interruption: Interruption) -> list[EvidenceFact]:
 def _config_facts(interruption: Interruption) -> list[EvidenceFact]:
     """The config change the interruption's attempt started with: its run_info.config against
     the last earlier attempt's that sent one, less the keys every earlier restart changed
-    (logbook.triage_config). One query."""
+    (logbook.triage_config), and the changes logbook entries tied to the attempt record (a
+    job's config_change note, on-call's entry). One fact: they are one change, told twice.
+    Two queries."""
+    changes, routine, header = _attempt_config_changes(interruption)
+    since = interruption.attempt.started_at if interruption.attempt else None
+    entries = list(
+        LogbookEntry.objects.filter(run_id=interruption.run_id, attempt_id=interruption.attempt_id)
+        .filter(Q(kind=LogbookEntry.Kind.CONFIG_CHANGE) | ~Q(config_changes=[]))
+        .order_by("occurred_at", "pk")
+        .values_list("title", "config_changes", "occurred_at")
+    )
+    seen = {key for key, _, _ in changes} | routine
+    said: list[str] = []  # titles of entries that name no setting
+    for title, rows, occurred_at in entries:
+        told = [
+            (row["key"], row.get("before", ""), row.get("after", ""))
+            for row in rows or []
+            if isinstance(row, dict) and row.get("key") and row["key"] not in routine
+        ]
+        new = [change for change in told if change[0] not in seen]
+        changes += new
+        seen.update(key for key, _, _ in told)
+        if not rows:
+            said.append(title)
+        if (new or not rows) and occurred_at <= interruption.occurred_at:
+            # A change made during the attempt is as recent as the entry that records it.
+            since = max(since, occurred_at) if since else occurred_at
+    if not changes and not said:
+        return []
+    after_s = (interruption.occurred_at - since).total_seconds() if since else None
+    return [
+        EvidenceFact(
+            kind="config",
+            at=since,
+            text=triage_config.config_text(header, changes, said)[:300],
+            url=reverse("dashboard:run-detail", args=[interruption.run_id]),
+            category=triage_config.config_category(changes, said),
+            after_s=after_s,
+        )
+    ]
+
+
+def _attempt_config_changes(
+    interruption: Interruption,
+) -> tuple[list[triage_config.Change], set[str], str]:
+    """What the attempt's run_info.config changed from the last earlier attempt's that sent
+    one, less the routine keys; those keys; the evidence line's header."""
     sent = [
         attempt
         for attempt in attempt_selectors.attempt_facts(run=interruption.run_id)
         if attempt.config is not None
     ]
-    index = next((i for i, a in enumerate(sent) if a.id == interruption.attempt_id), None)
-    if not index:  # not found, or the first attempt that sent a config: nothing to compare
-        return []
+    attempt = next((a for a in sent if a.id == interruption.attempt_id), None)
+    index = sent.index(attempt) if attempt else 0
+    if not index:  # not sent, or the first attempt that sent a config: nothing to compare
+        return [], set(), triage_config.LOGBOOK_HEADER
     transitions = [
         configs.config_changes(before.config or {}, after.config or {})
         for before, after in itertools.pairwise(sent[: index + 1])
@@ -197,23 +245,9 @@ def _config_facts(interruption: Interruption) -> list[EvidenceFact]:
     routine = triage_config.routine_keys(transitions[:-1])
     changes = [change for change in transitions[-1] if change[0] not in routine]
     if not changes:
-        return []
-    attempt, previous = sent[index], sent[index - 1]
-    after_s = (
-        (interruption.occurred_at - attempt.started_at).total_seconds()
-        if attempt.started_at
-        else None
-    )
-    return [
-        EvidenceFact(
-            kind="config",
-            at=attempt.started_at,
-            text=triage_config.config_text(attempt.number, previous.number, changes)[:300],
-            url=reverse("dashboard:run-detail", args=[interruption.run_id]),
-            category=triage_config.config_category(changes),
-            after_s=after_s,
-        )
-    ]
+        return [], routine, triage_config.LOGBOOK_HEADER
+    previous = sent[index - 1]
+    return changes, routine, triage_config.attempt_header(attempt.number, previous.number)
 
 
 def _sdc_facts(interruption: Interruption) -> list[EvidenceFact]:

@@ -14,6 +14,7 @@ from django.utils import timezone
 from logbook.audit import diff_fields
 from logbook.choices import TimePrecision
 from logbook.models import AuditEvent, Checkpoint, Interruption, LogbookEntry, SdcReplay
+from logbook.services import autotriage as autotriage_services
 from logbook.services import versioned
 from logbook.services.audit import audit_record
 from telemetry import services as telemetry_services
@@ -307,6 +308,7 @@ def logbook_entry_create(
     _entry_invariants_check(entry)
     entry.save()
     telemetry_services.run_data_version_bump(run_id=run.pk)
+    _config_evidence_arrived(entry)
     audit_record(
         project=run.project,
         entity=ENTRY_ENTITY,
@@ -316,6 +318,16 @@ def logbook_entry_create(
         changes=diff_fields({}, logbook_entry_snapshot(entry), ENTRY_EDITABLE_FIELDS),
     )
     return entry
+
+
+def _config_evidence_arrived(entry: LogbookEntry) -> None:
+    """An entry that records a config change of an attempt is auto-triage evidence of the
+    attempt's interruptions (logbook.selectors.triage): remake their pending suggestions."""
+    records_change = entry.kind == LogbookEntry.Kind.CONFIG_CHANGE or bool(entry.config_changes)
+    if entry.attempt is None or not records_change:
+        return
+    since = entry.attempt.started_at or entry.occurred_at
+    autotriage_services.run_evidence_arrived(run_id=entry.run_id, since=since)
 
 
 def _locked(entry: LogbookEntry, *, version: int | None, related: tuple[str, ...]) -> LogbookEntry:
@@ -351,6 +363,7 @@ def logbook_entry_update(
         project=current.run.project, object_id=current.pk, user=user, version=version, diff=diff
     )
     telemetry_services.run_data_version_bump(run_id=current.run_id)
+    _config_evidence_arrived(current)
     return current
 
 

@@ -1,7 +1,7 @@
-"""A config change at the failing attempt's start as auto-triage evidence
-(logbook.triage_config): which category it points at, how strongly, which keys are routine,
-and what the stored suggestion says when a job restarts with another version or setting and
-fails soon after."""
+"""A config change at the failing attempt's start (its configs, or the logbook) as
+auto-triage evidence (logbook.triage_config): which category it points at, how strongly,
+which keys are routine, and what the stored suggestion says when a job restarts with another
+version or setting and fails soon after."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from logbook import autotriage, triage_config
 from logbook.autotriage import EvidenceFact, IncidentFacts
 from logbook.models import TriageSuggestion
 from logbook.services import autotriage as autotriage_services
+from logbook.services import entries as entry_services
 from logbook.services import interruptions as interruption_services
 from logbook.triage_combine import EXPLAINS
 from telemetry import services as telemetry_services
@@ -63,12 +64,33 @@ def test_a_key_every_earlier_restart_changed_is_routine():
     assert triage_config.routine_keys([[resume], [lr]]) == set()
 
 
+@pytest.mark.parametrize(
+    ("title", "category"),
+    [
+        ("Bumped NCCL to 2.21.5", "dependency"),
+        ("New image for the eval harness", "dependency"),
+        ("Upgraded the driver on every node", "dependency"),
+        ("Moved to the 1.3.0 stack", "dependency"),
+        ("Halved the learning rate", "config-change"),
+        ("Switched the data mix to web-v2", "config-change"),
+    ],
+)
+def test_an_entry_title_that_names_a_version_is_a_dependency(title: str, category: str) -> None:
+    assert triage_config.config_category([], [title]) == category
+
+
 def test_the_line_names_versions_first_and_counts_the_rest():
     changes = [(f"k{i}", "1", "2") for i in range(6)] + [("torch_version", "2.3.1", "2.4.0")]
-    text = triage_config.config_text(4, 3, changes)
+    text = triage_config.config_text(triage_config.attempt_header(4, 3), changes)
     assert text.startswith("Attempt 4 started with a config other than attempt 3's: ")
     assert text.index("torch_version 2.3.1 → 2.4.0") < text.index("k0 1 → 2")
     assert text.endswith("and 2 more")
+    # an entry's title with no setting is quoted after the settings, one at least however
+    # many settings there are (it is what on-call wrote)
+    titled = triage_config.config_text("Logbook", changes[:1], ["Bumped NCCL", "New image"])
+    assert titled == "Logbook: k0 1 → 2; “Bumped NCCL”; “New image”"
+    full = triage_config.config_text("Logbook", changes, ["Bumped NCCL"])
+    assert full.endswith("k3 1 → 2; “Bumped NCCL” and 2 more")
 
 
 def config_fact(category: str, after_s: float) -> EvidenceFact:
@@ -224,3 +246,106 @@ def test_a_config_sent_after_the_crash_remakes_its_suggestion_in_the_worker(
     wait(remade, what="the suggestion remade from the config")
     evidence = TriageSuggestion.objects.get(pk=first.pk).evidence
     assert any("nccl_version 2.20.5 → 2.21.5" in item["text"] for item in evidence)
+
+
+# --- Stored, from the logbook ------------------------------------------------------------------
+
+
+def config_entry(attempt: Any, *, at: datetime, title: str, changes: Any = ()) -> Any:
+    return entry_services.logbook_entry_create(
+        run=attempt.run, user=None, title=title, kind="config_change", occurred_at=at,
+        attempt=attempt, config_changes=list(changes),
+    )  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_an_entry_during_the_attempt_explains_a_crash_soon_after_it(project, rules_alone):
+    # given an attempt that ran for days, then on-call's "bumped NCCL" and a crash 20 min later
+    (attempt,) = attempts(project, [BASE])
+    bumped = attempt.started_at + timedelta(days=3)
+    config_entry(attempt, at=bumped, title="Bumped NCCL to 2.21.5 on the fly")
+    interruption = fail(attempt, after=timedelta(days=3, minutes=20))
+    # then the suggestion is that dependency, dated from the entry, quoting it
+    suggestion = autotriage_services.suggestion_make(interruption_id=interruption.pk)
+    assert suggestion is not None
+    assert suggestion.root_cause.slug == "dependency"
+    (line,) = [item for item in suggestion.evidence if item["kind"] == "config"]
+    assert "“Bumped NCCL to 2.21.5 on the fly”" in line["text"]
+    assert suggestion.confidence >= EXPLAINS
+
+
+@pytest.mark.django_db
+def test_an_entry_and_the_configs_telling_one_change_are_one_piece_of_evidence(
+    project, rules_alone
+):
+    # given attempt 2 restarted with a new LR, which on-call also wrote down with the same key
+    _, second = attempts(project, [BASE, {**BASE, "optimizer": {"lr": 6e-4}}])
+    only_configs = fail(second, after=timedelta(minutes=10), key="before-entry")
+    before = autotriage_services.suggestion_make(interruption_id=only_configs.pk)
+    config_entry(
+        second, at=second.started_at, title="LR doubled",
+        changes=[{"key": "optimizer.lr", "before": "0.0003", "after": "0.0006"},
+                 {"key": "data.mix", "before": "web-v1", "after": "web-v2"}],
+    )  # fmt: skip
+    told_twice = fail(second, after=timedelta(minutes=10), key="after-entry")
+    after = autotriage_services.suggestion_make(interruption_id=told_twice.pk)
+    assert before is not None and after is not None
+    # then one config line, holding the configs' change and the entry's new key, and the
+    # same confidence: the entry repeats a change, it does not corroborate it
+    (line,) = [item for item in after.evidence if item["kind"] == "config"]
+    assert line["text"].count("optimizer.lr") == 1
+    assert "data.mix web-v1 → web-v2" in line["text"]
+    assert after.confidence == before.confidence
+    assert after.root_cause.slug == "config-change"
+
+
+@pytest.mark.django_db
+def test_an_entry_of_another_attempt_or_a_routine_key_is_no_evidence(project, rules_alone):
+    # given the resume step moved at every restart, and attempt 4's restart draft lists it
+    configs = [{**BASE, "resume_step": step} for step in (0, 100, 200, 300)]
+    *_, third, fourth = attempts(project, configs)
+    config_entry(
+        fourth, at=fourth.started_at, title="Restart",
+        changes=[{"key": "resume_step", "before": "200", "after": "300"}],
+    )  # fmt: skip
+    # and an LR change recorded against attempt 3, not 4
+    config_entry(third, at=third.started_at, title="Halved the learning rate")
+    interruption = fail(fourth, after=timedelta(minutes=5))
+    assert autotriage_services.suggestion_make(interruption_id=interruption.pk) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_calls_entry_remakes_a_pending_suggestion_in_the_worker(
+    celery_worker, post_batch, project, wait, rules_alone
+):
+    # given a watchdog timeout 20 min into attempt 2, suggested as the symptom
+    now = timezone.now()
+    watchdog = (
+        "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
+        "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600013 milliseconds before timing out."
+    )
+    document = {
+        "batch_id": "entry-1", "run": "entry-worker", "attempt": 2, "metrics": [],
+        "events": [{"type": "attempt_started", "time": (now - timedelta(minutes=20)).isoformat(),
+                    "hosts": ["w1"]},
+                   {"type": "interruption", "time": now.isoformat(), "message": watchdog,
+                    "hosts": ["w1"]}],
+    }  # fmt: skip
+    assert post_batch(document).status_code == 202
+
+    def made() -> TriageSuggestion | None:
+        return TriageSuggestion.objects.select_related("root_cause", "interruption").first()
+
+    first = wait(made, what="the first suggestion")
+    assert first.root_cause.slug == "nccl-watchdog-timeout"
+    # when on-call writes down that the attempt started on a new NCCL
+    attempt = first.interruption.attempt
+    config_entry(attempt, at=attempt.started_at, title="Restarted on NCCL 2.21.5")
+
+    # then the worker remakes it as that dependency, quoting the entry
+    def remade() -> bool:
+        return TriageSuggestion.objects.get(pk=first.pk).root_cause.slug == "dependency"
+
+    wait(remade, what="the suggestion remade from the entry")
+    evidence = TriageSuggestion.objects.get(pk=first.pk).evidence
+    assert any("“Restarted on NCCL 2.21.5”" in item["text"] for item in evidence)
