@@ -16,12 +16,11 @@ from django.db.models.functions import Coalesce
 from logbook import sdc_maths
 from logbook.models import Interruption, LogbookEntry, SdcReplay
 from logbook.selectors.filters import FilterParams
+from logbook.triage_config import CONFIG_CHANGE_SLUG
 from telemetry import configs
 from telemetry.models import Attempt, Cluster, Host, Run
 from telemetry.selectors import User, projects_for_user, run_get_for_user
 from telemetry.selectors import attempts as attempt_selectors
-
-CONFIG_CHANGE_SLUG = "config-change"  # logbook.taxonomy: "Config or Dataset Change"
 
 LEDGER_MAX_ROWS = 500
 

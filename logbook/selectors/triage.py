@@ -184,16 +184,17 @@ def _config_facts(interruption: Interruption) -> list[EvidenceFact]:
     the last earlier attempt's that sent one, less the keys every earlier restart changed
     (logbook.triage_config), and the changes logbook entries tied to the attempt record (a
     job's config_change note, on-call's entry). One fact: they are one change, told twice.
-    Two queries."""
-    changes, routine, header = _attempt_config_changes(interruption)
-    since = interruption.attempt.started_at if interruption.attempt else None
+    Three queries."""
+    attempt = interruption.attempt
+    changes, routine, header = _attempt_config_changes(interruption.run_id, attempt.number)
+    since = attempt.started_at
     entries = list(
         LogbookEntry.objects.filter(run_id=interruption.run_id, attempt_id=interruption.attempt_id)
         .filter(Q(kind=LogbookEntry.Kind.CONFIG_CHANGE) | ~Q(config_changes=[]))
         .order_by("occurred_at", "pk")
         .values_list("title", "config_changes", "occurred_at")
     )
-    seen = {key for key, _, _ in changes} | routine
+    seen = {key for key, _, _ in changes}
     said: list[str] = []  # titles of entries that name no setting
     for title, rows, occurred_at in entries:
         told = [
@@ -225,29 +226,24 @@ def _config_facts(interruption: Interruption) -> list[EvidenceFact]:
 
 
 def _attempt_config_changes(
-    interruption: Interruption,
+    run_id: int, number: int
 ) -> tuple[list[triage_config.Change], set[str], str]:
-    """What the attempt's run_info.config changed from the last earlier attempt's that sent
-    one, less the routine keys; those keys; the evidence line's header."""
-    sent = [
-        attempt
-        for attempt in attempt_selectors.attempt_facts(run=interruption.run_id)
-        if attempt.config is not None
-    ]
-    attempt = next((a for a in sent if a.id == interruption.attempt_id), None)
-    index = sent.index(attempt) if attempt else 0
+    """What attempt `number`'s run_info.config changed from the last earlier attempt's that
+    sent one, less the routine keys; those keys; the evidence line's header. One query."""
+    sent = attempt_selectors.attempt_configs(run_ids=[run_id]).get(run_id, [])
+    numbers = [sent_number for sent_number, _ in sent]
+    index = numbers.index(number) if number in numbers else 0
     if not index:  # not sent, or the first attempt that sent a config: nothing to compare
         return [], set(), triage_config.LOGBOOK_HEADER
     transitions = [
-        configs.config_changes(before.config or {}, after.config or {})
-        for before, after in itertools.pairwise(sent[: index + 1])
+        configs.config_changes(before, after)
+        for (_, before), (_, after) in itertools.pairwise(sent[: index + 1])
     ]
     routine = triage_config.routine_keys(transitions[:-1])
     changes = [change for change in transitions[-1] if change[0] not in routine]
     if not changes:
         return [], routine, triage_config.LOGBOOK_HEADER
-    previous = sent[index - 1]
-    return changes, routine, triage_config.attempt_header(attempt.number, previous.number)
+    return changes, routine, triage_config.attempt_header(number, numbers[index - 1])
 
 
 def _sdc_facts(interruption: Interruption) -> list[EvidenceFact]:
