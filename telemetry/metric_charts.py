@@ -310,7 +310,22 @@ def metric_figure_data(
         top=float(finite_values.max()) if finite_values.size else 0.0,
         bottom=float(finite_values.min()) if finite_values.size else 0.0,
     )
-    return {"data": data, "layout": _metric_layout(marks, title=title, axis=axis, y_title=y_title)}
+    layout = _metric_layout(marks, title=title, axis=axis, y_title=y_title)
+    if finite_values.size:
+        flat = flat_value_range(float(finite_values.min()), float(finite_values.max()))
+        if flat is not None:
+            layout["yaxis"]["range"] = flat
+    return {"data": data, "layout": layout}
+
+
+def flat_value_range(bottom: float, top: float) -> list[float] | None:
+    """The y range for a metric that holds one value (a steady 4M tokens/s): 5% either side
+    of it, or ±1 around zero; None when the values vary. Plotly's own range for a flat line
+    is ±1 unit, which labels a steady 4M tokens/s "3.9999995M … 4.000001M"."""
+    if top - bottom > 1e-9 * max(1.0, abs(top)):
+        return None
+    pad = 0.05 * abs(top) or 1.0
+    return [top - pad, top + pad]
 
 
 def _folded_traces(

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from telemetry.metric_charts import metric_figure
+from telemetry.metric_charts import flat_value_range, metric_figure
 
 
 def test_a_line_per_attempt_and_non_finite_values_marked():
@@ -189,3 +189,18 @@ def test_folded_attempts_are_joined_only_where_the_line_shows_no_gap():
     timed = [(1, start + np.arange(0, 6) * hour, np.ones(6)),
              (2, start + np.arange(6, 24) * hour, np.ones(18))]  # fmt: skip
     assert folded_trace_data(timed, hovertemplate="")["x"].count(None) == 1
+
+
+def test_a_steady_metric_gets_a_readable_range_and_a_varying_one_plotlys():
+    steady = pd.DataFrame({"attempt": [1, 1, 2], "x": [0, 1, 2], "value": [4.0e6] * 3})
+    varying = pd.DataFrame({"attempt": [1, 1], "x": [0, 1], "value": [3.0, 2.5]})
+
+    assert list(metric_figure(steady, title="tokens_per_s").layout.yaxis.range) == [3.8e6, 4.2e6]
+    assert metric_figure(varying, title="loss").layout.yaxis.range is None
+
+
+def test_flat_value_range():
+    assert flat_value_range(0.0, 0.0) == [-1.0, 1.0]
+    assert flat_value_range(-2.0, -2.0) == [-2.1, -1.9]
+    assert flat_value_range(1.0, 1.0 + 1e-12) is not None  # float noise is still flat
+    assert flat_value_range(1.0, 1.001) is None
