@@ -58,9 +58,11 @@ def classifier_train(*, project_id: int, now: datetime | None = None) -> TriageC
     return row
 
 
-def suggestions_remake(*, project_id: int) -> int:
-    """Remake the project's pending suggestions (newest first, at most REMAKE_AFTER_TRAINING):
-    what a new model says reaches the queue; returns how many were remade."""
+def suggestions_remake(*, project_id: int, limit: int | None = REMAKE_AFTER_TRAINING) -> int:
+    """Remake the project's pending suggestions (newest first, at most `limit`; None for all,
+    as `manage.py triage_remake` does after an upgrade): what a new model or rule says
+    reaches the queue; returns how many were remade. The worker's tasks keep the limit so a
+    remake fits their time limit; the newest are the ones on-call reads."""
     from logbook.services import autotriage  # autotriage imports this module
 
     pending = (
@@ -70,8 +72,10 @@ def suggestions_remake(*, project_id: int) -> int:
             interruption__status=Interruption.Status.OPEN,
         )
         .order_by("-interruption__occurred_at")
-        .values_list("interruption_id", flat=True)[:REMAKE_AFTER_TRAINING]
+        .values_list("interruption_id", flat=True)
     )
+    if limit is not None:
+        pending = pending[:limit]
     return sum(
         1
         for interruption_id in list(pending)

@@ -21,6 +21,7 @@ from config.celery import app as celery_app
 from logbook.models import AuditEvent, RootCause, TriageRule, TriageSuggestion
 from logbook.selectors.triage import builtin_rules_stored
 from logbook.services import autotriage as autotriage_services
+from logbook.services import triage_learning as triage_learning_services
 from logbook.services.taxonomy import root_cause_resolve
 from logbook.services.triage_rules import builtin_rule_rows
 from tests.logbook.test_triage_suggestions import record
@@ -187,6 +188,28 @@ def test_an_upgrade_that_ships_a_rule_change_remakes_every_projects_pending_sugg
     # and a project with nothing to remake is named in a clear error
     with pytest.raises(CommandError, match="'no-such-project': no such project"):
         call_command("triage_remake", project="no-such-project", stdout=StringIO())
+
+
+@pytest.mark.django_db
+def test_the_upgrade_remake_reaches_past_the_workers_limit(project, rules_alone):
+    # given three pending suggestions in one project, all dependency
+    pending = [record(project, message=IMPORT_ERROR, hosts=["h1"], key=f"p{i}") for i in range(3)]
+    for interruption in pending:
+        autotriage_services.suggestion_make(interruption_id=interruption.pk)
+    TriageRule.objects.filter(name="dependency", project__isnull=True).update(enabled=False)
+    # when the worker's remake runs with a limit of two, it remakes the newest two only
+    assert triage_learning_services.suggestions_remake(project_id=project.pk, limit=2) == 2
+
+    def slugs() -> list[str]:
+        rows = TriageSuggestion.objects.filter(interruption__in=pending)
+        return sorted(rows.values_list("root_cause__slug", flat=True))
+
+    assert slugs() == ["dependency", "software-bug", "software-bug"]
+    # then the upgrade's command, which has no limit, remakes every one of them
+    out = StringIO()
+    call_command("triage_remake", stdout=out)
+    assert out.getvalue().splitlines()[0] == f"[1/1] {project.slug}: 3 pending remade"
+    assert slugs() == ["software-bug"] * 3
 
 
 @pytest.mark.django_db

@@ -1,5 +1,5 @@
-"""Remake the pending suggestions of open incidents (newest first, at most
-REMAKE_AFTER_TRAINING per project) with the rules, categories and prior as they are now.
+"""Remake every pending suggestion of an open incident (newest first) with the rules,
+categories and prior as they are now.
 An upgrade that ships a rule change (a logbook migration's RULES_SQL) or a new prior changes
 what auto-triage would say; without this the queue keeps what the old release said until
 evidence arrives. `make migrate` runs it after the migrations; remaking with unchanged rules
@@ -35,7 +35,7 @@ class Command(BaseCommand):
         for index, (pk, slug) in enumerate(projects, start=1):
             # A line per project: the embedding model loads on the first (a second or so),
             # then each suggestion takes tens of milliseconds.
-            remade = suggestions_remake(project_id=pk)
+            remade = suggestions_remake(project_id=pk, limit=None)
             total += remade
             self.stdout.write(f"[{index}/{len(projects)}] {slug}: {remade} pending remade")
         where = "project" if len(projects) == 1 else "projects"
