@@ -135,6 +135,9 @@ class Run:
         self._heartbeat_due = False
         self._rank_timers: list[RankTimer] = []
         self._finished = False
+        # How this attempt ended when the job reported its own interruption: finish()'s
+        # default, so "interruption, then finish()" does not file the attempt as completed.
+        self._interrupted_status: str | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._progress = threading.Condition()
@@ -294,7 +297,10 @@ class Run:
         id: str | None = None,
     ) -> None:
         """What interrupted an attempt (taxonomy slug or name, e.g. `faulty-gpu`): this one,
-        or with `attempt=` an earlier one, as a restarted job reports why it restarted."""
+        or with `attempt=` an earlier one, as a restarted job reports why it restarted. This
+        attempt's own makes finish()'s default status failed (killed when planned)."""
+        if attempt is None or attempt == self.attempt:
+            self._interrupted_status = "killed" if planned else "failed"
         self.event(
             "interruption",
             attempt=attempt,
@@ -351,10 +357,13 @@ class Run:
         return delivered
 
     def finish(
-        self, status: str = "completed", reason: str = "", *, timeout: float | None = None
+        self, status: str | None = None, reason: str = "", *, timeout: float | None = None
     ) -> bool:
         """End the attempt (on the rank that reports it), flush within `timeout`, stop. What
-        is not delivered by then stays in the spool for the next start or `sync`."""
+        is not delivered by then stays in the spool for the next start or `sync`. `status`
+        defaults to completed, or failed (killed when planned) once this run reported an
+        interruption of its own attempt."""
+        status = status or self._interrupted_status or "completed"
         if self._finished:
             return True
         for timer in self._rank_timers:
@@ -398,7 +407,7 @@ class Run:
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is None:
-            self.finish("completed")
+            self.finish()
         elif isinstance(exc, KeyboardInterrupt):
             self.finish("killed", "KeyboardInterrupt")
         else:
