@@ -2,7 +2,7 @@
 never saw? (issue 37: "a classifier trained on the public tune corpus as a site-wide prior").
 
 Measured by 5-fold cross-validation over the tune messages only (tests/data: the tuned-on
-set, the tune parts of triage_heldout.jsonl and triage_corpus2.jsonl to triage_corpus5.jsonl):
+set, the tune parts of triage_heldout.jsonl and triage_corpus2.jsonl to triage_corpus6.jsonl):
 each fold's messages are read by the rules alone and by the rules with the vote of a
 classifier trained on the other folds. `--held-out` then reads corpus2's held-out part once,
 with a model trained on every tune message, and prints only counts (its misses are not read).
@@ -47,6 +47,7 @@ def tune_pool() -> list[dict[str, str]]:
         + _rows("triage_corpus3.jsonl", "tune")
         + _rows("triage_corpus4.jsonl", "tune")
         + _rows("triage_corpus5.jsonl", "tune")
+        + _rows("triage_corpus6.jsonl", "tune")
     )
 
 

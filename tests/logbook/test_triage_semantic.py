@@ -53,6 +53,7 @@ def tune_rows() -> list[dict[str, str]]:
         + [row for row in _rows("triage_corpus3.jsonl") if row["split"] == "tune"]
         + [row for row in _rows("triage_corpus4.jsonl") if row["split"] == "tune"]
         + [row for row in _rows("triage_corpus5.jsonl") if row["split"] == "tune"]
+        + [row for row in _rows("triage_corpus6.jsonl") if row["split"] == "tune"]
     )
 
 
@@ -82,6 +83,7 @@ def test_the_prior_is_the_tune_messages_and_the_category_descriptions_only():
             "triage_corpus3.jsonl",
             "triage_corpus4.jsonl",
             "triage_corpus5.jsonl",
+            "triage_corpus6.jsonl",
         )
         for row in _rows(name)
         if row["split"] == "heldout"
