@@ -321,7 +321,10 @@ def metric_figure_data(
 def flat_value_range(bottom: float, top: float) -> list[float] | None:
     """The y range for a metric that holds one value (a steady 4M tokens/s): 5% either side
     of it, or ±1 around zero; None when the values vary. Plotly's own range for a flat line
-    is ±1 unit, which labels a steady 4M tokens/s "3.9999995M … 4.000001M"."""
+    is ±1 unit, which labels a steady 4M tokens/s "3.9999995M … 4.000001M". The same pad as
+    static/js/charts.js's yRange, which refits the linked run-page charts (and their log
+    axis) in the browser; this one serves the charts drawn as sent, such as the incident
+    page's."""
     if top - bottom > 1e-9 * max(1.0, abs(top)):
         return None
     pad = 0.05 * abs(top) or 1.0
